@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# setup.sh - everything a fresh Debian 12 machine needs to build Strata:
+# installs the Debian packages that are missing (idempotent), then configures
+# and builds into build/ (or the directory given as $1, with extra CMake
+# flags after it). Needs root (or sudo) only when a package is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libopenblas-dev libopenblas-openmp-dev   # BLAS for the matrix products
+  libcmocka-dev                            # unit tests
+  liburing-dev                             # async I/O engine
+  libcjson-dev                             # safetensors headers, config files
+  clang libclang-rt-14-dev                 # fuzz targets (libFuzzer)
+  python3-torch                            # numerical reference (fixtures, bench)
+  fio                                      # I/O benchmark baseline
+  gnuplot-nox                              # loss-curve plots
+)
+# node and npm fetch the GPT-2 vocabulary (npm pack); some images ship their
+# own Node.js build, so ask for Debian's only when the commands are absent.
+command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR="${1:-build}"
+shift || true
+cmake -S . -B "$BUILD_DIR" -DSTRATA_WERROR=ON "$@" >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)" 2>&1 | grep -v -E '^\[ *[0-9]+%\]' || true
+test "${PIPESTATUS[0]}" -eq 0

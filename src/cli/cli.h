@@ -1,0 +1,36 @@
+/*
+ * cli.h - the strata command line. Each subcommand lives in its own
+ * cmd_<name>.c and is listed in the table in main.c. Only this layer prints
+ * errors and chooses exit codes: 0 success, 1 failure, 2 bad usage.
+ */
+#ifndef STRATA_CLI_H
+#define STRATA_CLI_H
+
+#include <stdint.h>
+#include "strata/base.h"
+
+typedef struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);   /* argv[0] is the subcommand name */
+} cli_command;
+
+/* Prints "strata: <msg>" to stderr and returns 1 (for `return cli_error(...)`). */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prints an st_error as "strata: <msg>" and returns 1. */
+int cli_fail(const st_error *err);
+/* Prints "strata <cmd>: <msg>" and a hint to run --help; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Strict parsers for flag values: the whole string must be a valid number in
+ * range, or they fail with a message naming the flag. Sizes accept K, M, G, T
+ * suffixes (powers of 1024) and an optional B/iB: "1M", "512KiB", "2G". */
+st_status cli_parse_int(const char *flag, const char *s, long min, long max, long *out, st_error *err);
+st_status cli_parse_u64(const char *flag, const char *s, uint64_t *out, st_error *err);
+st_status cli_parse_double(const char *flag, const char *s, double min, double max, double *out, st_error *err);
+st_status cli_parse_size(const char *flag, const char *s, uint64_t *out, st_error *err);
+
+/* True when stdout is a terminal (live status lines) rather than a log. */
+int cli_stdout_is_tty(void);
+
+#endif

@@ -1,0 +1,35 @@
+/* main.c - `strata <command> [flags]`: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+/* Each subcommand's entry point, defined in its cmd_<name>.c. */
+int cmd_version(int argc, char **argv);
+
+static const cli_command commands[] = {
+    {"version", "print the version and build configuration", cmd_version},
+};
+
+static void print_usage(FILE *f) {
+    fprintf(f, "usage: strata <command> [flags]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'strata <command> --help' for a command's flags.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        print_usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "strata: unknown command '%s'\n\n", argv[1]);
+    print_usage(stderr);
+    return 2;
+}

@@ -1,0 +1,89 @@
+/* test_base.c - status/error formatting, size helpers, rng, bf16 and f16. */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "strata/base.h"
+
+static void test_fail_formats_message(void **state) {
+    (void)state;
+    st_error err = {0};
+    assert_int_equal(st_fail(&err, ST_ECORRUPT, "file %s: tensor %s", "a.bin", "wte"), ST_ECORRUPT);
+    assert_string_equal(err.msg, "file a.bin: tensor wte");
+    assert_int_equal(st_fail_errno(&err, ENOSPC, "writing %s", "x"), ST_ENOSPC);
+    assert_int_equal(err.sys_errno, ENOSPC);
+    assert_non_null(strstr(err.msg, "writing x: "));
+    assert_int_equal(st_fail(NULL, ST_EIO, "ignored"), ST_EIO);
+}
+
+static void test_aligned_alloc(void **state) {
+    (void)state;
+    void *p = st_alloc_aligned(4096, 10);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 4096, 0);
+    st_free_aligned(p);
+    assert_int_equal(st_round_up(4097, 4096), 8192);
+    assert_int_equal(st_round_up(0, 4096), 0);
+}
+
+static void test_rng_deterministic_and_normal(void **state) {
+    (void)state;
+    st_rng a, b;
+    st_rng_seed(&a, 42);
+    st_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) assert_true(st_rng_next(&a) == st_rng_next(&b));
+    double sum = 0, sq = 0;
+    int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double x = st_rng_normal(&a);
+        sum += x;
+        sq += x * x;
+    }
+    assert_true(fabs(sum / n) < 0.01);
+    assert_true(fabs(sq / n - 1.0) < 0.02);
+}
+
+static void test_bf16_rounding(void **state) {
+    (void)state;
+    assert_true(st_bf16_to_f32(st_f32_to_bf16(1.0f)) == 1.0f);
+    /* 1 + 2^-8 lies exactly halfway between two bf16 values: ties to even (1.0). */
+    assert_true(st_bf16_to_f32(st_f32_to_bf16(1.0f + 1.0f / 256)) == 1.0f);
+    /* just above the halfway point rounds up */
+    assert_true(st_bf16_to_f32(st_f32_to_bf16(1.0f + 1.0f / 256 + 1.0f / 65536)) == 1.0f + 1.0f / 128);
+    assert_true(isnan(st_bf16_to_f32(st_f32_to_bf16(NAN))));
+}
+
+static void test_f16_round_trip_all_values(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = st_f16_to_f32((uint16_t)h);
+        if (isnan(f)) continue;
+        assert_int_equal(st_f32_to_f16(f), h);
+    }
+    assert_true(st_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(st_f16_to_f32(0x0001) == ldexpf(1.0f, -24));   /* smallest subnormal */
+    assert_true(st_f16_to_f32(0x7bff) == 65504.0f);
+    assert_int_equal(st_f32_to_f16(1e6f), 0x7c00);             /* overflow -> inf */
+}
+
+static void test_format_bytes(void **state) {
+    (void)state;
+    char buf[32];
+    assert_string_equal(st_format_bytes(512, buf, sizeof buf), "512 B");
+    assert_string_equal(st_format_bytes(1536.0 * 1024 * 1024, buf, sizeof buf), "1.50 GiB");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fail_formats_message),
+        cmocka_unit_test(test_aligned_alloc),
+        cmocka_unit_test(test_rng_deterministic_and_normal),
+        cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_f16_round_trip_all_values),
+        cmocka_unit_test(test_format_bytes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
