@@ -1,0 +1,218 @@
+/*
+ * strata/model.h - the GPT-2 model: configuration, parameter layout, and the
+ * forward and backward passes of its pieces.
+ *
+ * Layout. All parameters live in one float vector made of L+1 contiguous
+ * *units*, so that each can be loaded, stepped and written back on its own:
+ *
+ *   unit 0      the embedding unit: wte [Vp, C], wpe [n_ctx, C], ln_f w [C], b [C]
+ *   unit 1+l    transformer block l: ln_1 w,b [C]; c_attn w [C, 3C], b [3C];
+ *               attn c_proj w [C, C], b [C]; ln_2 w,b [C]; c_fc w [C, 4C],
+ *               b [4C]; mlp c_proj w [4C, C], b [C]   (12 C^2 + 13 C floats)
+ *
+ * Matrices are stored in Hugging Face's Conv1D layout [in, out] (y = x W + b),
+ * so safetensors files load with a plain copy. The vocabulary is padded to Vp
+ * (a multiple of 128) for fast matrix products; the padded rows of wte are
+ * zero, get zero gradient, and no loss or sample ever looks at them.
+ *
+ * Compute. Kernels take a unit's tensors as arguments (gpt_block_w views),
+ * never a global model, so a scheduler can stream units from an SSD: the same
+ * gpt_block_forward/backward run whether the weights came from RAM or disk.
+ * All activations are float32, laid out [B, T, ...] row-major.
+ *
+ *     gpt_config cfg;
+ *     gpt_config_from_name(&cfg, "gpt2-124m", &err);
+ *     size_t n = gpt_num_params(&cfg);           // floats, padded vocab
+ *     float *params = calloc(n, sizeof(float));
+ *     gpt_init_params(&cfg, params, seed);
+ *     gpt_block_w w = gpt_block_view(&cfg, params + gpt_unit_offset(&cfg, 1 + l));
+ *
+ * Threading: kernels use OpenMP across the calling thread's team; they are
+ * deterministic for a given thread count (no atomics, fixed reduction order).
+ */
+#ifndef STRATA_MODEL_H
+#define STRATA_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gpt_config {
+    int n_layer;
+    int n_head;
+    int d_model;       /* C */
+    int n_ctx;         /* the longest sequence the model supports (rows of wpe) */
+    int vocab_size;    /* V: real tokens */
+    int padded_vocab;  /* Vp: V rounded up to a multiple of 128 (set by gpt_config_check) */
+} gpt_config;
+
+/* "gpt2-124m" (also "gpt2"), "gpt2-350m", "gpt2-774m", "gpt2-1.5b", and the
+ * small shapes "gpt2-tiny" (about 0.5M block params, for tests) and
+ * "gpt2-mini" (6 layers of 384, about 10M block params plus 19M embedding). */
+st_status gpt_config_from_name(gpt_config *cfg, const char *name, st_error *err);
+/* Validates the shape (positive, d_model divisible by n_head, sane sizes) and
+ * fills padded_vocab. Every config that reaches a kernel went through here. */
+st_status gpt_config_check(gpt_config *cfg, st_error *err);
+/* Lists the known names, comma separated, for help texts. */
+const char *gpt_config_names(void);
+
+/* --- parameter layout ---------------------------------------------------- */
+
+enum gpt_block_tensor {
+    GPT_LN1_W, GPT_LN1_B, GPT_QKV_W, GPT_QKV_B, GPT_ATTPROJ_W, GPT_ATTPROJ_B,
+    GPT_LN2_W, GPT_LN2_B, GPT_FC_W, GPT_FC_B, GPT_FCPROJ_W, GPT_FCPROJ_B,
+    GPT_BLOCK_TENSORS
+};
+enum gpt_embed_tensor { GPT_WTE, GPT_WPE, GPT_LNF_W, GPT_LNF_B, GPT_EMBED_TENSORS };
+
+typedef struct gpt_tensor_info {
+    const char *name;   /* Hugging Face suffix: "attn.c_attn.weight", "wte.weight" */
+    size_t offset;      /* floats from the start of the unit */
+    size_t numel;       /* floats in the unit (wte: padded rows included) */
+    int ndim;
+    int64_t shape[2];   /* the Hugging Face shape (wte: real vocab rows) */
+    int decay;          /* 1 if AdamW applies weight decay (matrices and embeddings) */
+} gpt_tensor_info;
+
+/* Number of tensors in unit u, and tensor i of unit u. */
+int gpt_unit_tensor_count(int unit);
+gpt_tensor_info gpt_unit_tensor(const gpt_config *cfg, int unit, int i);
+
+int gpt_num_units(const gpt_config *cfg);                 /* n_layer + 1 */
+size_t gpt_unit_numel(const gpt_config *cfg, int unit);
+size_t gpt_unit_offset(const gpt_config *cfg, int unit);  /* floats from the start */
+size_t gpt_num_params(const gpt_config *cfg);             /* floats, padded vocab */
+/* Parameters as a user counts them: real vocab, no padding. */
+size_t gpt_num_real_params(const gpt_config *cfg);
+
+typedef struct gpt_block_w {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *attproj_w, *attproj_b;
+    float *ln2_w, *ln2_b, *fc_w, *fc_b, *fcproj_w, *fcproj_b;
+} gpt_block_w;
+typedef struct gpt_embed_w {
+    float *wte, *wpe, *lnf_w, *lnf_b;
+} gpt_embed_w;
+
+/* Views of a unit's floats (weights or gradients alike). */
+gpt_block_w gpt_block_view(const gpt_config *cfg, float *unit);
+gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *unit);
+
+/* GPT-2 initialization from a seed: N(0, 0.02) for matrices and embeddings,
+ * N(0, 0.02/sqrt(2 L)) for the two projections into the residual stream,
+ * zero biases, unit LayerNorm gains, zero padded vocabulary rows. Each unit
+ * draws from its own stream, so the result is the same however it is split. */
+void gpt_init_params(const gpt_config *cfg, float *params, uint64_t seed);
+
+/* Model FLOPs of one training step (forward + backward, no recomputation)
+ * for B*T tokens: 6 per parameter-token for the matrix products plus the
+ * attention scores, the usual accounting behind "model FLOP/s". */
+double gpt_train_flops(const gpt_config *cfg, int B, int T);
+
+/* --- activations --------------------------------------------------------- */
+
+/* What a block's backward needs from its forward. With recomputation only
+ * the block input is kept and these are rebuilt inside backward. */
+typedef struct gpt_block_acts {
+    float *ln1;        /* [B, T, C]   ln_1 output */
+    float *ln1_mean;   /* [B, T] */
+    float *ln1_rstd;   /* [B, T] */
+    float *qkv;        /* [B, T, 3C] */
+    float *att;        /* [B, NH, T, T] softmax probabilities (upper triangle unused) */
+    float *atty;       /* [B, T, C]   attention output before c_proj */
+    float *res2;       /* [B, T, C]   residual stream after attention */
+    float *ln2;        /* [B, T, C] */
+    float *ln2_mean;   /* [B, T] */
+    float *ln2_rstd;   /* [B, T] */
+    float *fch;        /* [B, T, 4C]  c_fc output, before GELU */
+    float *fch_gelu;   /* [B, T, 4C] */
+} gpt_block_acts;
+
+size_t gpt_block_acts_numel(const gpt_config *cfg, int B, int T);
+gpt_block_acts gpt_block_acts_view(const gpt_config *cfg, int B, int T, float *mem);
+
+/* Scratch floats that gpt_block_backward needs beside its arguments. */
+size_t gpt_block_scratch_numel(const gpt_config *cfg, int B, int T);
+/* Scratch floats for gpt_head_forward_backward at B*T rows. */
+size_t gpt_head_scratch_numel(const gpt_config *cfg, int B, int T);
+
+/* --- forward and backward ------------------------------------------------ */
+
+/* x0[B,T,C] = wte[tokens] + wpe[0..T). Token ids must be < vocab_size. */
+void gpt_embed_forward(const gpt_config *cfg, const gpt_embed_w *w, int B, int T,
+                       const int32_t *tokens, float *x0);
+/* g->wte[tokens] += dx0, g->wpe[0..T) += sum over batch of dx0. */
+void gpt_embed_backward(const gpt_config *cfg, gpt_embed_w *g, int B, int T,
+                        const int32_t *tokens, const float *dx0);
+
+/* y[B,T,C] = block(x[B,T,C]); fills acts. y may not alias x. */
+void gpt_block_forward(const gpt_config *cfg, const gpt_block_w *w, int B, int T,
+                       const float *x, float *y, gpt_block_acts *acts);
+/* Given dy = dLoss/dy, accumulates the weight gradients into g (+=) and
+ * writes dx = dLoss/dx. dx may alias dy. acts must hold this block's forward
+ * for the same x. scratch: gpt_block_scratch_numel floats. */
+void gpt_block_backward(const gpt_config *cfg, const gpt_block_w *w, gpt_block_w *g, int B, int T,
+                        const float *x, const gpt_block_acts *acts, const float *dy, float *dx,
+                        float *scratch);
+
+/* The head: ln_f, logits = ln_f(x) wte^T over the real vocabulary, and the
+ * mean cross-entropy against targets. Returns the mean loss over B*T
+ * (0 when targets is NULL: logits only, no backward).
+ * If dx is not NULL, also backpropagates loss * grad_scale: accumulates into
+ * g->wte, g->lnf_w, g->lnf_b and writes dx[B,T,C]. If logits is not NULL it
+ * receives [B, T, Vp] (forward only; padded columns undefined).
+ * scratch: gpt_head_scratch_numel floats. */
+float gpt_head_forward_backward(const gpt_config *cfg, const gpt_embed_w *w, gpt_embed_w *g,
+                                int B, int T, const float *x, const int32_t *targets,
+                                float grad_scale, float *dx, float *logits, float *scratch);
+
+/* --- whole-model passes over one micro-batch ---------------------------------- */
+
+typedef enum gpt_precision {
+    GPT_FP32 = 0,        /* everything float32 */
+    GPT_MIXED_BF16 = 1,  /* compute reads bf16 weights (widened per unit);
+                            activations, gradients, master weights float32 */
+} gpt_precision;
+
+/* The weights that compute reads: f32 in GPT_FP32, bf16 in GPT_MIXED_BF16,
+ * each gpt_num_params long in the unit layout above. */
+typedef struct gpt_weights {
+    gpt_precision precision;
+    const float *f32;
+    const st_bf16 *bf16;
+} gpt_weights;
+
+/* Activations and scratch for micro-batches of up to B x T tokens. With
+ * recompute, forward keeps only each block's input and backward rebuilds
+ * the block's activations just before its backward (about a third more
+ * compute, activation memory of one block instead of all). */
+typedef struct gpt_workspace gpt_workspace;
+
+size_t gpt_workspace_bytes(const gpt_config *cfg, int B, int T, int recompute, gpt_precision precision);
+st_status gpt_workspace_create(gpt_workspace **out, const gpt_config *cfg, int B, int T, int recompute,
+                               gpt_precision precision, st_error *err);
+void gpt_workspace_free(gpt_workspace *ws);
+
+/* Forward: returns the mean loss over the B*T targets (0 if targets is
+ * NULL); logits, if not NULL, receives [B, T, Vp]. B, T at most the
+ * workspace's; token ids must be < vocab_size (callers check input files). */
+float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const int32_t *targets,
+                  int B, int T, float *logits);
+/* Forward and backward: grads (gpt_num_params floats) += d(loss * grad_scale)/dw.
+ * Returns the mean loss of this micro-batch. */
+float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const int32_t *tokens,
+                           const int32_t *targets, int B, int T, float grad_scale);
+
+/* bf16 <-> f32 over arrays (vectorized, threaded): compute weights in mixed
+ * precision are stored bf16 and widened per unit before compute. */
+void gpt_bf16_to_f32(const st_bf16 *src, float *dst, size_t n);
+void gpt_f32_to_bf16(const float *src, st_bf16 *dst, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

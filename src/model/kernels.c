@@ -1,0 +1,327 @@
+/* kernels.c - CPU kernels: LayerNorm, matmul (BLAS), attention, GELU,
+ * residual, softmax cross-entropy. See kernels.h for the contracts. */
+#include "model/kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define KERNELS_AVX2 1
+#endif
+
+/* --- vector math ------------------------------------------------------------ */
+
+#ifdef KERNELS_AVX2
+/* exp(x) for 8 floats: range reduction x = n ln2 + r, a degree-5 polynomial
+ * for e^r (Cephes), and 2^n built in the exponent bits. About 1 ulp. */
+static inline __m256 exp8(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+    fx = _mm256_floor_ps(fx);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
+    __m256 x2 = _mm256_mul_ps(x, x);
+    y = _mm256_fmadd_ps(y, x2, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_add_epi32(_mm256_cvttps_epi32(fx), _mm256_set1_epi32(127));
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32(n, 23)));
+}
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+/* --- LayerNorm ---------------------------------------------------------------- */
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        float m = 0.0f;
+        for (int i = 0; i < C; i++) m += x[i];
+        m /= (float)C;
+        float v = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float d = x[i] - m;
+            v += d * d;
+        }
+        float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        for (int i = 0; i < C; i++) o[i] = (x[i] - m) * s * w[i] + b[i];
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *w, const float *mean, const float *rstd, int N, int C) {
+    /* Rows are independent for dinp; dw and db are column sums, done in a
+     * second loop over column ranges so that each sum has one owner and a
+     * fixed order. */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        const float m = mean[n], s = rstd[n];
+        float sum_dn = 0.0f, sum_dn_norm = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float dn = g[i] * w[i];
+            sum_dn += dn;
+            sum_dn_norm += dn * (x[i] - m) * s;
+        }
+        sum_dn /= (float)C;
+        sum_dn_norm /= (float)C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            dx[i] += (g[i] * w[i] - sum_dn - norm * sum_dn_norm) * s;
+        }
+    }
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int lo = (int)((long)C * t / nt), hi = (int)((long)C * (t + 1) / nt);
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+            const float m = mean[n], s = rstd[n];
+            for (int i = lo; i < hi; i++) {
+                dw[i] += g[i] * (x[i] - m) * s;
+                db[i] += g[i];
+            }
+        }
+    }
+}
+
+/* --- matmul ------------------------------------------------------------------- */
+
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC) {
+    float beta = 0.0f;
+    if (bias) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, inp, IC, w, OC, beta, out, OC);
+}
+
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                     const float *w, int N, int IC, int OC) {
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC);
+    if (dbias) {
+#pragma omp parallel
+        {
+            int nt = omp_get_num_threads(), t = omp_get_thread_num();
+            int lo = (int)((long)OC * t / nt), hi = (int)((long)OC * (t + 1) / nt);
+            for (int n = 0; n < N; n++) {
+                const float *g = dout + (size_t)n * OC;
+                for (int o = lo; o < hi; o++) dbias[o] += g[o];
+            }
+        }
+    }
+}
+
+/* --- attention ---------------------------------------------------------------- */
+
+/* Row i of a causal score matrix: softmax over j <= i, zeros after. */
+static void causal_softmax_row(float *row, int i, int T) {
+    int n = i + 1, j = 0;
+    float maxv = -INFINITY, sum = 0.0f;
+#ifdef KERNELS_AVX2
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
+    maxv = hmax8(vmax);
+#endif
+    for (; j < n; j++) maxv = fmaxf(maxv, row[j]);
+    j = 0;
+#ifdef KERNELS_AVX2
+    __m256 vsum = _mm256_setzero_ps(), vm = _mm256_set1_ps(maxv);
+    for (; j + 8 <= n; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+        _mm256_storeu_ps(row + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    sum = hsum8(vsum);
+#endif
+    for (; j < n; j++) {
+        row[j] = expf(row[j] - maxv);
+        sum += row[j];
+    }
+    float inv = 1.0f / sum;
+    for (j = 0; j < n; j++) row[j] *= inv;
+    for (j = n; j < T; j++) row[j] = 0.0f;
+}
+
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C, *v = q + 2 * C;
+            float *S = att + ((size_t)b * NH + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, S, T);
+            for (int i = 0; i < T; i++) causal_softmax_row(S + (size_t)i * T, i, T);
+            float *y = out + (size_t)b * T * C + (size_t)h * hs;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3, 0.0f, y, C);
+        }
+    }
+}
+
+void attention_backward(float *dqkv, float *dpre, const float *dout, const float *qkv, const float *att,
+                        int B, int T, int C, int NH) {
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const size_t bh = (size_t)b * NH + h;
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C, *v = q + 2 * C;
+            float *dq = dqkv + (size_t)b * T * C3 + (size_t)h * hs, *dk = dq + C, *dv = dq + 2 * C;
+            const float *P = att + bh * T * T, *dy = dout + (size_t)b * T * C + (size_t)h * hs;
+            float *dS = dpre + bh * T * T;
+            /* dP = dy v^T ; dv = P^T dy */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, dS, T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C, 0.0f, dv, C3);
+            /* softmax backward, with the 1/sqrt(hs) of the scores folded in */
+            for (int i = 0; i < T; i++) {
+                const float *p = P + (size_t)i * T;
+                float *d = dS + (size_t)i * T;
+                float dot = 0.0f;
+                for (int j = 0; j <= i; j++) dot += p[j] * d[j];
+                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot) * scale;
+                for (int j = i + 1; j < T; j++) d[j] = 0.0f;
+            }
+            /* dq = dS k ; dk = dS^T q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, k, C3, 0.0f, dq, C3);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, q, C3, 0.0f, dk, C3);
+        }
+    }
+}
+
+/* --- GELU ----------------------------------------------------------------------- */
+
+/* gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+ * Since 1 + tanh(u) = 2 sigmoid(2u), gelu(x) = x sigmoid(2u): no cancellation
+ * for small u, unlike 1 - 2/(e^{2u} + 1). */
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+void gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t blk = 0; blk < (n + 4095) / 4096; blk++) {
+        size_t i = blk * 4096, end = i + 4096 < n ? i + 4096 : n;
+#ifdef KERNELS_AVX2
+        const __m256 k2 = _mm256_set1_ps(-2.0f * GELU_K), a = _mm256_set1_ps(GELU_A), one = _mm256_set1_ps(1.0f);
+        for (; i + 8 <= end; i += 8) {
+            __m256 x = _mm256_loadu_ps(inp + i);
+            __m256 x3a = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(x, x), x), a);
+            __m256 e = exp8(_mm256_mul_ps(k2, _mm256_add_ps(x, x3a)));   /* exp(-2u) */
+            _mm256_storeu_ps(out + i, _mm256_div_ps(x, _mm256_add_ps(one, e)));
+        }
+#endif
+        for (; i < end; i++) {
+            float x = inp[i], u = GELU_K * (x + GELU_A * x * x * x);
+            out[i] = x / (1.0f + expf(-2.0f * u));
+        }
+    }
+}
+
+void gelu_backward(float *dinout, const float *inp, size_t n) {
+    /* d/dx [x s(2u)] = s + 2 x s (1 - s) u'(x), u' = K (1 + 3 A x^2) */
+#pragma omp parallel for schedule(static)
+    for (size_t blk = 0; blk < (n + 4095) / 4096; blk++) {
+        size_t i = blk * 4096, end = i + 4096 < n ? i + 4096 : n;
+#ifdef KERNELS_AVX2
+        const __m256 k2 = _mm256_set1_ps(-2.0f * GELU_K), a = _mm256_set1_ps(GELU_A), one = _mm256_set1_ps(1.0f);
+        const __m256 k = _mm256_set1_ps(2.0f * GELU_K), a3 = _mm256_set1_ps(3.0f * GELU_A);
+        for (; i + 8 <= end; i += 8) {
+            __m256 x = _mm256_loadu_ps(inp + i), x2 = _mm256_mul_ps(x, x);
+            __m256 e = exp8(_mm256_mul_ps(k2, _mm256_fmadd_ps(_mm256_mul_ps(x2, x), a, x)));
+            __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, e));
+            __m256 du = _mm256_mul_ps(k, _mm256_fmadd_ps(a3, x2, one));           /* 2 u'(x) */
+            __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(x, s), _mm256_sub_ps(one, s)), du, s);
+            _mm256_storeu_ps(dinout + i, _mm256_mul_ps(d, _mm256_loadu_ps(dinout + i)));
+        }
+#endif
+        for (; i < end; i++) {
+            float x = inp[i], u = GELU_K * (x + GELU_A * x * x * x);
+            float s = 1.0f / (1.0f + expf(-2.0f * u));
+            float d = s + x * s * (1.0f - s) * 2.0f * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+            dinout[i] *= d;
+        }
+    }
+}
+
+void residual_forward(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* --- cross-entropy -------------------------------------------------------------- */
+
+void crossentropy_softmax(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
+                          float dlogits_scale) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = logits + (size_t)n * Vp;
+        const int t = targets[n];
+        const float target_logit = row[t];
+        float maxv = -INFINITY;
+        int j = 0;
+#ifdef KERNELS_AVX2
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        for (; j + 8 <= V; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
+        maxv = hmax8(vmax);
+#endif
+        for (; j < V; j++) maxv = fmaxf(maxv, row[j]);
+        /* The sum runs in double across 8 float lanes: 50k terms in float
+         * would lose digits that the 1e-5 loss tolerance cares about. */
+        double sum = 0.0;
+        j = 0;
+#ifdef KERNELS_AVX2
+        __m256 vm = _mm256_set1_ps(maxv);
+        for (; j + 8 <= V; j += 8) {
+            __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+            if (dlogits_scale != 0.0f) _mm256_storeu_ps(row + j, e);
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(e)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1));
+            __m256d s = _mm256_add_pd(lo, hi);
+            __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+            sum += _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
+        }
+#endif
+        for (; j < V; j++) {
+            float e = expf(row[j] - maxv);
+            if (dlogits_scale != 0.0f) row[j] = e;
+            sum += e;
+        }
+        losses[n] = (float)(log(sum) + maxv - target_logit);
+        if (dlogits_scale != 0.0f) {
+            float inv = (float)(1.0 / sum) * dlogits_scale;
+            for (j = 0; j < V; j++) row[j] *= inv;
+            row[t] -= dlogits_scale;
+            for (j = V; j < Vp; j++) row[j] = 0.0f;
+        }
+    }
+}

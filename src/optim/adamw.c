@@ -1,0 +1,89 @@
+/* adamw.c - AdamW with decoupled weight decay, clipping, LR schedule. */
+#include <math.h>
+#include <omp.h>
+
+#include "strata/optim.h"
+
+adamw_hparams adamw_defaults(void) {
+    return (adamw_hparams){.beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+}
+
+void adamw_update(float *p, const float *g, float *m, float *v, st_bf16 *p16, size_t n,
+                  const adamw_hparams *h, float lr, float grad_scale, long t, int decay) {
+    /* Scalars in double, as torch computes them in Python floats. */
+    const float b1 = h->beta1, b2 = h->beta2, eps = h->eps;
+    const float step_size = (float)(lr / (1.0 - pow(h->beta1, (double)t)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow(h->beta2, (double)t));
+    const float keep = decay ? (float)(1.0 - (double)lr * h->weight_decay) : 1.0f;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * grad_scale;
+        float pi = p[i] * keep;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
+        pi -= step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi;
+        if (p16) p16[i] = st_f32_to_bf16(pi);
+    }
+}
+
+void adamw_step_unit(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h,
+                     float lr, float grad_scale, long t, float *p, const float *g, float *m, float *v,
+                     st_bf16 *p16) {
+    for (int i = 0; i < gpt_unit_tensor_count(unit); i++) {
+        gpt_tensor_info ti = gpt_unit_tensor(cfg, unit, i);
+        size_t a = ti.offset > lo ? ti.offset : lo, b = ti.offset + ti.numel < hi ? ti.offset + ti.numel : hi;
+        if (a >= b) continue;
+        adamw_update(p + a, g + a, m + a, v + a, p16 ? p16 + a : NULL, b - a, h, lr, grad_scale, t, ti.decay);
+    }
+}
+
+#define SUMSQ_CHUNK 65536
+
+double grad_sum_sq(const float *g, size_t n) {
+    size_t chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+    double total = 0.0;
+    /* Partial sums per fixed-size chunk, added in chunk order: independent of
+     * the thread count. Chunks are processed in groups to bound the stack. */
+    enum { GROUP = 256 };
+    double part[GROUP];
+    for (size_t c0 = 0; c0 < chunks; c0 += GROUP) {
+        size_t nc = chunks - c0 < GROUP ? chunks - c0 : GROUP;
+#pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < nc; c++) {
+            size_t lo = (c0 + c) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
+            double s = 0.0;
+            for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
+            part[c] = s;
+        }
+        for (size_t c = 0; c < nc; c++) total += part[c];
+    }
+    return total;
+}
+
+float clip_scale(double norm, float max_norm) {
+    if (max_norm <= 0.0f) return 1.0f;
+    double s = (double)max_norm / (norm + 1e-6);
+    return s < 1.0 ? (float)s : 1.0f;
+}
+
+st_status lr_schedule_check(const lr_schedule *s, st_error *err) {
+    if (!(s->max_lr > 0) || !isfinite(s->max_lr))
+        return st_fail(err, ST_EINVAL, "learning rate %g must be positive", s->max_lr);
+    if (s->min_lr < 0 || s->min_lr > s->max_lr)
+        return st_fail(err, ST_EINVAL, "minimum learning rate %g must be in [0, %g]", s->min_lr, s->max_lr);
+    if (s->warmup < 0) return st_fail(err, ST_EINVAL, "warmup %ld must not be negative", s->warmup);
+    if (s->total < 1) return st_fail(err, ST_EINVAL, "total steps %ld must be at least 1", s->total);
+    return ST_OK;
+}
+
+float lr_schedule_at(const lr_schedule *s, long step) {
+    if (step < s->warmup) return (float)((double)s->max_lr * (double)(step + 1) / (double)s->warmup);
+    double span = (double)(s->total - s->warmup);
+    double r = span > 0 ? (double)(step - s->warmup + 1) / span : 1.0;
+    if (r < 0) r = 0;
+    if (r > 1) r = 1;
+    return (float)(s->min_lr + 0.5 * (s->max_lr - s->min_lr) * (1.0 + cos(M_PI * r)));
+}

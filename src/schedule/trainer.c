@@ -1,0 +1,154 @@
+/* trainer.c - the in-memory trainer (see strata/train.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strata/train.h"
+
+struct trainer {
+    train_config tc;
+    size_t n;              /* gpt_num_params */
+    float *params;         /* fp32 master weights */
+    float *grads;
+    float *m, *v;          /* Adam moments */
+    st_bf16 *params16;     /* compute copy in mixed precision, else NULL */
+    gpt_workspace *ws;
+    int32_t *inputs, *targets;   /* [B, T] of the current micro-batch */
+    long step;
+};
+
+train_config train_config_defaults(void) {
+    train_config tc = {0};
+    tc.precision = GPT_FP32;
+    tc.grad_accum = 1;
+    tc.recompute = 1;
+    tc.lr = (lr_schedule){.max_lr = 6e-4f, .min_lr = 6e-5f, .warmup = 10, .total = 100};
+    tc.adam = adamw_defaults();
+    tc.clip = 1.0f;
+    tc.seed = 1337;
+    return tc;
+}
+
+st_status train_config_check(train_config *tc, st_error *err) {
+    st_status s = gpt_config_check(&tc->model, err);
+    if (s != ST_OK) return s;
+    if (tc->B < 1) return st_fail(err, ST_EINVAL, "micro-batch size %d must be at least 1", tc->B);
+    if (tc->T < 1) return st_fail(err, ST_EINVAL, "sequence length %d must be at least 1", tc->T);
+    if (tc->T > tc->model.n_ctx)
+        return st_fail(err, ST_EINVAL, "sequence length %d is longer than the model's context %d", tc->T,
+                       tc->model.n_ctx);
+    if (tc->grad_accum < 1) return st_fail(err, ST_EINVAL, "gradient accumulation %d must be at least 1", tc->grad_accum);
+    if (tc->clip < 0) return st_fail(err, ST_EINVAL, "clip %g must not be negative", tc->clip);
+    if (tc->precision != GPT_FP32 && tc->precision != GPT_MIXED_BF16)
+        return st_fail(err, ST_EINVAL, "unknown precision %d", (int)tc->precision);
+    return lr_schedule_check(&tc->lr, err);
+}
+
+size_t trainer_memory_bytes(const train_config *tc) {
+    size_t n = gpt_num_params(&tc->model);
+    size_t bytes = n * 4 * sizeof(float) + (tc->precision == GPT_MIXED_BF16 ? n * sizeof(st_bf16) : 0);
+    bytes += gpt_workspace_bytes(&tc->model, tc->B, tc->T, tc->recompute, tc->precision);
+    return bytes + 2 * (size_t)tc->B * tc->T * sizeof(int32_t);
+}
+
+void trainer_free(trainer *t) {
+    if (!t) return;
+    st_free_aligned(t->params);
+    st_free_aligned(t->grads);
+    st_free_aligned(t->m);
+    st_free_aligned(t->v);
+    st_free_aligned(t->params16);
+    gpt_workspace_free(t->ws);
+    free(t->inputs);
+    free(t->targets);
+    free(t);
+}
+
+st_status trainer_create(trainer **out, const train_config *tc_in, const float *init, st_error *err) {
+    *out = NULL;
+    train_config tc = *tc_in;
+    st_status s = train_config_check(&tc, err);
+    if (s != ST_OK) return s;
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) return st_fail(err, ST_ENOMEM, "out of memory creating the trainer");
+    t->tc = tc;
+    t->n = gpt_num_params(&tc.model);
+    const size_t bytes = t->n * sizeof(float);
+    t->params = st_alloc_aligned(64, bytes);
+    t->grads = st_alloc_aligned(64, bytes);
+    t->m = st_alloc_aligned(64, bytes);
+    t->v = st_alloc_aligned(64, bytes);
+    if (tc.precision == GPT_MIXED_BF16) t->params16 = st_alloc_aligned(64, t->n * sizeof(st_bf16));
+    t->inputs = malloc((size_t)tc.B * tc.T * sizeof(int32_t));
+    t->targets = malloc((size_t)tc.B * tc.T * sizeof(int32_t));
+    if (!t->params || !t->grads || !t->m || !t->v || !t->inputs || !t->targets ||
+        (tc.precision == GPT_MIXED_BF16 && !t->params16)) {
+        char buf[32];
+        trainer_free(t);
+        return st_fail(err, ST_ENOMEM, "out of memory: the trainer needs %s",
+                       st_format_bytes((double)trainer_memory_bytes(&tc), buf, sizeof buf));
+    }
+    s = gpt_workspace_create(&t->ws, &tc.model, tc.B, tc.T, tc.recompute, tc.precision, err);
+    if (s != ST_OK) {
+        trainer_free(t);
+        return s;
+    }
+    if (init) memcpy(t->params, init, bytes);
+    else gpt_init_params(&tc.model, t->params, tc.seed);
+    memset(t->m, 0, bytes);
+    memset(t->v, 0, bytes);
+    if (t->params16) gpt_f32_to_bf16(t->params, t->params16, t->n);
+    *out = t;
+    return ST_OK;
+}
+
+gpt_weights trainer_compute_weights(const trainer *t) {
+    return (gpt_weights){.precision = t->tc.precision, .f32 = t->params, .bf16 = t->params16};
+}
+
+/* Splits rows of T+1 tokens into inputs [B,T] and targets [B,T]. */
+static void split_rows(trainer *t, const int32_t *rows, int B, int T) {
+    for (int b = 0; b < B; b++) {
+        memcpy(t->inputs + (size_t)b * T, rows + (size_t)b * (T + 1), (size_t)T * sizeof(int32_t));
+        memcpy(t->targets + (size_t)b * T, rows + (size_t)b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
+    }
+}
+
+void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats) {
+    const train_config *tc = &t->tc;
+    const gpt_config *c = &tc->model;
+    const int B = tc->B, T = tc->T, M = tc->grad_accum;
+    double t0 = st_now(), loss_sum = 0.0;
+    memset(t->grads, 0, t->n * sizeof(float));
+    for (int mb = 0; mb < M; mb++) {
+        split_rows(t, tokens + (size_t)mb * B * (T + 1), B, T);
+        loss_sum += gpt_forward_backward(t->ws, trainer_compute_weights(t), t->grads, t->inputs, t->targets, B,
+                                         T, 1.0f / (float)M);
+    }
+    double sum_sq = 0.0;
+    for (int u = 0; u < gpt_num_units(c); u++)
+        sum_sq += grad_sum_sq(t->grads + gpt_unit_offset(c, u), gpt_unit_numel(c, u));
+    const double norm = sqrt(sum_sq);
+    const float scale = clip_scale(norm, tc->clip), lr = lr_schedule_at(&tc->lr, t->step);
+    for (int u = 0; u < gpt_num_units(c); u++) {
+        size_t off = gpt_unit_offset(c, u);
+        adamw_step_unit(c, u, 0, gpt_unit_numel(c, u), &tc->adam, lr, scale, t->step + 1, t->params + off,
+                        t->grads + off, t->m + off, t->v + off, t->params16 ? t->params16 + off : NULL);
+    }
+    t->step++;
+    if (stats) {
+        stats->loss = (float)(loss_sum / M);
+        stats->grad_norm = (float)norm;
+        stats->lr = lr;
+        stats->seconds = st_now() - t0;
+    }
+}
+
+float trainer_eval(trainer *t, const int32_t *tokens, int B, int T) {
+    split_rows(t, tokens, B, T);
+    return gpt_forward(t->ws, trainer_compute_weights(t), t->inputs, t->targets, B, T, NULL);
+}
+
+long trainer_steps_done(const trainer *t) { return t->step; }
+const train_config *trainer_config(const trainer *t) { return &t->tc; }
+const float *trainer_params(const trainer *t) { return t->params; }
