@@ -1,0 +1,124 @@
+/* test_schedule_trainer.c - three AdamW steps of the in-memory trainer, with
+ * warmup, cosine decay, clipping and two accumulated micro-batches, against
+ * the float64 PyTorch reference; and run-to-run determinism. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "strata/gpt_io.h"
+#include "strata/train.h"
+#include "testutil.h"
+
+static train_config config_from(safetensors_file *ref, gpt_config model, gpt_precision p, int recompute) {
+    train_config tc = train_config_defaults();
+    tc.model = model;
+    tc.precision = p;
+    tc.recompute = recompute;
+    tc.B = fixture_int(ref, "B");
+    tc.T = fixture_int(ref, "T");
+    tc.grad_accum = fixture_int(ref, "micro_batches");
+    tc.lr = (lr_schedule){.max_lr = (float)fixture_double(ref, "max_lr"), .min_lr = (float)fixture_double(ref, "min_lr"),
+                          .warmup = fixture_int(ref, "warmup"), .total = fixture_int(ref, "total_steps")};
+    tc.adam = (adamw_hparams){.beta1 = (float)fixture_double(ref, "beta1"), .beta2 = (float)fixture_double(ref, "beta2"),
+                              .eps = (float)fixture_double(ref, "eps"),
+                              .weight_decay = (float)fixture_double(ref, "weight_decay")};
+    tc.clip = (float)fixture_double(ref, "clip");
+    return tc;
+}
+
+/* Runs the fixture's steps; returns the trainer for inspection. */
+static trainer *run_steps(safetensors_file *ref, gpt_precision p, int recompute, train_step_stats *stats) {
+    st_error err = {0};
+    gpt_config cfg;
+    float *init;
+    assert_int_equal(gpt_load_safetensors(FIXTURE("gpt_small_init.safetensors"), fixture_int(ref, "n_head"), &cfg,
+                                          &init, &err), ST_OK);
+    train_config tc = config_from(ref, cfg, p, recompute);
+    trainer *t;
+    assert_int_equal(trainer_create(&t, &tc, init, &err), ST_OK);
+    st_free_aligned(init);
+    int32_t *tokens = fixture_i32(ref, "tokens", NULL);
+    int steps = fixture_int(ref, "steps");
+    size_t per_step = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    for (int s = 0; s < steps; s++) trainer_step(t, tokens + s * per_step, &stats[s]);
+    free(tokens);
+    return t;
+}
+
+static void check_steps(const char *ref_path, gpt_precision p, int recompute, double weight_tol) {
+    st_error err = {0};
+    safetensors_file *ref;
+    assert_int_equal(safetensors_open(&ref, ref_path, &err), ST_OK);
+    train_step_stats st[3];
+    trainer *t = run_steps(ref, p, recompute, st);
+    double *loss = fixture_f64(ref, "step_loss", NULL), *norm = fixture_f64(ref, "grad_norm", NULL);
+    double *lr = fixture_f64(ref, "lr", NULL);
+    double clip = fixture_double(ref, "clip");
+    for (int s = 0; s < 3; s++) {
+        printf("  step %d: loss %.7f (ref %.7f) norm %.6f (ref %.6f) lr %.3g\n", s, st[s].loss, loss[s],
+               st[s].grad_norm, norm[s], st[s].lr);
+        assert_true(fabs(st[s].loss - loss[s]) / loss[s] < 1e-5);
+        assert_true(fabs(st[s].grad_norm - norm[s]) / norm[s] < 1e-4);
+        assert_true(fabs(st[s].lr - lr[s]) / lr[s] < 1e-6);
+        assert_true(norm[s] > clip);   /* the fixture exercises clipping on every step */
+    }
+    const gpt_config *c = &trainer_config(t)->model;
+    double worst = compare_params(ref, "step3.", c, trainer_params(t), weight_tol, "weights after 3 steps");
+    printf("  worst relative error of the weights after 3 steps: %.2e (bound %.0e)\n", worst, weight_tol);
+    assert_true(worst <= weight_tol);
+    free(loss); free(norm); free(lr);
+    trainer_free(t);
+    safetensors_close(ref);
+}
+
+static void test_fp32_three_steps_match_reference(void **state) {
+    (void)state;
+    check_steps(FIXTURE("gpt_small_ref_fp32.safetensors"), GPT_FP32, 0, 1e-4);
+}
+
+static void test_mixed_three_steps_match_reference(void **state) {
+    (void)state;
+    check_steps(FIXTURE("gpt_small_ref_bf16.safetensors"), GPT_MIXED_BF16, 1, 1e-4);
+}
+
+static void test_bit_identical_run_to_run(void **state) {
+    (void)state;
+    st_error err = {0};
+    safetensors_file *ref;
+    assert_int_equal(safetensors_open(&ref, FIXTURE("gpt_small_ref_fp32.safetensors"), &err), ST_OK);
+    for (int p = 0; p < 2; p++) {
+        train_step_stats a[3], b[3];
+        trainer *t1 = run_steps(ref, (gpt_precision)p, 1, a), *t2 = run_steps(ref, (gpt_precision)p, 1, b);
+        for (int s = 0; s < 3; s++) assert_memory_equal(&a[s].loss, &b[s].loss, sizeof(float));
+        assert_memory_equal(trainer_params(t1), trainer_params(t2),
+                            gpt_num_params(&trainer_config(t1)->model) * sizeof(float));
+        trainer_free(t1);
+        trainer_free(t2);
+    }
+    safetensors_close(ref);
+}
+
+static void test_lr_schedule_shape(void **state) {
+    (void)state;
+    lr_schedule s = {.max_lr = 1.0f, .min_lr = 0.1f, .warmup = 4, .total = 14};
+    assert_float_equal(lr_schedule_at(&s, 0), 0.25, 1e-7);
+    assert_float_equal(lr_schedule_at(&s, 3), 1.0, 1e-7);
+    assert_float_equal(lr_schedule_at(&s, 8), 0.55, 1e-6);    /* halfway down the cosine */
+    assert_float_equal(lr_schedule_at(&s, 13), 0.1, 1e-7);
+    assert_float_equal(lr_schedule_at(&s, 1000), 0.1, 1e-7);  /* stays at min past total */
+    st_error err = {0};
+    lr_schedule bad = {.max_lr = -1.0f, .min_lr = 0, .warmup = 0, .total = 10};
+    assert_int_equal(lr_schedule_check(&bad, &err), ST_EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fp32_three_steps_match_reference),
+        cmocka_unit_test(test_mixed_three_steps_match_reference),
+        cmocka_unit_test(test_bit_identical_run_to_run),
+        cmocka_unit_test(test_lr_schedule_shape),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
