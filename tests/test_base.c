@@ -1,6 +1,7 @@
 /* test_base.c - status/error formatting, size helpers, rng, bf16 and f16. */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,6 +45,17 @@ static void test_rng_deterministic_and_normal(void **state) {
     }
     assert_true(fabs(sum / n) < 0.01);
     assert_true(fabs(sq / n - 1.0) < 0.02);
+    /* the pairwise fill: same moments, std scaled */
+    float *buf = malloc(sizeof(float) * (size_t)n);
+    st_rng_normal_fill(&a, buf, (size_t)n, 0.5f);
+    sum = sq = 0;
+    for (int i = 0; i < n; i++) {
+        sum += buf[i];
+        sq += (double)buf[i] * buf[i];
+    }
+    free(buf);
+    assert_true(fabs(sum / n) < 0.005);
+    assert_true(fabs(sq / n - 0.25) < 0.005);
 }
 
 static void test_bf16_rounding(void **state) {

@@ -72,6 +72,9 @@ void st_rng_seed(st_rng *r, uint64_t seed);
 uint64_t st_rng_next(st_rng *r);
 float st_rng_uniform(st_rng *r);                /* [0, 1) */
 float st_rng_normal(st_rng *r);                 /* mean 0, std 1 */
+/* p[0..n) = std * N(0, 1), two values per Box-Muller draw (half the cost of
+ * n calls to st_rng_normal, and a different sequence). */
+void st_rng_normal_fill(st_rng *r, float *p, size_t n, float std);
 
 /* bfloat16: the top 16 bits of an IEEE float, rounded to nearest even. */
 typedef uint16_t st_bf16;

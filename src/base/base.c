@@ -119,6 +119,16 @@ float st_rng_normal(st_rng *r) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
+void st_rng_normal_fill(st_rng *r, float *p, size_t n, float std) {
+    for (size_t i = 0; i < n; i += 2) {
+        double u1 = ((double)(st_rng_next(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+        double u2 = (double)(st_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+        double rad = sqrt(-2.0 * log(u1)), ang = 6.283185307179586 * u2;
+        p[i] = std * (float)(rad * cos(ang));
+        if (i + 1 < n) p[i + 1] = std * (float)(rad * sin(ang));
+    }
+}
+
 float st_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
     if (exp == 0) {

@@ -136,10 +136,6 @@ gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *u) {
 
 /* --- initialization -------------------------------------------------------- */
 
-static void fill_normal(st_rng *r, float *p, size_t n, float std) {
-    for (size_t i = 0; i < n; i++) p[i] = std * st_rng_normal(r);
-}
-
 void gpt_init_params(const gpt_config *cfg, float *params, uint64_t seed) {
     const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
     for (int u = 0; u < gpt_num_units(cfg); u++) {
@@ -154,7 +150,7 @@ void gpt_init_params(const gpt_config *cfg, float *params, uint64_t seed) {
             if (u == 0 && i == GPT_WTE) n = (size_t)cfg->vocab_size * (size_t)cfg->d_model;
             if (t.ndim == 2) {
                 int is_proj = u > 0 && (i == GPT_ATTPROJ_W || i == GPT_FCPROJ_W);
-                fill_normal(&r, p, n, is_proj ? proj_std : std);
+                st_rng_normal_fill(&r, p, n, is_proj ? proj_std : std);
             } else if (strstr(t.name, "ln_") && strstr(t.name, ".weight")) {
                 for (size_t k = 0; k < n; k++) p[k] = 1.0f;
             }

@@ -215,7 +215,7 @@ st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const fl
 }
 
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err) {
-    char tmp[4200];
+    char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.tmp", json_path);
     FILE *f = fopen(tmp, "w");
     if (!f) return st_fail_errno(err, errno, "%s: cannot create", tmp);

@@ -1,0 +1,155 @@
+/* cmd_sample.c - `strata sample`: generate text from a trained model. */
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "strata/gpt_io.h"
+#include "strata/tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: strata sample --model FILE.safetensors [--prompt TEXT] [flags]\n\n"
+               "  --model FILE        weights (a run's model.safetensors, or a Hugging Face GPT-2 file)\n"
+               "  --prompt TEXT       text to continue (default: start of a document)\n"
+               "  --tokens N          tokens to generate (default 100)\n"
+               "  --temperature X     sampling temperature, 0 = greedy (default 0.8)\n"
+               "  --top-k K           sample among the K most likely tokens, 0 = all (default 40)\n"
+               "  --seed S            sampling seed (default 1)\n"
+               "  --n-head N          attention heads (default: config.json beside the model, else d_model/64)\n"
+               "  --threads N         compute threads\n");
+}
+
+/* Picks the next token from logits[V] with temperature and top-k. */
+static int32_t pick_token(const float *logits, int V, double temperature, int top_k, st_rng *rng, double *probs,
+                          int32_t *order) {
+    int best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0) return best;
+    /* Threshold for top-k: the k-th largest logit, by partial selection. */
+    float threshold = -INFINITY;
+    if (top_k > 0 && top_k < V) {
+        for (int i = 0; i < V; i++) order[i] = i;
+        for (int k = 0; k < top_k; k++) {   /* k passes of selection: fine for k in the tens */
+            int m = k;
+            for (int i = k + 1; i < V; i++)
+                if (logits[order[i]] > logits[order[m]]) m = i;
+            int32_t tmp = order[k];
+            order[k] = order[m];
+            order[m] = tmp;
+        }
+        threshold = logits[order[top_k - 1]];
+    }
+    double sum = 0;
+    for (int i = 0; i < V; i++) {
+        probs[i] = logits[i] >= threshold ? exp((logits[i] - logits[best]) / temperature) : 0.0;
+        sum += probs[i];
+    }
+    double r = (double)st_rng_uniform(rng) * sum, acc = 0;
+    for (int i = 0; i < V; i++) {
+        acc += probs[i];
+        if (probs[i] > 0 && r < acc) return i;
+    }
+    return best;
+}
+
+int cmd_sample(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"model", required_argument, NULL, 'm'}, {"prompt", required_argument, NULL, 'p'},
+        {"tokens", required_argument, NULL, 'n'}, {"temperature", required_argument, NULL, 't'},
+        {"top-k", required_argument, NULL, 'k'}, {"seed", required_argument, NULL, 's'},
+        {"n-head", required_argument, NULL, 'H'}, {"threads", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'}, {0}};
+    const char *model = NULL, *prompt = "";
+    long n_tokens = 100, top_k = 40, n_head = 0, threads = 0;
+    double temperature = 0.8;
+    uint64_t seed = 1;
+    st_error err = {0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        st_status s = ST_OK;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'n': s = cli_parse_int("--tokens", optarg, 1, 1 << 20, &n_tokens, &err); break;
+        case 't': s = cli_parse_double("--temperature", optarg, 0, 100, &temperature, &err); break;
+        case 'k': s = cli_parse_int("--top-k", optarg, 0, 1 << 24, &top_k, &err); break;
+        case 's': s = cli_parse_u64("--seed", optarg, &seed, &err); break;
+        case 'H': s = cli_parse_int("--n-head", optarg, 1, 4096, &n_head, &err); break;
+        case 'j': s = cli_parse_int("--threads", optarg, 1, 1024, &threads, &err); break;
+        case 'h': usage(stdout); return 0;
+        default: return cli_usage_error("sample", "unknown or incomplete flag");
+        }
+        if (s != ST_OK) return cli_usage_error("sample", "%s", err.msg);
+    }
+    if (!model) return cli_usage_error("sample", "--model is required");
+    if (threads) omp_set_num_threads((int)threads);
+
+    int rc = 1;
+    gpt_config cfg;
+    float *params = NULL, *logits = NULL;
+    double *probs = NULL;
+    int32_t *ctx = NULL, *order = NULL, *prompt_ids = NULL;
+    size_t n_prompt = 0;
+    gpt2_tokenizer *tok = NULL;
+    gpt_workspace *ws = NULL;
+    if (gpt_load_safetensors(model, (int)n_head, &cfg, &params, &err) != ST_OK) goto fail;
+    if (cfg.vocab_size < GPT2_VOCAB_SIZE) {
+        st_fail(&err, ST_EINVAL, "%s: vocabulary of %d tokens is smaller than GPT-2's %d; sample needs the GPT-2 tokenizer",
+                model, cfg.vocab_size, GPT2_VOCAB_SIZE);
+        goto fail;
+    }
+    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) goto fail;
+    if (gpt2_encode(tok, prompt, strlen(prompt), &prompt_ids, &n_prompt, &err) != ST_OK) goto fail;
+    const int T = cfg.n_ctx;
+    ctx = malloc(sizeof *ctx * (size_t)(n_prompt + (size_t)n_tokens + 1));
+    logits = malloc(sizeof *logits * (size_t)T * (size_t)cfg.padded_vocab);
+    probs = malloc(sizeof *probs * (size_t)cfg.vocab_size);
+    order = malloc(sizeof *order * (size_t)cfg.vocab_size);
+    if (!ctx || !logits || !probs || !order) {
+        st_fail(&err, ST_ENOMEM, "out of memory");
+        goto fail;
+    }
+    size_t n = 0;
+    ctx[n++] = GPT2_EOT;   /* every document starts after an end-of-text token */
+    memcpy(ctx + n, prompt_ids, n_prompt * sizeof *ctx);
+    n += n_prompt;
+    if (gpt_workspace_create(&ws, &cfg, 1, T, 1, GPT_FP32, &err) != ST_OK) goto fail;
+    st_rng rng;
+    st_rng_seed(&rng, seed);
+    gpt_weights w = {.precision = GPT_FP32, .f32 = params};
+    fputs(prompt, stdout);
+    for (long i = 0; i < n_tokens; i++) {
+        /* the last T tokens at most: a window as long as the context */
+        size_t start = n > (size_t)T ? n - (size_t)T : 0;
+        int len = (int)(n - start);
+        gpt_forward(ws, w, ctx + start, NULL, 1, len, logits);
+        int32_t next = pick_token(logits + (size_t)(len - 1) * cfg.padded_vocab, cfg.vocab_size, temperature,
+                                  (int)top_k, &rng, probs, order);
+        ctx[n++] = next;
+        if (next == GPT2_EOT) break;
+        size_t blen;
+        const char *bytes = gpt2_token_bytes(tok, next, &blen);
+        if (bytes) fwrite(bytes, 1, blen, stdout);
+        fflush(stdout);
+    }
+    fputc('\n', stdout);
+    rc = 0;
+    goto out;
+fail:
+    rc = cli_fail(&err);
+out:
+    gpt_workspace_free(ws);
+    gpt2_tokenizer_free(tok);
+    st_free_aligned(params);
+    free(prompt_ids);
+    free(ctx);
+    free(logits);
+    free(probs);
+    free(order);
+    return rc;
+}

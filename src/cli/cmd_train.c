@@ -1,0 +1,426 @@
+/* cmd_train.c - `strata train`: the main job. Reads a dataset, trains a GPT
+ * in memory, reports progress, writes metrics, a loss plot and the weights
+ * into a run directory. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/run_dir.h"
+#include "strata/batches.h"
+#include "strata/gpt_io.h"
+#include "strata/train.h"
+
+typedef struct train_opts {
+    const char *model, *init, *data, *run_dir, *precision;
+    long n_layer, n_head, d_model, n_ctx, vocab;
+    long batch, micro_batch, seq, steps, warmup, threads;
+    double lr, min_lr, clip, weight_decay, beta1, beta2;
+    long eval_every, eval_batches, log_every, save_every;
+    uint64_t seed;
+    int recompute, overwrite;
+} train_opts;
+
+enum opt_type { OPT_STR, OPT_LONG, OPT_DOUBLE, OPT_U64, OPT_FLAG, OPT_NOFLAG };
+typedef struct opt_def {
+    const char *name;
+    enum opt_type type;
+    size_t offset;
+    const char *help;
+} opt_def;
+
+#define O(field) offsetof(train_opts, field)
+static const opt_def opt_defs[] = {
+    {"model", OPT_STR, O(model), "NAME    model shape by name (gpt2-124m, gpt2-mini, ...)"},
+    {"n-layer", OPT_LONG, O(n_layer), "N       explicit shape: layers"},
+    {"n-head", OPT_LONG, O(n_head), "N       explicit shape: attention heads"},
+    {"d-model", OPT_LONG, O(d_model), "N       explicit shape: width"},
+    {"n-ctx", OPT_LONG, O(n_ctx), "N       longest sequence the model supports (default: --seq)"},
+    {"vocab", OPT_LONG, O(vocab), "N       vocabulary size (default 50257, GPT-2's)"},
+    {"init", OPT_STR, O(init), "FILE    start from these weights (.safetensors) to fine-tune"},
+    {"data", OPT_STR, O(data), "PATH    dataset directory (strata prepare) or token file"},
+    {"batch", OPT_LONG, O(batch), "N       sequences per optimizer step (global batch)"},
+    {"micro-batch", OPT_LONG, O(micro_batch), "N       sequences per forward/backward (default: --batch)"},
+    {"seq", OPT_LONG, O(seq), "T       tokens per sequence"},
+    {"steps", OPT_LONG, O(steps), "N       optimizer steps"},
+    {"lr", OPT_DOUBLE, O(lr), "X       peak learning rate"},
+    {"min-lr", OPT_DOUBLE, O(min_lr), "X       final learning rate (default lr/10)"},
+    {"warmup", OPT_LONG, O(warmup), "N       warmup steps (default steps/10)"},
+    {"clip", OPT_DOUBLE, O(clip), "X       global gradient-norm clipping, 0 = off"},
+    {"weight-decay", OPT_DOUBLE, O(weight_decay), "X       AdamW weight decay on matrices"},
+    {"beta1", OPT_DOUBLE, O(beta1), "X       AdamW beta1"},
+    {"beta2", OPT_DOUBLE, O(beta2), "X       AdamW beta2"},
+    {"precision", OPT_STR, O(precision), "P       fp32 or mixed (bf16 compute weights, fp32 master)"},
+    {"recompute", OPT_FLAG, O(recompute), "        keep only block inputs, recompute in backward (default)"},
+    {"no-recompute", OPT_NOFLAG, O(recompute), "        keep all activations (faster, more memory)"},
+    {"threads", OPT_LONG, O(threads), "N       compute threads (default: all cores)"},
+    {"seed", OPT_U64, O(seed), "S       initialization seed"},
+    {"run-dir", OPT_STR, O(run_dir), "DIR     where metrics, plot and weights go"},
+    {"overwrite", OPT_FLAG, O(overwrite), "        replace a run already in --run-dir"},
+    {"eval-every", OPT_LONG, O(eval_every), "N       validation loss every N steps (0 = only at the end)"},
+    {"eval-batches", OPT_LONG, O(eval_batches), "N       micro-batches of validation data per evaluation"},
+    {"log-every", OPT_LONG, O(log_every), "N       a log line every N steps when stdout is not a terminal"},
+    {"save-every", OPT_LONG, O(save_every), "N       also save the weights every N steps (0 = at the end)"},
+};
+#define N_OPTS (sizeof opt_defs / sizeof opt_defs[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: strata train --data PATH [--model NAME | --init FILE] [flags]\n"
+               "       strata train --config FILE.json [flags]   (flags override the file)\n\n");
+    for (size_t i = 0; i < N_OPTS; i++) fprintf(f, "  --%-13s %s\n", opt_defs[i].name, opt_defs[i].help);
+    fprintf(f, "  --%-13s %s\n", "config", "FILE    JSON object of the same settings: {\"model\": \"gpt2-mini\", \"steps\": 200}");
+    fprintf(f, "\nModels: %s.\n", gpt_config_names());
+}
+
+static st_status apply_opt(train_opts *o, const opt_def *d, const char *value, st_error *err) {
+    char flag[64];
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    void *field = (char *)o + d->offset;
+    switch (d->type) {
+    case OPT_STR: *(const char **)field = value; return ST_OK;
+    case OPT_LONG: return cli_parse_int(flag, value, 0, 1L << 40, (long *)field, err);
+    case OPT_DOUBLE: return cli_parse_double(flag, value, 0, 1e9, (double *)field, err);
+    case OPT_U64: return cli_parse_u64(flag, value, (uint64_t *)field, err);
+    case OPT_FLAG: *(int *)field = 1; return ST_OK;
+    case OPT_NOFLAG: *(int *)field = 0; return ST_OK;
+    }
+    return ST_OK;
+}
+
+/* Settings from a JSON config file; the keys are the long flag names. The
+ * parsed document is returned so that string values outlive this call. */
+static st_status apply_config_file(train_opts *o, const char *path, cJSON **doc, st_error *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return st_fail_errno(err, errno, "%s: cannot open config file", path);
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    int too_big = buf && n == (1 << 20) - 1 && fgetc(f) != EOF;
+    fclose(f);
+    if (!buf) return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
+    if (too_big) {
+        free(buf);
+        return st_fail(err, ST_EINVAL, "%s: config file larger than 1 MiB", path);
+    }
+    buf[n] = 0;
+    *doc = cJSON_Parse(buf);
+    free(buf);
+    if (!*doc || !cJSON_IsObject(*doc)) return st_fail(err, ST_EINVAL, "%s: not a JSON object", path);
+    for (cJSON *it = (*doc)->child; it; it = it->next) {
+        const opt_def *d = NULL;
+        for (size_t i = 0; i < N_OPTS; i++)
+            if (!strcmp(opt_defs[i].name, it->string)) d = &opt_defs[i];
+        if (!d) return st_fail(err, ST_EINVAL, "%s: unknown setting \"%s\"", path, it->string);
+        char num[64];
+        const char *value = NULL;
+        if (cJSON_IsString(it)) value = it->valuestring;
+        else if (cJSON_IsNumber(it)) {
+            if (d->type == OPT_DOUBLE) snprintf(num, sizeof num, "%.17g", it->valuedouble);
+            else snprintf(num, sizeof num, "%.0f", it->valuedouble);
+            if (d->type != OPT_DOUBLE && it->valuedouble != floor(it->valuedouble))
+                return st_fail(err, ST_EINVAL, "%s: \"%s\" must be an integer", path, it->string);
+            value = num;
+        } else if (cJSON_IsBool(it) && (d->type == OPT_FLAG || d->type == OPT_NOFLAG)) {
+            int on = cJSON_IsTrue(it);
+            *(int *)((char *)o + d->offset) = d->type == OPT_FLAG ? on : !on;
+            continue;
+        } else {
+            return st_fail(err, ST_EINVAL, "%s: \"%s\" has the wrong type", path, it->string);
+        }
+        if (d->type == OPT_FLAG || d->type == OPT_NOFLAG)
+            return st_fail(err, ST_EINVAL, "%s: \"%s\" must be true or false", path, it->string);
+        st_status s = apply_opt(o, d, value, err);
+        if (s != ST_OK) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return st_fail(err, s, "%s: %s", path, msg);
+        }
+    }
+    return ST_OK;
+}
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    if (stop_requested) _exit(130);   /* a second signal: stop at once */
+    stop_requested = 1;
+}
+
+static void format_duration(double s, char *buf, size_t n) {
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%02ld:%02ld", t / 60, t % 60);
+}
+
+/* Mean loss over eval_batches micro-batches from the start of the validation file. */
+static st_status validation_loss(trainer *t, token_file *val, int B, int T, long batches, int32_t *buf,
+                                 float *out, st_error *err) {
+    batch_loader bl;
+    st_status s = batch_loader_init(&bl, val, T, trainer_config(t)->model.vocab_size, err);
+    if (s != ST_OK) return s;
+    double sum = 0;
+    for (long i = 0; i < batches; i++) {
+        s = batch_loader_next(&bl, B, buf, err);
+        if (s != ST_OK) return s;
+        sum += trainer_eval(t, buf, B, T);
+    }
+    *out = (float)(sum / (double)batches);
+    return ST_OK;
+}
+
+static st_status build_model_config(const train_opts *o, gpt_config *cfg, float **init, st_error *err) {
+    *init = NULL;
+    if (o->init) {
+        if (o->model || o->n_layer || o->d_model)
+            return st_fail(err, ST_EINVAL, "--init takes the model shape from the file; drop --model/--n-layer/--d-model");
+        return gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
+    }
+    if (o->n_layer || o->d_model) {
+        if (o->model) return st_fail(err, ST_EINVAL, "give either --model or an explicit shape, not both");
+        if (!o->n_layer || !o->d_model || !o->n_head)
+            return st_fail(err, ST_EINVAL, "an explicit shape needs --n-layer, --n-head and --d-model");
+        *cfg = (gpt_config){.n_layer = (int)o->n_layer, .n_head = (int)o->n_head, .d_model = (int)o->d_model,
+                            .n_ctx = (int)(o->n_ctx ? o->n_ctx : o->seq), .vocab_size = (int)(o->vocab ? o->vocab : 50257)};
+        return gpt_config_check(cfg, err);
+    }
+    st_status s = gpt_config_from_name(cfg, o->model ? o->model : "gpt2-124m", err);
+    if (s != ST_OK) return s;
+    if (o->n_ctx) cfg->n_ctx = (int)o->n_ctx;
+    if (o->vocab) cfg->vocab_size = (int)o->vocab;
+    return gpt_config_check(cfg, err);
+}
+
+int cmd_train(int argc, char **argv) {
+    train_opts o = {.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
+                    .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
+                    .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
+                    .eval_batches = 8, .log_every = 10};
+    st_error err = {0};
+    cJSON *config_doc = NULL;
+    /* The config file first, so that flags override it. */
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
+        else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
+        if (path && apply_config_file(&o, path, &config_doc, &err) != ST_OK) {
+            cJSON_Delete(config_doc);
+            return cli_fail(&err);
+        }
+    }
+    struct option longopts[N_OPTS + 3];
+    for (size_t i = 0; i < N_OPTS; i++)
+        longopts[i] = (struct option){opt_defs[i].name,
+                                      opt_defs[i].type == OPT_FLAG || opt_defs[i].type == OPT_NOFLAG ? no_argument
+                                                                                                      : required_argument,
+                                      NULL, 1000 + (int)i};
+    longopts[N_OPTS] = (struct option){"config", required_argument, NULL, 'c'};
+    longopts[N_OPTS + 1] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[N_OPTS + 2] = (struct option){0};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            cJSON_Delete(config_doc);
+            return 0;
+        }
+        if (c == 'c') continue;
+        if (c < 1000) {
+            cJSON_Delete(config_doc);
+            return cli_usage_error("train", "unknown or incomplete flag");
+        }
+        if (apply_opt(&o, &opt_defs[c - 1000], optarg, &err) != ST_OK) {
+            cJSON_Delete(config_doc);
+            return cli_usage_error("train", "%s", err.msg);
+        }
+    }
+    int rc = 1;
+    if (optind < argc) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+    }
+    if (!o.data) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--data is required (a dataset from 'strata prepare' or a token file)");
+    }
+    if (!o.micro_batch) o.micro_batch = o.batch;
+    if (o.batch < 1 || o.micro_batch < 1 || o.batch % o.micro_batch) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--batch %ld must be a positive multiple of --micro-batch %ld", o.batch,
+                               o.micro_batch);
+    }
+    if (o.steps < 1 || o.seq < 1) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--steps and --seq must be at least 1");
+    }
+    gpt_precision precision;
+    if (!strcmp(o.precision, "fp32")) precision = GPT_FP32;
+    else if (!strcmp(o.precision, "mixed") || !strcmp(o.precision, "bf16")) precision = GPT_MIXED_BF16;
+    else {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--precision must be fp32 or mixed, not '%s'", o.precision);
+    }
+    if (o.threads > 0) omp_set_num_threads((int)o.threads);
+
+    trainer *t = NULL;
+    token_file *train_tf = NULL, *val_tf = NULL;
+    float *init = NULL;
+    int32_t *tokens = NULL;
+    run_dir *rd = NULL;
+    train_config tc = train_config_defaults();
+    if (build_model_config(&o, &tc.model, &init, &err) != ST_OK) goto fail;
+    tc.precision = precision;
+    tc.B = (int)o.micro_batch;
+    tc.T = (int)o.seq;
+    tc.grad_accum = (int)(o.batch / o.micro_batch);
+    tc.recompute = o.recompute;
+    tc.lr = (lr_schedule){.max_lr = (float)o.lr, .min_lr = (float)(o.min_lr >= 0 ? o.min_lr : o.lr / 10),
+                          .warmup = o.warmup >= 0 ? o.warmup : o.steps / 10, .total = o.steps};
+    tc.adam = (adamw_hparams){.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
+                              .weight_decay = (float)o.weight_decay};
+    tc.clip = (float)o.clip;
+    tc.seed = o.seed;
+    if (train_config_check(&tc, &err) != ST_OK) goto fail;
+
+    char train_path[4096], val_path[4096];
+    if (dataset_resolve(o.data, train_path, val_path, sizeof train_path, &err) != ST_OK) goto fail;
+    if (token_file_open(&train_tf, train_path, &err) != ST_OK) goto fail;
+    if (token_file_open(&val_tf, val_path, &err) != ST_OK) goto fail;
+    batch_loader loader;
+    if (batch_loader_init(&loader, train_tf, tc.T, tc.model.vocab_size, &err) != ST_OK) goto fail;
+
+    /* The run directory: refuse to mix two runs. */
+    cJSON *desc = cJSON_CreateObject();
+    cJSON_AddNumberToObject(desc, "n_layer", tc.model.n_layer);
+    cJSON_AddNumberToObject(desc, "n_head", tc.model.n_head);
+    cJSON_AddNumberToObject(desc, "d_model", tc.model.d_model);
+    cJSON_AddNumberToObject(desc, "n_ctx", tc.model.n_ctx);
+    cJSON_AddNumberToObject(desc, "vocab", tc.model.vocab_size);
+    cJSON_AddStringToObject(desc, "init", o.init ? o.init : "");
+    cJSON_AddStringToObject(desc, "data", o.data);
+    cJSON_AddNumberToObject(desc, "batch", (double)o.batch);
+    cJSON_AddNumberToObject(desc, "micro_batch", (double)o.micro_batch);
+    cJSON_AddNumberToObject(desc, "seq", (double)o.seq);
+    cJSON_AddNumberToObject(desc, "steps", (double)o.steps);
+    cJSON_AddNumberToObject(desc, "lr", tc.lr.max_lr);
+    cJSON_AddNumberToObject(desc, "min_lr", tc.lr.min_lr);
+    cJSON_AddNumberToObject(desc, "warmup", (double)tc.lr.warmup);
+    cJSON_AddNumberToObject(desc, "clip", tc.clip);
+    cJSON_AddNumberToObject(desc, "weight_decay", tc.adam.weight_decay);
+    cJSON_AddStringToObject(desc, "precision", precision == GPT_FP32 ? "fp32" : "mixed");
+    cJSON_AddBoolToObject(desc, "recompute", o.recompute);
+    cJSON_AddNumberToObject(desc, "seed", (double)o.seed);
+    char *desc_text = cJSON_Print(desc);
+    cJSON_Delete(desc);
+    st_status rs = desc_text ? run_dir_create(&rd, o.run_dir, desc_text, o.overwrite, &err)
+                             : st_fail(&err, ST_ENOMEM, "out of memory");
+    free(desc_text);
+    if (rs != ST_OK) goto fail;
+
+    char mem[32];
+    printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters (%s)\n", tc.model.n_layer,
+           tc.model.n_head, tc.model.d_model, tc.model.n_ctx, tc.model.vocab_size,
+           (double)gpt_num_real_params(&tc.model) / 1e6, o.init ? o.init : "fresh init");
+    printf("data: %s (%llu tokens), validation %s (%llu tokens)\n", train_path,
+           (unsigned long long)token_file_count(train_tf), val_path, (unsigned long long)token_file_count(val_tf));
+    printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n",
+           o.batch, o.seq, tc.grad_accum, tc.B, o.steps, o.precision, omp_get_max_threads(),
+           st_format_bytes((double)trainer_memory_bytes(&tc), mem, sizeof mem));
+    if (trainer_create(&t, &tc, init, &err) != ST_OK) goto fail;
+    st_free_aligned(init);
+    init = NULL;
+    tokens = malloc(sizeof(int32_t) * (size_t)o.batch * (size_t)(o.seq + 1));
+    if (!tokens) {
+        st_fail(&err, ST_ENOMEM, "out of memory for a batch");
+        goto fail;
+    }
+
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    const int tty = cli_stdout_is_tty();
+    const double start = st_now();
+    const double tokens_per_step = (double)o.batch * (double)o.seq;
+    float val_loss = NAN, first_val = NAN;
+    if (validation_loss(t, val_tf, tc.B, tc.T, o.eval_batches, tokens, &first_val, &err) != ST_OK) goto fail;
+    val_loss = first_val;
+    printf("step 0: validation loss %.4f\n", first_val);
+    if (run_dir_log_metrics(rd, &err, "{\"step\": 0, \"val_loss\": %.6f}", first_val) != ST_OK) goto fail;
+    long step;
+    double train_seconds = 0;
+    for (step = 1; step <= o.steps && !stop_requested; step++) {
+        if (batch_loader_next(&loader, (int)o.batch, tokens, &err) != ST_OK) goto fail;
+        train_step_stats st;
+        trainer_step(t, tokens, &st);
+        train_seconds += st.seconds;
+        if (!isfinite(st.loss)) {
+            st_fail(&err, ST_EINVAL, "loss became %f at step %ld; lower --lr or enable --clip", st.loss, step);
+            goto fail;
+        }
+        const double tok_s = tokens_per_step / st.seconds, elapsed = st_now() - start;
+        const double eta = train_seconds / (double)step * (double)(o.steps - step);
+        int do_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps;
+        if (do_eval && validation_loss(t, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK)
+            goto fail;
+        if (run_dir_log_metrics(rd, &err,
+                                do_eval ? "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
+                                          "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f, \"val_loss\": %.6f}"
+                                        : "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
+                                          "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}",
+                                step, st.loss, st.lr, st.grad_norm, tok_s, elapsed, val_loss) != ST_OK)
+            goto fail;
+        char el[32], et[32];
+        format_duration(elapsed, el, sizeof el);
+        format_duration(eta, et, sizeof et);
+        if (tty) {
+            printf("\r\033[Kstep %ld/%ld | loss %.4f | val %.4f | lr %.2e | %.0f tok/s | %s elapsed | ETA %s", step,
+                   o.steps, st.loss, val_loss, st.lr, tok_s, el, et);
+            if (do_eval && step != o.steps) printf("\n");
+            fflush(stdout);
+        } else if (step % o.log_every == 0 || step == 1 || do_eval) {
+            printf("step %ld/%ld loss %.4f lr %.2e grad_norm %.3f %.0f tok/s elapsed %s eta %s\n", step, o.steps,
+                   st.loss, st.lr, st.grad_norm, tok_s, el, et);
+            if (do_eval) printf("step %ld: validation loss %.4f\n", step, val_loss);
+            fflush(stdout);
+        }
+        if (o.save_every > 0 && step % o.save_every == 0 && step != o.steps &&
+            run_dir_save_weights(rd, &tc.model, trainer_params(t), &err) != ST_OK)
+            goto fail;
+    }
+    if (tty) printf("\n");
+    long done = trainer_steps_done(t);
+    if (stop_requested) {
+        printf("stopping after step %ld on request; saving the weights\n", done);
+        if (validation_loss(t, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK) goto fail;
+    }
+    if (run_dir_save_weights(rd, &tc.model, trainer_params(t), &err) != ST_OK) goto fail;
+    char plot_msg[256] = "";
+    run_dir_plot(rd, plot_msg, sizeof plot_msg);
+    char peak[32];
+    printf("done: %ld steps in %.1f s (%.0f tokens/s), validation loss %.4f -> %.4f, peak memory %s\n", done,
+           st_now() - start, tokens_per_step * (double)done / train_seconds, first_val, val_loss,
+           st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
+    printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o.run_dir, o.run_dir,
+           plot_msg);
+    rc = stop_requested ? 130 : 0;
+    goto out;
+fail:
+    rc = cli_fail(&err);
+out:
+    run_dir_close(rd);
+    trainer_free(t);
+    token_file_close(train_tf);
+    token_file_close(val_tf);
+    st_free_aligned(init);
+    free(tokens);
+    cJSON_Delete(config_doc);
+    return rc;
+}

@@ -1,0 +1,188 @@
+/* run_dir.c - a training run's directory (see run_dir.h). */
+#include "cli/run_dir.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "strata/gpt_io.h"
+
+struct run_dir {
+    char path[4096];
+    FILE *metrics;
+};
+
+static int join(char *out, size_t cap, const char *dir, const char *name) {
+    return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
+}
+
+static st_status mkdir_p(const char *path, st_error *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return st_fail(err, ST_EINVAL, "run directory path is too long");
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return st_fail_errno(err, errno, "%s: cannot create", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return st_fail_errno(err, errno, "%s: cannot create", buf);
+    struct stat stt;
+    if (stat(buf, &stt) != 0 || !S_ISDIR(stt.st_mode)) return st_fail(err, ST_EINVAL, "%s: not a directory", buf);
+    return ST_OK;
+}
+
+static st_status write_file_atomic(const char *path, const char *text, st_error *err) {
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return st_fail_errno(err, errno, "%s: cannot write", tmp);
+    int bad = fputs(text, f) < 0;
+    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    int e = errno;
+    if (fclose(f) != 0) bad = 1;
+    if (bad || rename(tmp, path) != 0) {
+        if (!bad) e = errno;
+        remove(tmp);
+        return st_fail_errno(err, e, "%s: cannot write", path);
+    }
+    return ST_OK;
+}
+
+st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err) {
+    *out = NULL;
+    st_status s = mkdir_p(path, err);
+    if (s != ST_OK) return s;
+    if (access(path, W_OK) != 0) return st_fail_errno(err, errno, "%s: run directory is not writable", path);
+    run_dir *rd = calloc(1, sizeof *rd);
+    if (!rd) return st_fail(err, ST_ENOMEM, "out of memory");
+    snprintf(rd->path, sizeof rd->path, "%s", path);
+    char f[4200];
+    join(f, sizeof f, path, "run.json");
+    if (access(f, F_OK) == 0 && !overwrite) {
+        free(rd);
+        return st_fail(err, ST_EEXIST,
+                       "%s already holds a run (run.json); pass --overwrite to replace it, or choose another --run-dir",
+                       path);
+    }
+    static const char *old[] = {"metrics.jsonl", "model.safetensors", "config.json", "loss.png"};
+    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
+        join(f, sizeof f, path, old[i]);
+        if (remove(f) != 0 && errno != ENOENT) {
+            s = st_fail_errno(err, errno, "%s: cannot remove the previous run's file", f);
+            free(rd);
+            return s;
+        }
+    }
+    join(f, sizeof f, path, "run.json");
+    char *text = malloc(strlen(desc_json) + 2);
+    if (!text) {
+        free(rd);
+        return st_fail(err, ST_ENOMEM, "out of memory");
+    }
+    sprintf(text, "%s\n", desc_json);
+    s = write_file_atomic(f, text, err);
+    free(text);
+    if (s != ST_OK) {
+        free(rd);
+        return s;
+    }
+    join(f, sizeof f, path, "metrics.jsonl");
+    rd->metrics = fopen(f, "w");
+    if (!rd->metrics) {
+        s = st_fail_errno(err, errno, "%s: cannot create", f);
+        free(rd);
+        return s;
+    }
+    *out = rd;
+    return ST_OK;
+}
+
+st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int bad = vfprintf(rd->metrics, fmt, ap) < 0;
+    va_end(ap);
+    bad |= fputc('\n', rd->metrics) == EOF || fflush(rd->metrics) != 0;
+    if (bad) return st_fail_errno(err, errno, "%s/metrics.jsonl: write failed", rd->path);
+    return ST_OK;
+}
+
+st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, const float *params, st_error *err) {
+    char f[4200];
+    join(f, sizeof f, rd->path, "model.safetensors");
+    st_status s = gpt_save_safetensors(f, cfg, params, SAFETENSORS_F32, err);
+    if (s != ST_OK) return s;
+    join(f, sizeof f, rd->path, "config.json");
+    return gpt_write_hf_config(f, cfg, err);
+}
+
+/* Runs `gnuplot script` and returns its exit status (-1 if it could not start). */
+static int run_gnuplot(const char *script) {
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, STDOUT_FILENO);
+            dup2(devnull, STDERR_FILENO);
+        }
+        execlp("gnuplot", "gnuplot", script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(pid, &status, 0) < 0) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+void run_dir_plot(run_dir *rd, char *msg, size_t cap) {
+    char script[4200], png[4200], data[4200], metrics[4200];
+    join(script, sizeof script, rd->path, "loss.gnuplot");
+    join(png, sizeof png, rd->path, "loss.png");
+    join(data, sizeof data, rd->path, "loss.dat");
+    join(metrics, sizeof metrics, rd->path, "metrics.jsonl");
+    /* metrics.jsonl -> columns gnuplot reads: step, train loss, validation loss */
+    FILE *in = fopen(metrics, "r"), *out = fopen(data, "w"), *gp = fopen(script, "w");
+    if (!in || !out || !gp) {
+        if (in) fclose(in);
+        if (out) fclose(out);
+        if (gp) fclose(gp);
+        snprintf(msg, cap, "plot: skipped (cannot write in %s)", rd->path);
+        return;
+    }
+    char line[1024];
+    while (fgets(line, sizeof line, in)) {
+        const char *p = strstr(line, "\"step\": ");
+        if (!p) continue;
+        const char *l = strstr(line, "\"loss\": "), *v = strstr(line, "\"val_loss\": ");
+        fprintf(out, "%ld %.6g %.6g\n", strtol(p + 8, NULL, 10), l ? strtod(l + 8, NULL) : NAN,
+                v ? strtod(v + 12, NULL) : NAN);
+    }
+    fclose(in);
+    fclose(out);
+    fprintf(gp,
+            "set terminal png size 900,500\nset output '%s'\nset datafile missing 'nan'\n"
+            "set xlabel 'step'\nset ylabel 'loss'\nset grid\nset key top right\n"
+            "plot '%s' using 1:2 with lines lw 2 title 'train', '%s' using 1:3 with linespoints pt 7 title 'validation'\n",
+            png, data, data);
+    fclose(gp);
+    int rc = run_gnuplot(script);
+    if (rc == 127) snprintf(msg, cap, "plot: skipped (gnuplot is not installed; apt-get install gnuplot-nox)");
+    else if (rc != 0) snprintf(msg, cap, "plot: gnuplot failed (exit %d) on %s", rc, script);
+    else snprintf(msg, cap, "plot: %s", png);
+}
+
+const char *run_dir_path(const run_dir *rd) { return rd->path; }
+
+void run_dir_close(run_dir *rd) {
+    if (!rd) return;
+    if (rd->metrics) fclose(rd->metrics);
+    free(rd);
+}

@@ -1,0 +1,33 @@
+/*
+ * run_dir.h - a training run's directory: run.json (what was asked for),
+ * metrics.jsonl (one JSON object per step), model.safetensors + config.json
+ * (the weights, in the Hugging Face layout), loss.png (the loss curve).
+ *
+ * A directory that already holds a run (run.json) is refused unless the
+ * caller passes overwrite, so two runs never mix their metrics and weights.
+ * Weights are written atomically (temporary file, fsync, rename): a crash
+ * leaves the previous weights or the new ones, never half of each.
+ */
+#ifndef STRATA_CLI_RUN_DIR_H
+#define STRATA_CLI_RUN_DIR_H
+
+#include <stddef.h>
+
+#include "strata/model.h"
+
+typedef struct run_dir run_dir;
+
+/* Creates path (and parents) if needed, checks it is writable, and records
+ * desc_json as run.json. ST_EEXIST naming the directory if it holds a run
+ * and overwrite is 0. */
+st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err);
+/* Appends one line to metrics.jsonl (printf format, no newline needed). */
+st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, const float *params, st_error *err);
+/* Draws loss.png from metrics.jsonl with gnuplot; msg says what happened
+ * (a missing gnuplot is reported, not an error). */
+void run_dir_plot(run_dir *rd, char *msg, size_t cap);
+const char *run_dir_path(const run_dir *rd);
+void run_dir_close(run_dir *rd);
+
+#endif
