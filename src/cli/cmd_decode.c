@@ -1,0 +1,117 @@
+/* cmd_decode.c - `strata decode`: GPT-2 token ids (stdin or a token file) to text. */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "strata/data.h"
+#include "strata/tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: strata decode < ids > text\n"
+               "       strata decode --tokens FILE [--start N] [--count N]\n\n"
+               "Reads GPT-2 token ids separated by spaces, newlines or commas (brackets are\n"
+               "ignored, so a JSON list works) and writes the text they stand for, byte\n"
+               "for byte. With --tokens, decodes a token file instead (a shard from\n"
+               "'strata prepare' or a nanoGPT .bin).\n\n"
+               "  --tokens FILE  decode this token file\n"
+               "  --start N      first token to decode (default 0)\n"
+               "  --count N      number of tokens (default: to the end)\n");
+}
+
+static int put_token(const gpt2_tokenizer *tok, int32_t id, const char *where, uint64_t pos) {
+    size_t len;
+    const char *b = gpt2_token_bytes(tok, id, &len);
+    if (!b) return cli_error("%s: token %" PRIu64 " is %d, outside the GPT-2 vocabulary [0, %d)", where, pos, id,
+                             GPT2_VOCAB_SIZE);
+    fwrite(b, 1, len, stdout);
+    return 0;
+}
+
+static int decode_stdin(const gpt2_tokenizer *tok) {
+    uint64_t pos = 0;
+    char word[32];
+    size_t wl = 0;
+    for (;;) {
+        int ch = getchar();
+        if (ch != EOF && (isdigit(ch) || ch == '-' || ch == '+')) {
+            if (wl + 1 >= sizeof word) return cli_error("stdin: token %" PRIu64 " is not a token id", pos);
+            word[wl++] = (char)ch;
+            continue;
+        }
+        if (ch != EOF && !isspace(ch) && ch != ',' && ch != '[' && ch != ']')
+            return cli_error("stdin: unexpected character '%c' at token %" PRIu64 " (expected token ids)", ch, pos);
+        if (wl) {
+            word[wl] = 0;
+            char *end;
+            errno = 0;
+            long v = strtol(word, &end, 10);
+            if (*end || errno || v < INT32_MIN || v > INT32_MAX)
+                return cli_error("stdin: '%s' at token %" PRIu64 " is not a token id", word, pos);
+            if (put_token(tok, (int32_t)v, "stdin", pos)) return 1;
+            pos++;
+            wl = 0;
+        }
+        if (ch == EOF) break;
+    }
+    if (ferror(stdin)) return cli_error("stdin: %s", strerror(errno));
+    return 0;
+}
+
+static int decode_file(const gpt2_tokenizer *tok, const char *path, uint64_t start, uint64_t count, int has_count) {
+    st_error err = {0};
+    token_file *tf;
+    if (token_file_open(&tf, path, &err) != ST_OK) return cli_fail(&err);
+    uint64_t n = token_file_count(tf);
+    if (start > n) {
+        token_file_close(tf);
+        return cli_error("%s: --start %" PRIu64 " is past the end (%" PRIu64 " tokens)", path, start, n);
+    }
+    uint64_t end = has_count && count < n - start ? start + count : n;
+    enum { CHUNK = 1 << 16 };
+    int32_t *buf = malloc(CHUNK * sizeof *buf);
+    int rc = buf ? 0 : cli_error("out of memory");
+    for (uint64_t pos = start; pos < end && !rc; pos += CHUNK) {
+        size_t m = end - pos < CHUNK ? (size_t)(end - pos) : CHUNK;
+        if (token_file_read(tf, pos, m, buf, GPT2_VOCAB_SIZE, &err) != ST_OK) rc = cli_fail(&err);
+        for (size_t k = 0; k < m && !rc; k++) rc = put_token(tok, buf[k], path, pos + k);
+    }
+    free(buf);
+    token_file_close(tf);
+    return rc;
+}
+
+int cmd_decode(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"tokens", required_argument, NULL, 't'}, {"start", required_argument, NULL, 's'},
+        {"count", required_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'}, {0}};
+    const char *path = NULL;
+    uint64_t start = 0, count = 0;
+    int has_count = 0, c;
+    st_error err = {0};
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        st_status s = ST_OK;
+        switch (c) {
+        case 't': path = optarg; break;
+        case 's': s = cli_parse_u64("--start", optarg, &start, &err); break;
+        case 'n': s = cli_parse_u64("--count", optarg, &count, &err); has_count = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: return cli_usage_error("decode", "unknown or incomplete flag");
+        }
+        if (s != ST_OK) return cli_usage_error("decode", "%s", err.msg);
+    }
+    if (optind < argc) return cli_usage_error("decode", "unexpected argument '%s'", argv[optind]);
+    if (!path && (start || has_count)) return cli_usage_error("decode", "--start and --count need --tokens FILE");
+
+    gpt2_tokenizer *tok;
+    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
+    int rc = path ? decode_file(tok, path, start, count, has_count) : decode_stdin(tok);
+    gpt2_tokenizer_free(tok);
+    if (fflush(stdout) != 0 || ferror(stdout)) return rc ? rc : cli_error("stdout: %s", strerror(errno));
+    return rc;
+}

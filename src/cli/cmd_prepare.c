@@ -1,0 +1,108 @@
+/* cmd_prepare.c - `strata prepare`: text files and directories to a tokenized
+ * dataset (train.tok, val.tok, meta.json) for `strata train`. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "strata/data.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: strata prepare INPUT... --out DIR [flags]\n\n"
+               "Tokenizes text files, and the text files found in directories (recursively,\n"
+               "in sorted order; hidden, empty and binary files are skipped), with GPT-2's\n"
+               "tokenizer into DIR/train.tok and DIR/val.tok (see docs/FORMATS.md). Each file\n"
+               "is one document, preceded by <|endoftext|>. The token stream is cut into\n"
+               "blocks and an evenly spread share of them becomes the validation split.\n\n"
+               "  --out DIR            where the dataset goes (created if missing)\n"
+               "  --val-fraction F     share of tokens for validation, in (0, 0.5] (default 0.1)\n"
+               "  --overwrite          replace a dataset already in DIR\n"
+               "  --allow-special      the literal text <|endoftext|> in the input becomes the\n"
+               "                       document separator token (default: plain text)\n\n"
+               "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).\n");
+}
+
+typedef struct progress {
+    int tty;
+    double t0, last_draw;
+    int last_decile;
+} progress;
+
+static void fmt_eta(double s, char *buf, size_t n) {
+    if (s < 0 || s > 359999) snprintf(buf, n, "--:--");
+    else if (s >= 3600) snprintf(buf, n, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+    else snprintf(buf, n, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total, uint64_t tokens) {
+    progress *p = ctx;
+    double now = st_now(), el = now - p->t0;
+    double frac = total ? (double)done / (double)total : 1.0;
+    double mbs = el > 0 ? (double)done / 1e6 / el : 0;
+    char eta[32];
+    fmt_eta(mbs > 0 ? ((double)(total - done) / 1e6) / mbs : -1, eta, sizeof eta);
+    if (p->tty) {
+        if (now - p->last_draw < 0.1 && done < total) return;   /* redraw at most 10 times a second */
+        p->last_draw = now;
+        char bar[31];
+        int fill = (int)(frac * 30);
+        for (int k = 0; k < 30; k++) bar[k] = k < fill ? '#' : '.';
+        bar[30] = 0;
+        printf("\rprepare [%s] %3.0f%%  %.1f/%.1f MB  %.1f MB/s  ETA %s  %.2fM tokens \033[K", bar, frac * 100,
+               (double)done / 1e6, (double)total / 1e6, mbs, eta, (double)tokens / 1e6);
+        fflush(stdout);
+    } else {
+        int decile = (int)(frac * 10);
+        if (decile <= p->last_decile && done < total) return;
+        p->last_decile = decile;
+        printf("prepare: %3.0f%%  %.1f/%.1f MB  %.1f MB/s  ETA %s  %" PRIu64 " tokens\n", frac * 100,
+               (double)done / 1e6, (double)total / 1e6, mbs, eta, tokens);
+        fflush(stdout);
+    }
+}
+
+int cmd_prepare(int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"out", required_argument, NULL, 'o'}, {"val-fraction", required_argument, NULL, 'v'},
+        {"overwrite", no_argument, NULL, 'w'}, {"allow-special", no_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'}, {0}};
+    dataset_prepare_opts o = {0};
+    st_error err = {0};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        st_status s = ST_OK;
+        switch (c) {
+        case 'o': o.out_dir = optarg; break;
+        case 'v': s = cli_parse_double("--val-fraction", optarg, 1e-6, 0.5, &o.val_fraction, &err); break;
+        case 'w': o.overwrite = 1; break;
+        case 's': o.encode_flags |= GPT2_ALLOW_SPECIAL; break;
+        case 'h': usage(stdout); return 0;
+        default: return cli_usage_error("prepare", "unknown or incomplete flag");
+        }
+        if (s != ST_OK) return cli_usage_error("prepare", "%s", err.msg);
+    }
+    if (!o.out_dir) return cli_usage_error("prepare", "--out DIR is required");
+    if (optind >= argc) return cli_usage_error("prepare", "no input files or directories");
+    o.inputs = (const char *const *)(argv + optind);
+    o.n_inputs = (size_t)(argc - optind);
+
+    gpt2_tokenizer *tok;
+    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
+    progress p = {cli_stdout_is_tty(), st_now(), 0, -1};
+    o.progress = on_progress;
+    o.progress_ctx = &p;
+    dataset_prepare_result r;
+    st_status st = dataset_prepare(tok, &o, &r, &err);
+    gpt2_tokenizer_free(tok);
+    if (p.tty) printf("\n");
+    if (st) return cli_fail(&err);
+    double el = st_now() - p.t0;
+    char size[32];
+    printf("prepared %s: %" PRIu64 " files (%s of text", o.out_dir, r.files, st_format_bytes((double)r.bytes, size, sizeof size));
+    if (r.skipped) printf(", %" PRIu64 " skipped", r.skipped);
+    printf(") -> %" PRIu64 " training + %" PRIu64 " validation tokens in %.1f s (%.1f MB/s)\n", r.train_tokens,
+           r.val_tokens, el, el > 0 ? (double)r.bytes / 1e6 / el : 0);
+    return 0;
+}
