@@ -44,5 +44,10 @@ scripts/make_corpus.sh
 BUILD_DIR="${1:-build}"
 shift || true
 cmake -S . -B "$BUILD_DIR" -DSTRATA_WERROR=ON "$@" >/dev/null
-cmake --build "$BUILD_DIR" -j"$(nproc)" 2>&1 | grep -v -E '^\[ *[0-9]+%\]' || true
-test "${PIPESTATUS[0]}" -eq 0
+# Show compiler messages, not the progress lines; fail when the build fails.
+log="$BUILD_DIR/build.log"
+if ! cmake --build "$BUILD_DIR" -j"$(nproc)" >"$log" 2>&1; then
+  grep -v -E '^\[ *[0-9]+%\]' "$log" >&2
+  echo "setup: build failed (full log: $log)" >&2
+  exit 1
+fi

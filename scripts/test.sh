@@ -14,3 +14,7 @@ echo "== tests (ASan + UBSan build)"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   LSAN_OPTIONS=suppressions="$PWD/../tests/lsan.supp" \
   ctest --output-on-failure -j1)
+
+# A short fuzzing pass over every parser target (scripts/fuzz.sh 600 for a real session).
+echo "== fuzz smoke (15 s per target)"
+scripts/fuzz.sh 15

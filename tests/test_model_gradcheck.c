@@ -1,6 +1,6 @@
 /* test_model_gradcheck.c - finite differences, independent of PyTorch: for
  * every parameter tensor, the directional derivative of the loss along a
- * random direction within that tensor, by central differences, must match
+ * direction within that tensor, by central differences, must match
  * the backward pass's gradient dotted with the direction. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,18 +19,17 @@ static float loss_at(gpt_workspace *ws, const gpt_config *c, float *p, const int
     return gpt_forward(ws, w, in, tg, B, T, NULL);
 }
 
-static void test_directional_derivatives(void **state) {
-    (void)state;
+static void check_seed(uint64_t seed) {
     gpt_config c = {.n_layer = 2, .n_head = 2, .d_model = 16, .n_ctx = 8, .vocab_size = 23};
     st_error err = {0};
     assert_int_equal(gpt_config_check(&c, &err), ST_OK);
     const int B = 2, T = 6;
     size_t n = gpt_num_params(&c);
     float *p = calloc(n, sizeof *p), *g = calloc(n, sizeof *g), *dir = calloc(n, sizeof *dir);
-    gpt_init_params(&c, p, 7);
+    gpt_init_params(&c, p, seed);
     /* Larger weights and non-zero biases, so that every path carries signal. */
     st_rng r;
-    st_rng_seed(&r, 99);
+    st_rng_seed(&r, seed + 99);
     for (size_t i = 0; i < n; i++) p[i] += 0.1f * st_rng_normal(&r);
     for (size_t i = (size_t)c.vocab_size * c.d_model; i < (size_t)c.padded_vocab * c.d_model; i++) p[i] = 0;
     int32_t in[12], tg[12];
@@ -44,6 +43,7 @@ static void test_directional_derivatives(void **state) {
     gpt_forward_backward(ws, w, g, in, tg, B, T, 1.0f);
 
     int checked = 0;
+    double worst = 0;
     for (int u = 0; u < gpt_num_units(&c); u++) {
         for (int i = 0; i < gpt_unit_tensor_count(u); i++) {
             gpt_tensor_info ti = gpt_unit_tensor(&c, u, i);
@@ -52,28 +52,46 @@ static void test_directional_derivatives(void **state) {
             double analytic = 0;
             memset(dir, 0, n * sizeof *dir);
             for (size_t k = 0; k < real; k++) {
-                dir[off + k] = (st_rng_next(&r) & 1) ? 1.0f : -1.0f;
+                /* Along the signs of our own gradient, with random weights: no
+                 * cancellation makes the derivative tiny, and a wrong gradient
+                 * still shows, since the numeric side measures the true one. */
+                float mag = 0.5f + st_rng_uniform(&r);
+                dir[off + k] = g[off + k] >= 0 ? mag : -mag;
                 analytic += (double)g[off + k] * dir[off + k];
             }
-            /* Central differences in float32: a step large enough that the
-             * loss's rounding (~1e-7) is small against the change. */
-            const float eps = 1e-2f / sqrtf((float)real);
+            /* Central differences in float32, with Richardson extrapolation
+             * (4 D(h/2) - D(h)) / 3 to cancel the h^2 error term, so that h
+             * can be large enough for the loss's rounding (~1e-7) not to
+             * matter. */
+            const float h = 4e-2f / sqrtf((float)real);
+            double d[2];
             float *q = malloc(n * sizeof *q);
-            for (size_t k = 0; k < n; k++) q[k] = p[k] + eps * dir[k];
-            double lp = loss_at(ws, &c, q, in, tg, B, T);
-            for (size_t k = 0; k < n; k++) q[k] = p[k] - eps * dir[k];
-            double lm = loss_at(ws, &c, q, in, tg, B, T);
+            for (int k2 = 0; k2 < 2; k2++) {
+                float step = k2 == 0 ? h : h / 2;
+                for (size_t k = 0; k < n; k++) q[k] = p[k] + step * dir[k];
+                double lp = loss_at(ws, &c, q, in, tg, B, T);
+                for (size_t k = 0; k < n; k++) q[k] = p[k] - step * dir[k];
+                double lm = loss_at(ws, &c, q, in, tg, B, T);
+                d[k2] = (lp - lm) / (2.0 * step);
+            }
             free(q);
-            double numeric = (lp - lm) / (2.0 * eps);
+            double numeric = (4.0 * d[1] - d[0]) / 3.0;
             double rel = fabs(numeric - analytic) / fmax(fabs(analytic), 1e-3);
-            printf("  unit %d %-20s analytic %+.6e numeric %+.6e rel %.1e\n", u, ti.name, analytic, numeric, rel);
-            assert_true(rel < 2e-2);
+            if (rel > 5e-3) printf("  seed %d unit %d %-20s analytic %+.6e numeric %+.6e rel %.1e\n", (int)seed, u, ti.name, analytic, numeric, rel);
+            if (rel > worst) worst = rel;
+            assert_true(rel < 2e-3);
             checked++;
         }
     }
     assert_int_equal(checked, GPT_EMBED_TENSORS + c.n_layer * GPT_BLOCK_TENSORS);
+    printf("  seed %d: %d tensors, worst relative error %.1e\n", (int)seed, checked, worst);
     gpt_workspace_free(ws);
     free(p); free(g); free(dir);
+}
+
+static void test_directional_derivatives(void **state) {
+    (void)state;
+    for (uint64_t seed = 1; seed <= 3; seed++) check_seed(seed);
 }
 
 int main(void) {

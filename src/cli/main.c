@@ -6,8 +6,22 @@
 
 /* Each subcommand's entry point, defined in its cmd_<name>.c. */
 int cmd_version(int argc, char **argv);
+int cmd_encode(int argc, char **argv);
+int cmd_decode(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_iobench(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 static const cli_command commands[] = {
+    {"train", "train a GPT on a dataset (the main job)", cmd_train},
+    {"eval", "mean next-token loss of a model on a token file", cmd_eval},
+    {"sample", "generate text from a trained model", cmd_sample},
+    {"iobench", "measure storage read/write bandwidth per path (vs fio)", cmd_iobench},
+    {"prepare", "tokenize text files into a dataset for training", cmd_prepare},
+    {"encode", "text on stdin to GPT-2 token ids", cmd_encode},
+    {"decode", "GPT-2 token ids (stdin or a token file) to text", cmd_decode},
     {"version", "print the version and build configuration", cmd_version},
 };
 

@@ -1,0 +1,301 @@
+/* store_commit.c - atomic commits (data sync, manifest to a temporary
+ * file, sync, rename, directory sync), user metadata, and scrubbing. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/store_internal.h"
+#include "strata/checksum.h"
+
+/* ---- commit ------------------------------------------------------------------------------------ */
+
+/* Runs a batch of requests synchronously on the store's engine. */
+st_status store_run_batch(store *s, io_request *reqs, size_t n, st_error *err) {
+    io_ticket t;
+    io_ticket_init(&t);
+    st_status st = io_submit(s->engine, reqs, n, &t, err);
+    return st != ST_OK ? st : io_ticket_wait(&t, err);
+}
+
+/* Encodes the manifest of the current state (s->mu held): a buffer of
+ * *size bytes, aligned and padded for O_DIRECT. */
+st_status store_encode_manifest(store *s, uint64_t generation, unsigned char **out, size_t *size, st_error *err) {
+    manifest m = {.store_id = s->store_id, .generation = generation, .chunk_bytes = s->layout.chunk_bytes,
+                  .n_paths = s->n_paths, .meta = s->meta, .meta_n = s->meta_n};
+    memcpy(m.weight, s->layout.weight, sizeof m.weight);
+    m.tensors = calloc((size_t)(s->n_tensors ? s->n_tensors : 1), sizeof *m.tensors);
+    if (!m.tensors) return st_fail(err, ST_ENOMEM, "commit: out of memory");
+    for (int i = 0; i < s->n_tensors; i++) {
+        const store_tensor *t = s->list[i];
+        if (t->flags & STORE_VOLATILE) continue;
+        manifest_tensor *mt = &m.tensors[m.n_tensors++];
+        *mt = (manifest_tensor){.key = t->key, .bytes = t->bytes, .tier = t->tier, .flags = t->flags,
+                                .slot = t->has_data ? t->current_slot : -1, .n_chunks = t->n_chunks};
+        memcpy(mt->ext_off, t->ext_off, sizeof mt->ext_off);
+        if (mt->slot >= 0) mt->crc = t->crc[mt->slot];
+    }
+    *size = manifest_encoded_size(&m);
+    *out = st_alloc_aligned(STORE_ALIGN, *size);
+    if (*out) manifest_encode(&m, *out);
+    free(m.tensors);   /* the crc arrays belong to the tensors */
+    if (!*out) return st_fail(err, ST_ENOMEM, "commit: out of memory for a %zu-byte manifest", *size);
+    return ST_OK;
+}
+
+/* Writes an encoded manifest to the temporary file and makes it durable;
+ * the caller renames it into place. Without s->mu: the engine's thread
+ * needs that lock to finish other ops. */
+st_status store_write_manifest_tmp(store *s, const unsigned char *buf, size_t size, st_error *err) {
+    io_file *f = NULL;
+    st_status st = io_file_open(s->engine, s->path_id[0], STORE_MANIFEST_TMP, IO_FILE_CREATE | IO_FILE_TRUNCATE, &f, err);
+    if (st != ST_OK) return st;
+    io_request reqs[2] = {{.op = IO_OP_WRITE, .file = f, .buf = (void *)buf, .len = size, .offset = 0},
+                          {.op = IO_OP_SYNC, .file = f}};
+    st = store_run_batch(s, reqs, 2, err);
+    io_file_close(f);
+    return st;
+}
+
+/* Persistent host-tier tensors changed since the last commit go to their
+ * shadow slots on disk. Called with s->mu held and committing set. */
+static st_status flush_host_tensors(store *s, st_error *err) {
+    for (int i = 0; i < s->n_tensors; i++) {
+        store_tensor *t = s->list[i];
+        if (t->tier != STORE_TIER_HOST || (t->flags & STORE_VOLATILE) || !t->dirty) continue;
+        store_op op;
+        st_status st = store_start_write(s, t, t->host, &op, err);
+        if (st != ST_OK) return st;
+        pthread_mutex_unlock(&s->mu);
+        st = store_op_wait(&op, err);
+        pthread_mutex_lock(&s->mu);
+        if (st != ST_OK) return st;
+    }
+    return ST_OK;
+}
+
+st_status store_commit(store *s, st_error *err) {
+    pthread_mutex_lock(&s->mu);
+    while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
+    st_status st = store_usable(s, err);
+    if (st != ST_OK) {
+        pthread_mutex_unlock(&s->mu);
+        return st;
+    }
+    s->committing = 1;
+    while (s->writes_inflight > 0) pthread_cond_wait(&s->changed, &s->mu);
+    for (int i = 0; i < s->n_tensors && st == ST_OK; i++) {
+        char name[96];
+        if (s->list[i]->write_failed)
+            st = st_fail(err, ST_EIO,
+                         "commit: the last write of tensor %s failed; write it again, or reopen the store to return to "
+                         "generation %llu",
+                         store_key_name(s->list[i]->key, name, sizeof name), (unsigned long long)s->generation);
+    }
+    if (st == ST_OK) st = flush_host_tensors(s, err);
+
+    /* 1. The data: fdatasync every data file written since the last commit. */
+    io_request syncs[STORE_MAX_PATHS];
+    size_t n_syncs = 0;
+    for (int p = 0; p < s->n_paths && st == ST_OK; p++)
+        if (s->path_dirty[p]) syncs[n_syncs++] = (io_request){.op = IO_OP_SYNC, .file = s->data[p]};
+    pthread_mutex_unlock(&s->mu);
+    if (st == ST_OK && n_syncs) {
+        st = store_run_batch(s, syncs, n_syncs, err);
+        if (st != ST_OK) {
+            /* After a failed fdatasync the kernel may have dropped the dirty
+             * data and a second fdatasync may succeed anyway, so a retry
+             * proves nothing: the tensors must be written again. */
+            pthread_mutex_lock(&s->mu);
+            for (int i = 0; i < s->n_tensors; i++) {
+                store_tensor *t = s->list[i];
+                if (!t->dirty || (t->flags & STORE_VOLATILE) || t->tier == STORE_TIER_HOST) continue;
+                t->write_failed = 1;
+                t->current_slot = t->committed_slot;
+                t->has_data = t->committed_slot >= 0;
+            }
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+
+    /* 2. The manifest: temporary file, synced, renamed over, directory synced.
+     * The state cannot change meanwhile: writers wait while committing. */
+    char tmp[PATH_MAX], final[PATH_MAX];
+    store_path_join(tmp, sizeof tmp, s->dirs[0], STORE_MANIFEST_TMP);
+    store_path_join(final, sizeof final, s->dirs[0], STORE_MANIFEST_NAME);
+    unsigned char *mbuf = NULL;
+    size_t manifest_bytes = 0;
+    if (st == ST_OK) st = store_encode_manifest(s, s->generation + 1, &mbuf, &manifest_bytes, err);
+    pthread_mutex_unlock(&s->mu);
+    if (st == ST_OK) st = store_write_manifest_tmp(s, mbuf, manifest_bytes, err);
+    st_free_aligned(mbuf);
+    if (st == ST_OK && rename(tmp, final) != 0) st = st_fail_errno(err, errno, "commit: rename %s to %s", tmp, final);
+    if (st != ST_OK) {
+        unlink(tmp);   /* the old manifest is untouched: nothing committed is lost */
+    } else if ((st = store_fsync_dir(s->dirs[0], err)) != ST_OK) {
+        /* The new manifest is in place but maybe not durable: neither
+         * version may be overwritten now. Only a reopen is safe. */
+        pthread_mutex_lock(&s->mu);
+        s->broken = 1;
+        st_fail(&s->broken_err, st, "the store needs to be reopened: a commit failed after its rename (%s)", err ? err->msg : "");
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (st == ST_OK) {
+        for (int i = 0; i < s->n_tensors; i++) {
+            store_tensor *t = s->list[i];
+            if (t->flags & STORE_VOLATILE) continue;
+            t->committed_slot = t->has_data ? t->current_slot : -1;
+            t->dirty = 0;
+            t->in_manifest = 1;
+        }
+        for (int i = 0; i < s->n_grave; i++) {
+            store_release_extents(s, s->grave[i]);
+            tensor_free(s->grave[i]);
+        }
+        s->n_grave = 0;
+        memset(s->path_dirty, 0, sizeof s->path_dirty);
+        s->generation++;
+        counter_add(&s->bytes_written[STORE_MANIFEST][0], manifest_bytes);
+        atomic_fetch_add(&s->commits, 1);
+    }
+    s->committing = 0;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+uint64_t store_generation(store *s) {
+    pthread_mutex_lock(&s->mu);
+    uint64_t g = s->generation;
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+st_status store_set_user_meta(store *s, const void *data, size_t n, st_error *err) {
+    if (n > STORE_META_MAX) return st_fail(err, ST_EINVAL, "user metadata of %zu bytes exceeds the %u-byte limit", n, STORE_META_MAX);
+    unsigned char *copy = NULL;
+    if (n) {
+        copy = malloc(n);
+        if (!copy) return st_fail(err, ST_ENOMEM, "user metadata: out of memory");
+        memcpy(copy, data, n);
+    }
+    pthread_mutex_lock(&s->mu);
+    while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
+    free(s->meta);
+    s->meta = copy;
+    s->meta_n = n;
+    pthread_mutex_unlock(&s->mu);
+    return ST_OK;
+}
+
+const void *store_user_meta(store *s, size_t *n) {
+    pthread_mutex_lock(&s->mu);
+    const void *p = s->meta;
+    *n = s->meta_n;
+    pthread_mutex_unlock(&s->mu);
+    return p;
+}
+
+/* ---- scrub ---------------------------------------------------------------------- */
+
+typedef struct scrub_ctx {
+    store_op op;
+    atomic_ullong bad;
+    st_error first;
+    atomic_int have_first;
+} scrub_ctx;
+
+static st_status on_chunk_scrubbed(void *ctx, uint64_t i, st_error *err) {
+    scrub_ctx *c = ctx;
+    store *s = c->op.store;
+    const store_tensor *t = c->op.tensor;
+    uint64_t len = tensor_chunk_len(s, t, i);
+    counter_add(&s->bytes_read[t->key.kind][layout_chunk_path(&s->layout, i)], store_padded_bytes(len));
+    uint32_t got = st_crc32c(0, c->op.buf + i * s->layout.chunk_bytes, len);
+    if (got != t->crc[c->op.slot][i]) {
+        st_error e = {0};
+        store_chunk_mismatch(s, t, c->op.slot, i, got, &e);
+        atomic_fetch_add(&c->bad, 1);
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&c->have_first, &expected, 1)) c->first = e;
+    }
+    (void)err;
+    return ST_OK;   /* keep going: count every bad chunk */
+}
+
+st_status store_scrub(store *s, uint64_t *bad_chunks, st_error *err) {
+    uint64_t bad = 0;
+    st_status result = ST_OK;
+    pthread_mutex_lock(&s->mu);
+    while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
+    for (int i = 0; i < s->n_tensors; i++) {
+        store_tensor *t = s->list[i];
+        if (t->committed_slot < 0 || t->write_inflight) continue;
+        char *buf = st_alloc_aligned(STORE_ALIGN, (size_t)store_padded_bytes(t->bytes));
+        scrub_ctx *c = calloc(1, sizeof *c);
+        if (!buf || !c) {
+            st_free_aligned(buf);
+            free(c);
+            result = st_fail(err, ST_ENOMEM, "scrub: out of memory");
+            break;
+        }
+        t->reads_inflight++;
+        s->ops_inflight++;
+        pthread_mutex_unlock(&s->mu);
+        store_op_init(&c->op, s, t, buf, 0);
+        c->op.slot = t->committed_slot;
+        io_request *reqs = malloc((size_t)t->n_chunks * sizeof *reqs);
+        st_status st = reqs ? ST_OK : st_fail(err, ST_ENOMEM, "scrub: out of memory");
+        for (uint32_t k = 0; reqs && k < t->n_chunks; k++)
+            reqs[k] = (io_request){.op = IO_OP_READ, .file = s->data[layout_chunk_path(&s->layout, k)],
+                                   .buf = buf + (uint64_t)k * s->layout.chunk_bytes,
+                                   .len = store_padded_bytes(tensor_chunk_len(s, t, k)),
+                                   .offset = tensor_chunk_offset(s, t, c->op.slot, k), .on_done = on_chunk_scrubbed,
+                                   .ctx = c, .tag = k};
+        if (st == ST_OK) {
+            io_ticket_init(&c->op.ticket);
+            c->op.ticket.on_complete = store_on_op_finished;
+            c->op.ticket.on_complete_arg = &c->op;
+            st = io_submit(s->engine, reqs, t->n_chunks, &c->op.ticket, err);
+            if (st == ST_OK) st = io_ticket_wait(&c->op.ticket, err);
+            else {
+                pthread_mutex_lock(&s->mu);
+                t->reads_inflight--;
+                s->ops_inflight--;
+                pthread_mutex_unlock(&s->mu);
+            }
+        } else {
+            pthread_mutex_lock(&s->mu);
+            t->reads_inflight--;
+            s->ops_inflight--;
+            pthread_mutex_unlock(&s->mu);
+        }
+        free(reqs);
+        if (st == ST_OK && c->have_first) {
+            if (result == ST_OK) {
+                result = ST_ECORRUPT;
+                if (err) *err = c->first;
+            }
+        } else if (st != ST_OK && result == ST_OK) {
+            result = st;
+        }
+        bad += atomic_load(&c->bad);
+        st_free_aligned(buf);
+        free(c);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (bad_chunks) *bad_chunks = bad;
+    return result;
+}
+
