@@ -171,6 +171,12 @@ static void causal_softmax_row(float *row, int i, int T) {
     for (j = n; j < T; j++) row[j] = 0.0f;
 }
 
+/* Attention works on blocks of ATT_BLOCK query rows: block i needs keys
+ * 0 .. (i+1)*ATT_BLOCK only (causality), so the products skip the upper
+ * triangle, about half of the work at long sequences. Entries of att and
+ * dpre above the diagonal are kept zero. */
+#define ATT_BLOCK 64
+
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -180,10 +186,18 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
             const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
             const float *k = q + C, *v = q + 2 * C;
             float *S = att + ((size_t)b * NH + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f, S, T);
-            for (int i = 0; i < T; i++) causal_softmax_row(S + (size_t)i * T, i, T);
             float *y = out + (size_t)b * T * C + (size_t)h * hs;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S, T, v, C3, 0.0f, y, C);
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                const int rows = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK, keys = r0 + rows;
+                float *Sr = S + (size_t)r0 * T;
+                /* S[r0:, :keys] = q[r0:] k[:keys]^T / sqrt(hs) */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hs, scale, q + (size_t)r0 * C3, C3,
+                            k, C3, 0.0f, Sr, T);
+                for (int i = 0; i < rows; i++) causal_softmax_row(Sr + (size_t)i * T, r0 + i, T);
+                /* y[r0:] = P[r0:, :keys] v[:keys] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, keys, 1.0f, Sr, T, v, C3, 0.0f,
+                            y + (size_t)r0 * C, C);
+            }
         }
     }
 }
@@ -201,21 +215,34 @@ void attention_backward(float *dqkv, float *dpre, const float *dout, const float
             float *dq = dqkv + (size_t)b * T * C3 + (size_t)h * hs, *dk = dq + C, *dv = dq + 2 * C;
             const float *P = att + bh * T * T, *dy = dout + (size_t)b * T * C + (size_t)h * hs;
             float *dS = dpre + bh * T * T;
-            /* dP = dy v^T ; dv = P^T dy */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, dS, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P, T, dy, C, 0.0f, dv, C3);
-            /* softmax backward, with the 1/sqrt(hs) of the scores folded in */
-            for (int i = 0; i < T; i++) {
-                const float *p = P + (size_t)i * T;
-                float *d = dS + (size_t)i * T;
-                float dot = 0.0f;
-                for (int j = 0; j <= i; j++) dot += p[j] * d[j];
-                for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot) * scale;
-                for (int j = i + 1; j < T; j++) d[j] = 0.0f;
+            for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+                const int rows = T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK, keys = r0 + rows;
+                /* dP[r0:, :keys] = dy[r0:] v[:keys]^T */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hs, 1.0f, dy + (size_t)r0 * C, C,
+                            v, C3, 0.0f, dS + (size_t)r0 * T, T);
+                /* softmax backward, with the 1/sqrt(hs) of the scores folded in */
+                for (int i = r0; i < r0 + rows; i++) {
+                    const float *p = P + (size_t)i * T;
+                    float *d = dS + (size_t)i * T;
+                    float dot = 0.0f;
+                    for (int j = 0; j <= i; j++) dot += p[j] * d[j];
+                    for (int j = 0; j <= i; j++) d[j] = p[j] * (d[j] - dot) * scale;
+                    for (int j = i + 1; j < T; j++) d[j] = 0.0f;
+                }
+                /* dq[r0:] = dS[r0:, :keys] k[:keys] */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, keys, 1.0f, dS + (size_t)r0 * T, T,
+                            k, C3, 0.0f, dq + (size_t)r0 * C3, C3);
             }
-            /* dq = dS k ; dk = dS^T q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, k, C3, 0.0f, dq, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dS, T, q, C3, 0.0f, dk, C3);
+            /* Key block c0 is attended by query rows c0 .. T-1 only:
+             * dv[c0:] = P[c0:, c0:]^T dy[c0:],  dk[c0:] = dS[c0:, c0:]^T q[c0:]
+             * (the columns of the block; rows above them are zero). */
+            for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
+                const int cols = T - c0 < ATT_BLOCK ? T - c0 : ATT_BLOCK, rows = T - c0;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, P + (size_t)c0 * T + c0, T,
+                            dy + (size_t)c0 * C, C, 0.0f, dv + (size_t)c0 * C3, C3);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dS + (size_t)c0 * T + c0, T,
+                            q + (size_t)c0 * C3, C3, 0.0f, dk + (size_t)c0 * C3, C3);
+            }
         }
     }
 }

@@ -1,0 +1,325 @@
+/* sched.c - generates one training iteration as a task list (strata/schedule.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strata/schedule.h"
+
+const char *task_op_name(task_op op) {
+    static const char *names[TASK_OP_COUNT] = {
+        "load_weights", "embed_forward", "block_forward", "head", "block_backward", "embed_backward",
+        "save_act", "load_act", "save_grad", "load_grad", "grad_norm", "optimize"};
+    return op < TASK_OP_COUNT ? names[op] : "?";
+}
+
+double sched_deferred_share(const sched_params *p) {
+    /* Vertical steps a unit during backward, before the global norm exists:
+     * with clipping every step moves to the next forward. Horizontal steps
+     * after backward, once the norm is known. */
+    return p->clipping && p->kind == SCHED_VERTICAL ? 1.0 : p->alpha;
+}
+
+/* Generator state: which task last produced each piece of data. */
+typedef struct gen {
+    const sched_params *p;
+    sched_list *l;
+    st_status status;
+    int L1;                 /* n_units */
+    int M;
+    int *act_prod;          /* [L+2][M]: task that put act[u][m] in memory */
+    int *act_saved;         /* [L+2][M]: SAVE_ACT task, -1 if not on the SSD */
+    int *dact_prod;         /* [M] */
+    int *grad_last;         /* [L+1]: last task that touched the unit's gradients */
+    int *grad_saved;        /* [L+1]: SAVE_GRAD task, -1 if the gradients are in memory */
+    int *weights_writer;    /* [L+1]: last optimizer task of the unit in this list */
+    int *deferred_pending;  /* [L+1]: 1 while the unit's deferred work has not been emitted */
+    int last_compute;       /* the compute task emitted last */
+    int pass;               /* how many passes over the micro-batches so far (snake) */
+} gen;
+
+/* grad_saved[u]: the SAVE_GRAD task when the unit's gradients are on the SSD,
+ * -1 when they are in memory, or this when a previous list parked them. */
+#define GRADS_PARKED_EARLIER (-2)
+
+static int *act_at(gen *g, int *arr, int u, int m) { return &arr[(size_t)u * g->M + m]; }
+
+static int emit(gen *g, task_op op, int unit, int mb, const int *deps, int n_deps) {
+    if (g->status != ST_OK) return -1;
+    sched_list *l = g->l;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 256;
+        sched_task *t = realloc(l->tasks, sizeof *t * (size_t)cap);
+        if (!t) {
+            g->status = ST_ENOMEM;
+            return -1;
+        }
+        l->tasks = t;
+        l->cap = cap;
+    }
+    sched_task *t = &l->tasks[l->n];
+    *t = (sched_task){.op = op, .unit = unit, .mb = mb};
+    for (int i = 0; i < n_deps; i++)
+        if (deps[i] >= 0 && t->n_deps < SCHED_MAX_DEPS) {
+            int dup = 0;
+            for (int k = 0; k < t->n_deps; k++) dup |= t->deps[k] == deps[i];
+            if (!dup) t->deps[t->n_deps++] = deps[i];
+        }
+    if (task_op_resource(op) == RES_COMPUTE) g->last_compute = l->n;
+    return l->n++;
+}
+
+/* The order of micro-batches for the next pass: ascending, then descending,
+ * alternating (vertical's snake); always ascending is not used here because
+ * horizontal runs one micro-batch per pass. */
+static int mb_at(gen *g, int i) { return g->pass % 2 == 0 ? i : g->M - 1 - i; }
+
+/* act[u][m] in memory for a consumer: loads it when it lives on the SSD and
+ * is not the output of the compute task just before (the snake's turn). */
+static int need_act(gen *g, int u, int m) {
+    int prod = *act_at(g, g->act_prod, u, m);
+    if (!g->p->acts_on_ssd || prod == g->last_compute) return prod;
+    int saved = *act_at(g, g->act_saved, u, m);
+    int t = emit(g, TASK_LOAD_ACT, u, m, &saved, 1);
+    *act_at(g, g->act_prod, u, m) = t;
+    return t;
+}
+
+static void made_act(gen *g, int u, int m, int producer) {
+    *act_at(g, g->act_prod, u, m) = producer;
+    *act_at(g, g->act_saved, u, m) = -1;
+    if (g->p->acts_on_ssd) *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
+}
+
+/* Gradients of unit u in memory before accumulating into them or stepping. */
+static int need_grads(gen *g, int u) {
+    if (g->grad_saved[u] == -1) return g->grad_last[u];
+    int t = emit(g, TASK_LOAD_GRAD, u, -1, &g->grad_saved[u], 1);
+    g->grad_saved[u] = -1;
+    g->grad_last[u] = t;
+    return t;
+}
+
+static void park_grads(gen *g, int u) {
+    if (!g->p->grads_on_ssd) return;
+    g->grad_saved[u] = emit(g, TASK_SAVE_GRAD, u, -1, &g->grad_last[u], 1);
+}
+
+static int emit_optimize(gen *g, int u, double lo, double hi, int deferred, const int *deps, int n) {
+    int t = emit(g, TASK_OPTIMIZE, u, -1, deps, n);
+    if (t >= 0) {
+        g->l->tasks[t].lo = lo;
+        g->l->tasks[t].hi = hi;
+        g->l->tasks[t].deferred = deferred;
+        g->weights_writer[u] = t;
+    }
+    return t;
+}
+
+/* The previous iteration's deferred share of unit u, just ahead of its use. */
+static void emit_deferred(gen *g, int u) {
+    if (u >= g->L1 || !g->deferred_pending[u]) return;
+    g->deferred_pending[u] = 0;
+    double share = sched_deferred_share(g->p);
+    int deps[1] = {need_grads(g, u)};
+    emit_optimize(g, u, 1.0 - share, 1.0, 1, deps, 1);
+}
+
+static int load_weights(gen *g, int u) {
+    emit_deferred(g, u);
+    int dep = g->weights_writer[u];
+    return emit(g, TASK_LOAD_WEIGHTS, u, -1, &dep, 1);
+}
+
+/* A unit's gradients are complete: step the share that is not deferred and
+ * keep the rest for the next iteration. norm: the GRAD_NORM task the step
+ * must wait for (clipping), or -1. */
+static void grads_complete(gen *g, int u, int norm) {
+    double share = sched_deferred_share(g->p);
+    if (share < 1.0) {
+        int deps[2] = {need_grads(g, u), norm};
+        emit_optimize(g, u, 0.0, 1.0 - share, 0, deps, 2);
+    }
+    if (share > 0.0) park_grads(g, u);
+}
+
+/* With clipping: the global norm, once every gradient is complete. Compute
+ * tasks run in list order, so the last one finishing means all have; each
+ * unit's sum of squares is taken as its gradients complete. */
+static int grad_norm(gen *g) {
+    if (!g->p->clipping) return -1;
+    return emit(g, TASK_GRAD_NORM, -1, -1, &g->last_compute, 1);
+}
+
+static void build_vertical(gen *g) {
+    const int L1 = g->L1, M = g->M;
+    /* forward: the embedding unit, then every block, all micro-batches each */
+    emit_deferred(g, 1);   /* two units ahead of the first compute */
+    int lw = load_weights(g, 0);
+    for (int i = 0; i < M; i++) {
+        int m = mb_at(g, i);
+        made_act(g, 1, m, emit(g, TASK_EMBED_FORWARD, 0, m, &lw, 1));
+    }
+    g->pass++;
+    for (int u = 1; u < L1; u++) {
+        emit_deferred(g, u + 1);
+        lw = load_weights(g, u);
+        for (int i = 0; i < M; i++) {
+            int m = mb_at(g, i);
+            int deps[2] = {lw, need_act(g, u, m)};
+            made_act(g, u + 1, m, emit(g, TASK_BLOCK_FORWARD, u, m, deps, 2));
+        }
+        g->pass++;
+    }
+    /* head: loss and the start of backward, per micro-batch */
+    lw = load_weights(g, 0);
+    for (int i = 0; i < M; i++) {
+        int m = mb_at(g, i);
+        int deps[3] = {lw, need_act(g, L1, m), g->grad_last[0]};
+        int t = emit(g, TASK_HEAD, 0, m, deps, 3);
+        g->dact_prod[m] = g->grad_last[0] = t;
+    }
+    g->pass++;
+    /* backward, block by block from the top */
+    for (int u = L1 - 1; u >= 1; u--) {
+        lw = load_weights(g, u);
+        for (int i = 0; i < M; i++) {
+            int m = mb_at(g, i);
+            int deps[4] = {lw, need_act(g, u, m), g->dact_prod[m], g->grad_last[u]};
+            int t = emit(g, TASK_BLOCK_BACKWARD, u, m, deps, 4);
+            g->dact_prod[m] = g->grad_last[u] = t;
+        }
+        g->pass++;
+        grads_complete(g, u, -1);   /* with clipping: all deferred (sched_deferred_share) */
+    }
+    for (int i = 0; i < M; i++) {
+        int m = mb_at(g, i);
+        int deps[2] = {g->dact_prod[m], g->grad_last[0]};
+        g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, deps, 2);
+    }
+    g->pass++;
+    grads_complete(g, 0, -1);
+    grad_norm(g);
+}
+
+static void build_horizontal(gen *g) {
+    const int L1 = g->L1, M = g->M;
+    for (int m = 0; m < M; m++) {
+        int lw = load_weights(g, 0);
+        made_act(g, 1, m, emit(g, TASK_EMBED_FORWARD, 0, m, &lw, 1));
+        for (int u = 1; u < L1; u++) {
+            lw = load_weights(g, u);
+            int deps[2] = {lw, need_act(g, u, m)};
+            made_act(g, u + 1, m, emit(g, TASK_BLOCK_FORWARD, u, m, deps, 2));
+        }
+        lw = load_weights(g, 0);
+        int deps[3] = {lw, need_act(g, L1, m), need_grads(g, 0)};
+        int t = emit(g, TASK_HEAD, 0, m, deps, 3);
+        g->dact_prod[m] = g->grad_last[0] = t;
+        for (int u = L1 - 1; u >= 1; u--) {
+            lw = load_weights(g, u);
+            int bdeps[4] = {lw, need_act(g, u, m), g->dact_prod[m], need_grads(g, u)};
+            t = emit(g, TASK_BLOCK_BACKWARD, u, m, bdeps, 4);
+            g->dact_prod[m] = g->grad_last[u] = t;
+            if (m < M - 1) park_grads(g, u);   /* accumulators between micro-batches */
+        }
+        int edeps[2] = {g->dact_prod[m], g->grad_last[0]};
+        g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, edeps, 2);
+        if (m < M - 1) park_grads(g, 0);
+    }
+    /* the optimizer over every unit, after the last micro-batch */
+    int norm = grad_norm(g);
+    for (int u = 0; u < L1; u++) grads_complete(g, u, norm);
+}
+
+static st_status check_params(const sched_params *p, st_error *err) {
+    if (p->kind != SCHED_VERTICAL && p->kind != SCHED_HORIZONTAL)
+        return st_fail(err, ST_EINVAL, "unknown schedule %d", (int)p->kind);
+    if (p->n_units < 2) return st_fail(err, ST_EINVAL, "a model needs at least one block (n_units %d)", p->n_units);
+    if (p->micro_batches < 1) return st_fail(err, ST_EINVAL, "micro-batches %d must be at least 1", p->micro_batches);
+    if (!(p->alpha >= 0.0 && p->alpha <= 1.0)) return st_fail(err, ST_EINVAL, "alpha %g must be in [0, 1]", p->alpha);
+    return ST_OK;
+}
+
+static st_status generate(const sched_params *p, int deferred_in, int flush_only, sched_list *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    st_status s = check_params(p, err);
+    if (s != ST_OK) return s;
+    gen g = {.p = p, .l = out, .status = ST_OK, .L1 = p->n_units, .M = p->micro_batches, .last_compute = -1};
+    const size_t acts = (size_t)(p->n_units + 1) * (size_t)p->micro_batches;
+    g.act_prod = malloc(sizeof(int) * acts);
+    g.act_saved = malloc(sizeof(int) * acts);
+    g.dact_prod = malloc(sizeof(int) * (size_t)p->micro_batches);
+    int *unit_arrays = malloc(sizeof(int) * (size_t)p->n_units * 4);
+    if (!g.act_prod || !g.act_saved || !g.dact_prod || !unit_arrays) {
+        g.status = ST_ENOMEM;
+    } else {
+        for (size_t i = 0; i < acts; i++) g.act_prod[i] = g.act_saved[i] = -1;
+        for (int m = 0; m < p->micro_batches; m++) g.dact_prod[m] = -1;
+        g.grad_last = unit_arrays;
+        g.grad_saved = unit_arrays + p->n_units;
+        g.weights_writer = unit_arrays + 2 * p->n_units;
+        g.deferred_pending = unit_arrays + 3 * p->n_units;
+        int pending = deferred_in && sched_deferred_share(p) > 0.0;
+        for (int u = 0; u < p->n_units; u++) {
+            g.grad_last[u] = g.weights_writer[u] = -1;
+            g.deferred_pending[u] = pending;
+            /* the previous list parked these gradients on the SSD: loading
+             * them depends on no task of this list */
+            g.grad_saved[u] = pending && p->grads_on_ssd ? GRADS_PARKED_EARLIER : -1;
+        }
+        if (flush_only) {
+            for (int u = 0; u < p->n_units; u++) emit_deferred(&g, u);
+        } else if (p->kind == SCHED_VERTICAL) {
+            build_vertical(&g);
+        } else {
+            build_horizontal(&g);
+        }
+    }
+    free(g.act_prod);
+    free(g.act_saved);
+    free(g.dact_prod);
+    free(unit_arrays);
+    if (g.status != ST_OK) {
+        sched_list_free(out);
+        return st_fail(err, g.status, "out of memory building a schedule");
+    }
+    return ST_OK;
+}
+
+st_status sched_build(const sched_params *p, int deferred_in, sched_list *out, st_error *err) {
+    return generate(p, deferred_in, 0, out, err);
+}
+
+st_status sched_build_flush(const sched_params *p, sched_list *out, st_error *err) {
+    return generate(p, 1, 1, out, err);
+}
+
+void sched_list_free(sched_list *l) {
+    free(l->tasks);
+    memset(l, 0, sizeof *l);
+}
+
+task_resource task_op_resource(task_op op) {
+    switch (op) {
+    case TASK_LOAD_WEIGHTS: case TASK_LOAD_ACT: case TASK_LOAD_GRAD: return RES_SSD_READ;
+    case TASK_SAVE_ACT: case TASK_SAVE_GRAD: return RES_SSD_WRITE;
+    case TASK_OPTIMIZE: case TASK_GRAD_NORM: return RES_OPTIMIZER;
+    default: return RES_COMPUTE;
+    }
+}
+
+void sched_count(const sched_list *l, sched_counts *c) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < l->n; i++) {
+        switch (l->tasks[i].op) {
+        case TASK_LOAD_WEIGHTS: c->weight_loads++; break;
+        case TASK_SAVE_ACT: c->act_saves++; break;
+        case TASK_LOAD_ACT: c->act_loads++; break;
+        case TASK_SAVE_GRAD: c->grad_saves++; break;
+        case TASK_LOAD_GRAD: c->grad_loads++; break;
+        case TASK_OPTIMIZE: c->optimize_tasks++; break;
+        case TASK_EMBED_FORWARD: case TASK_BLOCK_FORWARD: c->forward_tasks++; break;
+        case TASK_HEAD: case TASK_BLOCK_BACKWARD: case TASK_EMBED_BACKWARD: c->backward_tasks++; break;
+        default: break;
+        }
+    }
+}

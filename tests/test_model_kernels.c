@@ -1,0 +1,115 @@
+/* test_model_kernels.c - kernels against plain double-precision loops, at
+ * shapes the small fixtures do not reach: causal attention over several
+ * query blocks (T not a multiple of the block), forward and backward. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "model/kernels.h"
+#include "strata/base.h"
+
+/* Naive causal attention in double: out, P; and the backward. */
+static void naive_attention(double *out, double *P, const float *qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const float *q = qkv + ((size_t)b * T + i) * 3 * C + h * hs;
+                double *p = P + (((size_t)b * NH + h) * T + i) * T, mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *k = qkv + ((size_t)b * T + j) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) s += (double)q[d] * k[d];
+                    p[j] = s / sqrt((double)hs);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int j = 0; j < T; j++) p[j] = j <= i ? p[j] / sum : 0;
+                for (int d = 0; d < hs; d++) {
+                    double y = 0;
+                    for (int j = 0; j <= i; j++) y += p[j] * qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + d];
+                    out[((size_t)b * T + i) * C + h * hs + d] = y;
+                }
+            }
+}
+
+static void naive_attention_backward(double *dqkv, const double *P, const float *dout, const float *qkv, int B, int T,
+                                     int C, int NH) {
+    int hs = C / NH;
+    memset(dqkv, 0, sizeof(double) * (size_t)B * T * 3 * C);
+    double *dp = malloc(sizeof(double) * (size_t)T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                const double *p = P + (((size_t)b * NH + h) * T + i) * T;
+                const float *dy = dout + ((size_t)b * T + i) * C + h * hs;
+                double dot = 0;
+                for (int j = 0; j <= i; j++) {
+                    const float *v = qkv + ((size_t)b * T + j) * 3 * C + 2 * C + h * hs;
+                    double s = 0;
+                    for (int d = 0; d < hs; d++) {
+                        s += (double)dy[d] * v[d];
+                        dqkv[((size_t)b * T + j) * 3 * C + 2 * C + h * hs + d] += p[j] * dy[d];
+                    }
+                    dp[j] = s;
+                    dot += p[j] * s;
+                }
+                for (int j = 0; j <= i; j++) {
+                    double ds = p[j] * (dp[j] - dot) / sqrt((double)hs);
+                    for (int d = 0; d < hs; d++) {
+                        dqkv[((size_t)b * T + i) * 3 * C + h * hs + d] += ds * qkv[((size_t)b * T + j) * 3 * C + C + h * hs + d];
+                        dqkv[((size_t)b * T + j) * 3 * C + C + h * hs + d] += ds * qkv[((size_t)b * T + i) * 3 * C + h * hs + d];
+                    }
+                }
+            }
+    free(dp);
+}
+
+static double max_rel(const float *a, const double *r, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - r[i]) * ((double)a[i] - r[i]);
+        den += r[i] * r[i];
+    }
+    return sqrt(num / den);
+}
+
+static void check_attention(int B, int T, int C, int NH) {
+    st_rng r;
+    st_rng_seed(&r, (uint64_t)T);
+    size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    float *qkv = malloc(sizeof(float) * nqkv), *out = malloc(sizeof(float) * nout), *att = malloc(sizeof(float) * natt);
+    float *dout = malloc(sizeof(float) * nout), *dqkv = malloc(sizeof(float) * nqkv), *dpre = malloc(sizeof(float) * natt);
+    double *rout = malloc(sizeof(double) * nout), *ratt = malloc(sizeof(double) * natt), *rdqkv = malloc(sizeof(double) * nqkv);
+    st_rng_normal_fill(&r, qkv, nqkv, 1.0f);
+    st_rng_normal_fill(&r, dout, nout, 1.0f);
+    for (size_t i = 0; i < natt; i++) att[i] = dpre[i] = NAN;   /* must be overwritten where used */
+    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_backward(dqkv, dpre, dout, qkv, att, B, T, C, NH);
+    naive_attention(rout, ratt, qkv, B, T, C, NH);
+    naive_attention_backward(rdqkv, ratt, dout, qkv, B, T, C, NH);
+    double eo = max_rel(out, rout, nout), ea = max_rel(att, ratt, natt), ed = max_rel(dqkv, rdqkv, nqkv);
+    printf("  B=%d T=%d C=%d NH=%d: out %.1e, att %.1e, dqkv %.1e\n", B, T, C, NH, eo, ea, ed);
+    assert_true(eo < 1e-5);
+    assert_true(ea < 1e-5);
+    assert_true(ed < 1e-5);
+    for (size_t i = 0; i < natt; i++) assert_false(isnan(att[i]));   /* zeros above the diagonal */
+    free(qkv); free(out); free(att); free(dout); free(dqkv); free(dpre); free(rout); free(ratt); free(rdqkv);
+}
+
+static void test_attention_against_naive(void **state) {
+    (void)state;
+    check_attention(2, 150, 32, 4);   /* three query blocks, a partial last one */
+    check_attention(1, 64, 16, 2);    /* exactly one block */
+    check_attention(2, 7, 16, 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_attention_against_naive)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

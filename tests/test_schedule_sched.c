@@ -1,0 +1,229 @@
+/* test_schedule_sched.c - the task lists: what each schedule moves, that
+ * every piece of work appears exactly once, that dependencies point
+ * backwards and reach each input's producer, the snake order, and that the
+ * optimizer's shares of each unit add up to exactly one step. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "strata/schedule.h"
+
+static sched_params params(sched_kind k, int units, int M, double alpha, int clip, int ssd) {
+    return (sched_params){.kind = k, .n_units = units, .micro_batches = M, .alpha = alpha, .clipping = clip,
+                          .weights_on_ssd = ssd, .optim_on_ssd = ssd, .acts_on_ssd = ssd, .grads_on_ssd = ssd};
+}
+
+static sched_list build(const sched_params *p, int deferred_in) {
+    sched_list l;
+    st_error err = {0};
+    assert_int_equal(sched_build(p, deferred_in, &l, &err), ST_OK);
+    return l;
+}
+
+/* 1 if task `from` depends on task `to`, directly or through others. */
+static int reaches(const sched_list *l, int from, int to, char *seen) {
+    if (from == to) return 1;
+    if (from < to || seen[from]) return 0;
+    seen[from] = 1;
+    for (int i = 0; i < l->tasks[from].n_deps; i++)
+        if (reaches(l, l->tasks[from].deps[i], to, seen)) return 1;
+    return 0;
+}
+static int depends(const sched_list *l, int from, int to) {
+    char *seen = calloc((size_t)l->n, 1);
+    int r = reaches(l, from, to, seen);
+    free(seen);
+    return r;
+}
+
+static void test_weights_read_once_per_pass_vertical(void **state) {
+    (void)state;
+    for (int M = 1; M <= 16; M *= 2) {
+        sched_params p = params(SCHED_VERTICAL, 5, M, 0.0, 0, 1);
+        sched_list l = build(&p, 0);
+        sched_counts c;
+        sched_count(&l, &c);
+        /* forward: 5 units; head: unit 0 again; backward: 4 blocks */
+        assert_int_equal(c.weight_loads, 10);
+        assert_int_equal(c.forward_tasks, 5 * M);
+        assert_int_equal(c.backward_tasks, 6 * M);   /* head + 4 blocks + embedding, per micro-batch */
+        sched_list_free(&l);
+    }
+}
+
+static void test_weights_read_per_micro_batch_horizontal(void **state) {
+    (void)state;
+    for (int M = 1; M <= 16; M *= 2) {
+        sched_params p = params(SCHED_HORIZONTAL, 5, M, 0.0, 0, 1);
+        sched_list l = build(&p, 0);
+        sched_counts c;
+        sched_count(&l, &c);
+        assert_int_equal(c.weight_loads, 10 * M);
+        /* gradient accumulators go out and back between micro-batches */
+        assert_int_equal(c.grad_saves, 5 * (M - 1));
+        assert_int_equal(c.grad_loads, 5 * (M - 1));
+        sched_list_free(&l);
+    }
+}
+
+/* Every (unit, micro-batch) forward and backward exactly once; deps point
+ * backwards; consumers depend on producers of what they read. */
+static void check_structure(const sched_params *p, int deferred_in) {
+    sched_list l = build(p, deferred_in);
+    const int U = p->n_units, M = p->micro_batches;
+    int *fwd = calloc((size_t)(U * M), sizeof(int)), *bwd = calloc((size_t)(U * M), sizeof(int));
+    int *fwd_at = malloc(sizeof(int) * (size_t)(U * M)), *head_at = malloc(sizeof(int) * (size_t)M);
+    for (int i = 0; i < l.n; i++) {
+        const sched_task *t = &l.tasks[i];
+        for (int d = 0; d < t->n_deps; d++) assert_true(t->deps[d] >= 0 && t->deps[d] < i);
+        if (t->op == TASK_EMBED_FORWARD || t->op == TASK_BLOCK_FORWARD) {
+            fwd[t->unit * M + t->mb]++;
+            fwd_at[t->unit * M + t->mb] = i;
+            /* a block's forward depends on the forward of the unit below */
+            if (t->unit > 0) assert_true(depends(&l, i, fwd_at[(t->unit - 1) * M + t->mb]));
+        }
+        if (t->op == TASK_HEAD) {
+            head_at[t->mb] = i;
+            assert_true(depends(&l, i, fwd_at[(U - 1) * M + t->mb]));
+        }
+        if (t->op == TASK_BLOCK_BACKWARD || t->op == TASK_EMBED_BACKWARD) {
+            bwd[t->unit * M + t->mb]++;
+            assert_true(depends(&l, i, head_at[t->mb]));
+            assert_true(depends(&l, i, fwd_at[t->unit * M + t->mb]));
+        }
+        if (t->op == TASK_LOAD_ACT) {
+            int found = 0;
+            for (int d = 0; d < t->n_deps; d++) {
+                const sched_task *s = &l.tasks[t->deps[d]];
+                found |= s->op == TASK_SAVE_ACT && s->unit == t->unit && s->mb == t->mb;
+            }
+            assert_true(found);
+        }
+    }
+    for (int k = 0; k < U * M; k++) {
+        assert_int_equal(fwd[k], 1);
+        assert_int_equal(bwd[k], 1);
+    }
+    free(fwd); free(bwd); free(fwd_at); free(head_at);
+    sched_list_free(&l);
+}
+
+static void test_structure_all_variants(void **state) {
+    (void)state;
+    for (int k = 0; k < 2; k++)
+        for (int ssd = 0; ssd < 2; ssd++)
+            for (int clip = 0; clip < 2; clip++)
+                for (int M = 1; M <= 4; M++) {
+                    sched_params p = params((sched_kind)k, 4, M, 0.25, clip, ssd);
+                    check_structure(&p, 0);
+                    check_structure(&p, 1);
+                }
+}
+
+/* The snake: each forward pass starts with the micro-batch the previous one ended with. */
+static void test_snake_order(void **state) {
+    (void)state;
+    sched_params p = params(SCHED_VERTICAL, 4, 4, 0.0, 0, 1);
+    sched_list l = build(&p, 0);
+    int prev_unit = -1, prev_last = -1, first_of_unit = -1, turns = 0;
+    for (int i = 0; i < l.n; i++) {
+        const sched_task *t = &l.tasks[i];
+        if (t->op != TASK_EMBED_FORWARD && t->op != TASK_BLOCK_FORWARD) continue;
+        if (t->unit != prev_unit) {
+            first_of_unit = t->mb;
+            if (prev_unit >= 0) {
+                assert_int_equal(first_of_unit, prev_last);
+                turns++;
+            }
+            prev_unit = t->unit;
+        }
+        prev_last = t->mb;
+    }
+    assert_int_equal(turns, 3);
+    /* at a turn the activation is consumed straight from memory: with
+     * checkpoints on the SSD there is one load fewer per turn in forward */
+    sched_counts c;
+    sched_count(&l, &c);
+    assert_true(c.act_loads < c.act_saves + 4 * 4);
+    sched_list_free(&l);
+}
+
+/* Optimizer shares: this iteration's share plus the next iteration's
+ * deferred share cover each unit exactly once. */
+static void check_optimizer_cover(sched_kind k, double alpha, int clip) {
+    sched_params p = params(k, 4, 2, alpha, clip, 1);
+    sched_list a = build(&p, 1), flush;
+    st_error err = {0};
+    assert_int_equal(sched_build_flush(&p, &flush, &err), ST_OK);
+    for (int u = 0; u < 4; u++) {
+        double now = 0, deferred_next = 0, deferred_prev = 0;
+        for (int i = 0; i < a.n; i++) {
+            const sched_task *t = &a.tasks[i];
+            if (t->op != TASK_OPTIMIZE || t->unit != u) continue;
+            if (t->deferred) deferred_prev += t->hi - t->lo;
+            else now += t->hi - t->lo;
+            assert_true(t->lo >= 0 && t->hi <= 1 && t->lo <= t->hi);
+        }
+        for (int i = 0; i < flush.n; i++)
+            if (flush.tasks[i].unit == u) deferred_next += flush.tasks[i].hi - flush.tasks[i].lo;
+        assert_float_equal(now + deferred_next, 1.0, 1e-12);
+        assert_float_equal(deferred_prev, deferred_next, 1e-12);
+        double expect_deferred = clip && k == SCHED_VERTICAL ? 1.0 : alpha;
+        assert_float_equal(deferred_next, expect_deferred, 1e-12);
+    }
+    /* deferred work of unit u comes before the first load of u's weights */
+    for (int u = 0; u < 4; u++) {
+        int def = -1, load = -1;
+        for (int i = 0; i < a.n; i++) {
+            if (a.tasks[i].unit != u) continue;
+            if (a.tasks[i].op == TASK_OPTIMIZE && a.tasks[i].deferred && def < 0) def = i;
+            if (a.tasks[i].op == TASK_LOAD_WEIGHTS && load < 0) load = i;
+        }
+        if (def >= 0) assert_true(depends(&a, load, def));
+    }
+    /* with clipping, steps taken in this iteration wait for the norm */
+    int norm = -1;
+    for (int i = 0; i < a.n; i++) {
+        if (a.tasks[i].op == TASK_GRAD_NORM) norm = i;
+        if (clip && a.tasks[i].op == TASK_OPTIMIZE && !a.tasks[i].deferred) assert_true(norm >= 0 && depends(&a, i, norm));
+    }
+    assert_int_equal(norm >= 0, clip);
+    sched_list_free(&a);
+    sched_list_free(&flush);
+}
+
+static void test_optimizer_shares(void **state) {
+    (void)state;
+    const double alphas[] = {0.0, 0.25, 1.0};
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 3; a++)
+            for (int clip = 0; clip < 2; clip++) check_optimizer_cover((sched_kind)k, alphas[a], clip);
+}
+
+static void test_bad_params(void **state) {
+    (void)state;
+    st_error err = {0};
+    sched_list l;
+    sched_params p = params(SCHED_VERTICAL, 1, 2, 0.0, 0, 0);
+    assert_int_equal(sched_build(&p, 0, &l, &err), ST_EINVAL);
+    p = params(SCHED_VERTICAL, 3, 0, 0.0, 0, 0);
+    assert_int_equal(sched_build(&p, 0, &l, &err), ST_EINVAL);
+    p = params(SCHED_VERTICAL, 3, 2, 1.5, 0, 0);
+    assert_int_equal(sched_build(&p, 0, &l, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "alpha"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weights_read_once_per_pass_vertical),
+        cmocka_unit_test(test_weights_read_per_micro_batch_horizontal),
+        cmocka_unit_test(test_structure_all_variants),
+        cmocka_unit_test(test_snake_order),
+        cmocka_unit_test(test_optimizer_shares),
+        cmocka_unit_test(test_bad_params),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
