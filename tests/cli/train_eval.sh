@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# train_eval.sh STRATA SOURCE_DIR - `strata train`, `eval` and `sample` end to
+# end on a tiny model, the saved weights cross-checked by the PyTorch
+# reference, and bad input (files, shapes, token ids, lengths, run
+# directories) failing with a clear message and a non-zero exit.
+set -uo pipefail
+STRATA="$1"
+SRC="$2"
+tmp="$(mktemp -d)"
+trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
+fails=0
+check() {
+  local name="$1"; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+# expect_fail NAME PATTERN CMD...: exits non-zero (not a crash) and stderr matches PATTERN
+expect_fail() {
+  local name="$1" pattern="$2"; shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE "$pattern" "$tmp/err"; then echo "ok   $name"
+  else echo "FAIL $name (rc=$rc): $(head -c 300 "$tmp/err")"; fails=$((fails + 1)); fi
+}
+FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
+
+# Token files: nanoGPT raw uint16. A stream with ids < 101 that has structure
+# to learn (a repeating ramp), one with an id past the vocabulary, one short.
+python3 - "$tmp" <<'PY'
+import struct, sys, random
+d = sys.argv[1]
+random.seed(5)
+ramp = [(i * 7 + (i // 13)) % 101 for i in range(20000)]
+open(f"{d}/train.bin", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
+open(f"{d}/val.bin", "wb").write(struct.pack("<4000H", *ramp[:4000]))
+bad = [random.randrange(101) for _ in range(100)]
+bad[77] = 101
+open(f"{d}/bad_ids.bin", "wb").write(struct.pack("<100H", *bad))
+open(f"{d}/short.bin", "wb").write(struct.pack("<10H", *ramp[:10]))
+PY
+mkdir -p "$tmp/ds" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
+
+# --- eval -------------------------------------------------------------------------
+"$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/train.bin" --batch 2 --seq 16 >"$tmp/eval" 2>"$tmp/eval.err"
+check "eval succeeds" test $? -eq 0
+loss=$(awk '/^loss / {print $2}' "$tmp/eval")
+check "  last line is 'loss <value>'" bash -c "tail -n1 '$tmp/eval' | grep -qE '^loss [0-9]+\.[0-9]+$'"
+check "  untrained loss near ln(101) = 4.62 (got $loss)" awk "BEGIN{exit !($loss > 4.1 && $loss < 5.1)}"
+expect_fail "eval: missing model file is named" "nope.safetensors" \
+  "$STRATA" eval --model "$tmp/nope.safetensors" --tokens "$tmp/train.bin" --batch 1 --seq 8
+head -c 3000 "$FX" >"$tmp/trunc.safetensors"
+expect_fail "eval: truncated model names the file" "trunc.safetensors" \
+  "$STRATA" eval --model "$tmp/trunc.safetensors" --tokens "$tmp/train.bin" --batch 1 --seq 8
+expect_fail "eval: token id past the vocabulary names file and position" "bad_ids.bin.*(77|position)" \
+  "$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/bad_ids.bin" --batch 4 --seq 20
+expect_fail "eval: --seq longer than the context" "longer than the context" \
+  "$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/train.bin" --batch 1 --seq 64
+expect_fail "eval: too few tokens" "short.bin.*10 tokens" \
+  "$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/short.bin" --batch 1 --seq 16
+expect_fail "eval: bad flag value is a usage error" "--batch" \
+  "$STRATA" eval --model "$FX" --tokens "$tmp/train.bin" --batch zero
+# A file with a tensor of the wrong shape, one with a tensor missing, one untied head.
+python3 - "$SRC" "$FX" "$tmp" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1] + "/tools")
+import torch, gpt2_reference as ref
+t, meta = ref.load_safetensors(sys.argv[2])
+d = sys.argv[3]
+a = dict(t); a["h.1.mlp.c_fc.weight"] = torch.zeros(48, 100)
+ref.save_safetensors(f"{d}/shape.safetensors", a)
+b = dict(t); del b["h.0.ln_2.bias"]
+ref.save_safetensors(f"{d}/missing.safetensors", b)
+c = dict(t); c["lm_head.weight"] = t["wte.weight"] * 2
+ref.save_safetensors(f"{d}/untied.safetensors", c)
+PY
+expect_fail "eval: wrong shape names the tensor" "shape.safetensors: tensor h.1.mlp.c_fc.weight has shape \[48, 100\]" \
+  "$STRATA" eval --model "$tmp/shape.safetensors" --tokens "$tmp/train.bin" --batch 1 --seq 8
+expect_fail "eval: missing tensor is named" "missing tensor h.0.ln_2.bias" \
+  "$STRATA" eval --model "$tmp/missing.safetensors" --tokens "$tmp/train.bin" --batch 1 --seq 8
+expect_fail "eval: untied lm_head refused" "lm_head.weight differs" \
+  "$STRATA" eval --model "$tmp/untied.safetensors" --tokens "$tmp/train.bin" --batch 1 --seq 8
+
+# --- train ------------------------------------------------------------------------
+run() { "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 4 --micro-batch 2 --seq 16 \
+          --steps 30 --lr 3e-3 --eval-every 10 --eval-batches 2 --threads 2 "$@"; }
+run --run-dir "$tmp/run" >"$tmp/train.log" 2>&1
+check "train succeeds" test $? -eq 0
+check "  writes run.json, metrics.jsonl, weights, config.json" \
+  test -s "$tmp/run/run.json" -a -s "$tmp/run/metrics.jsonl" -a -s "$tmp/run/model.safetensors" -a -s "$tmp/run/config.json"
+check "  one metrics line per step plus the initial evaluation" test "$(wc -l <"$tmp/run/metrics.jsonl")" -eq 31
+first=$(sed -n 's/^step 0: validation loss //p' "$tmp/train.log")
+last=$(sed -n 's/^step 30: validation loss //p' "$tmp/train.log")
+check "  validation loss falls ($first -> $last)" awk "BEGIN{exit !($last < $first - 1.0)}"
+check "  plain log lines when stdout is not a terminal" bash -c "! grep -q $'\r' '$tmp/train.log'"
+check "  peak memory reported" grep -q "peak memory" "$tmp/train.log"
+# The saved weights: strata eval and the PyTorch reference agree on their loss.
+"$STRATA" eval --model "$tmp/run/model.safetensors" --tokens "$tmp/val.bin" --batch 2 --seq 16 >"$tmp/e2" 2>/dev/null
+ours=$(awk '/^loss / {print $2}' "$tmp/e2")
+theirs=$(python3 - "$SRC" "$tmp/run/model.safetensors" "$tmp/val.bin" <<'PY'
+import sys, struct
+sys.path.insert(0, sys.argv[1] + "/tools")
+import torch, gpt2_reference as ref
+t, meta = ref.load_safetensors(sys.argv[2])
+assert meta.get("format") == "pt", meta
+cfg = ref.GPT2Config(n_layer=2, n_head=4, d_model=48, n_ctx=32, vocab=101)
+m = ref.GPT2(cfg, dtype=torch.float64)
+ref.load_state(m, {k: v.double() for k, v in t.items()})
+raw = open(sys.argv[3], "rb").read(2 * 33)
+ids = torch.tensor(struct.unpack("<33H", raw), dtype=torch.long)
+x = torch.stack([ids[0:16], ids[16:32]]); y = torch.stack([ids[1:17], ids[17:33]])
+loss, _ = m(x, y)
+print(f"{loss.item():.6f}")
+PY
+)
+check "  saved weights: strata eval $ours = PyTorch $theirs" awk "BEGIN{d=$ours-$theirs; exit !(d < 1e-4 && d > -1e-4)}"
+# The same run again is bit-for-bit the same (losses in the metrics).
+run --run-dir "$tmp/run2" >/dev/null 2>&1
+check "  deterministic: identical losses run to run" \
+  bash -c "diff <(grep -o '\"loss\": [0-9.]*' '$tmp/run/metrics.jsonl') <(grep -o '\"loss\": [0-9.]*' '$tmp/run2/metrics.jsonl')"
+# A JSON config gives the same as flags.
+printf '{"init": "%s", "n-head": 4, "data": "%s", "batch": 4, "micro-batch": 2, "seq": 16, "steps": 30, "lr": 0.003, "eval-every": 10, "eval-batches": 2, "threads": 2}\n' \
+  "$FX" "$tmp/ds" >"$tmp/cfg.json"
+"$STRATA" train --config "$tmp/cfg.json" --run-dir "$tmp/run3" >/dev/null 2>&1
+check "  --config gives the same run as the flags" \
+  bash -c "diff <(grep -o '\"loss\": [0-9.]*' '$tmp/run/metrics.jsonl') <(grep -o '\"loss\": [0-9.]*' '$tmp/run3/metrics.jsonl')"
+
+expect_fail "train: a run directory holding a run is refused" "already holds a run.*--overwrite" run --run-dir "$tmp/run"
+check "  and the run in it is untouched" cmp -s "$tmp/run/metrics.jsonl" "$tmp/run2/metrics.jsonl"
+run --run-dir "$tmp/run" --overwrite >/dev/null 2>&1
+check "  --overwrite replaces it" test $? -eq 0
+mkdir -p "$tmp/ro" && chmod 555 "$tmp/ro"
+if [ "$(id -u)" -ne 0 ]; then
+  expect_fail "train: unwritable run directory" "ro.*(not writable|Permission)" run --run-dir "$tmp/ro"
+else   # root writes anywhere: a run directory under a regular file cannot be created
+  touch "$tmp/file"
+  expect_fail "train: uncreatable run directory" "file/run.*(cannot create|Not a directory)" run --run-dir "$tmp/file/run"
+fi
+expect_fail "train: missing data" "nowhere" "$STRATA" train --model gpt2-tiny --data "$tmp/nowhere" --run-dir "$tmp/r4"
+mkdir -p "$tmp/empty"
+expect_fail "train: a directory with no dataset" "empty" "$STRATA" train --model gpt2-tiny --data "$tmp/empty" --run-dir "$tmp/r5"
+expect_fail "train: token ids past the model's vocabulary" "bad_ids.bin.*(77|position)" \
+  "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/bad_ids.bin" --batch 1 --seq 16 --steps 5 --run-dir "$tmp/r6"
+expect_fail "train: sequence longer than the model's context" "longer than the model's context" \
+  "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --seq 64 --steps 1 --run-dir "$tmp/r7"
+expect_fail "train: batch not a multiple of the micro-batch" "multiple of --micro-batch" \
+  "$STRATA" train --model gpt2-tiny --data "$tmp/ds" --batch 5 --micro-batch 2 --run-dir "$tmp/r8"
+echo '{"steps": "many"}' >"$tmp/badcfg.json"
+expect_fail "train: bad config value names the file and key" "badcfg.json.*steps" \
+  "$STRATA" train --config "$tmp/badcfg.json" --data "$tmp/ds"
+echo '{"stepz": 3}' >"$tmp/badcfg2.json"
+expect_fail "train: unknown config key" "unknown setting \"stepz\"" \
+  "$STRATA" train --config "$tmp/badcfg2.json" --data "$tmp/ds"
+
+echo "$((fails == 0 ? 1 : 0)) passed, $fails failed" | sed 's/^1 passed/all passed/;s/^0 passed/some failed/'
+[ "$fails" -eq 0 ]
