@@ -18,14 +18,15 @@ expect_fail() {
   local name="$1" pattern="$2"; shift 2
   "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE "$pattern" "$tmp/err"; then echo "ok   $name"
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE -- "$pattern" "$tmp/err"; then echo "ok   $name"
   else echo "FAIL $name (rc=$rc): $(head -c 300 "$tmp/err")"; fails=$((fails + 1)); fi
 }
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
+PY=/usr/bin/python3   # Debian's, with python3-torch (the reference)
 
 # Token files: nanoGPT raw uint16. A stream with ids < 101 that has structure
 # to learn (a repeating ramp), one with an id past the vocabulary, one short.
-python3 - "$tmp" <<'PY'
+"$PY" - "$tmp" <<'PY'
 import struct, sys, random
 d = sys.argv[1]
 random.seed(5)
@@ -59,7 +60,7 @@ expect_fail "eval: too few tokens" "short.bin.*10 tokens" \
 expect_fail "eval: bad flag value is a usage error" "--batch" \
   "$STRATA" eval --model "$FX" --tokens "$tmp/train.bin" --batch zero
 # A file with a tensor of the wrong shape, one with a tensor missing, one untied head.
-python3 - "$SRC" "$FX" "$tmp" <<'PY'
+"$PY" - "$SRC" "$FX" "$tmp" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1] + "/tools")
 import torch, gpt2_reference as ref
@@ -95,7 +96,7 @@ check "  peak memory reported" grep -q "peak memory" "$tmp/train.log"
 # The saved weights: strata eval and the PyTorch reference agree on their loss.
 "$STRATA" eval --model "$tmp/run/model.safetensors" --tokens "$tmp/val.bin" --batch 2 --seq 16 >"$tmp/e2" 2>/dev/null
 ours=$(awk '/^loss / {print $2}' "$tmp/e2")
-theirs=$(python3 - "$SRC" "$tmp/run/model.safetensors" "$tmp/val.bin" <<'PY'
+theirs=$("$PY" - "$SRC" "$tmp/run/model.safetensors" "$tmp/val.bin" <<'PY'
 import sys, struct
 sys.path.insert(0, sys.argv[1] + "/tools")
 import torch, gpt2_reference as ref
@@ -123,8 +124,9 @@ printf '{"init": "%s", "n-head": 4, "data": "%s", "batch": 4, "micro-batch": 2, 
 check "  --config gives the same run as the flags" \
   bash -c "diff <(grep -o '\"loss\": [0-9.]*' '$tmp/run/metrics.jsonl') <(grep -o '\"loss\": [0-9.]*' '$tmp/run3/metrics.jsonl')"
 
+cp "$tmp/run/metrics.jsonl" "$tmp/metrics.before"
 expect_fail "train: a run directory holding a run is refused" "already holds a run.*--overwrite" run --run-dir "$tmp/run"
-check "  and the run in it is untouched" cmp -s "$tmp/run/metrics.jsonl" "$tmp/run2/metrics.jsonl"
+check "  and the run in it is untouched" cmp -s "$tmp/run/metrics.jsonl" "$tmp/metrics.before"
 run --run-dir "$tmp/run" --overwrite >/dev/null 2>&1
 check "  --overwrite replaces it" test $? -eq 0
 mkdir -p "$tmp/ro" && chmod 555 "$tmp/ro"
