@@ -438,6 +438,9 @@ static void test_pool_budget_and_back_pressure(void **state) {
     }
     assert_null(store_pool_try_acquire(pool));
     assert_null(store_pool_acquire_timeout(pool, 0.05));
+    /* A negative timeout means "do not wait", not an endless EINVAL loop. */
+    assert_null(store_pool_acquire_timeout(pool, -0.999999999));
+    assert_null(store_pool_acquire_timeout(pool, -2.5));
     assert_int_equal(store_pool_in_use(pool), 4);
     /* A blocked acquirer wakes when a buffer comes back. */
     pool_waiter w = {.pool = pool};

@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "strata/checksum.h"
 #include "strata/store.h"
 
 #define CHUNK (64 * 1024)
@@ -335,6 +337,95 @@ static void test_damaged_manifest_is_refused(void **state) {
     expect_generation(f, 1);
 }
 
+/* A manifest whose checksum is right but whose fields are hostile (a crafted
+ * file, or a bug in a writer) is refused, not trusted: a size whose chunk
+ * count wraps, a region whose end wraps past 2^64, a tensor count no body can
+ * hold. Each would otherwise crash, hang, or hand out overlapping regions. */
+static void put_le(unsigned char *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get_le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void test_hostile_manifest_is_refused(void **state) {
+    fixture *f = *state;
+    st_error err = {0};
+    store_close(f->s);
+    f->s = NULL;
+    char name[700];
+    snprintf(name, sizeof name, "%s/strata-store.manifest", f->dirs[0]);
+    unsigned char orig[8192];
+    int fd = open(name, O_RDWR);
+    assert_true(fd >= 0);
+    ssize_t n = pread(fd, orig, sizeof orig, 0);
+    assert_true(n >= 4096);
+    uint64_t body = get_le(orig + 32, 8);
+    /* 2 paths, no metadata, TBYTES = 6 chunks: 40 + 16 + 24 bytes a tensor. */
+    const size_t rec = 80, last = 64 + 8 + (NT - 1) * rec;
+    assert_int_equal(get_le(orig + 44, 4), NT);
+    for (int c = 0; c < 3; c++) {
+        unsigned char b[8192];
+        memcpy(b, orig, (size_t)n);
+        if (c == 0) {
+            put_le(b + last + 24, UINT64_MAX - 100, 8);   /* size: (bytes + chunk - 1) wraps to 0 chunks */
+            put_le(b + last + 32, 0, 4);
+            put_le(b + last + 40, UINT64_MAX, 8);
+            put_le(b + last + 48, UINT64_MAX, 8);
+        } else if (c == 1) {
+            put_le(b + last + 40, (uint64_t)0 - 4096, 8);   /* offset + length wraps below the file size */
+        } else {
+            put_le(b + 44, 0x7fffffff, 4);   /* tensor count */
+        }
+        put_le(b + 64 + body, st_crc32c(0, b, 64 + body), 4);
+        assert_int_equal(pwrite(fd, b, (size_t)n, 0), n);
+        st_status st = reopen(f, STORE_OPEN_EXISTING, &err);
+        if (st != ST_ECORRUPT) print_error("case %d: %s\n", c, err.msg);
+        assert_int_equal(st, ST_ECORRUPT);
+    }
+    assert_int_equal(pwrite(fd, orig, (size_t)n, 0), n);
+    close(fd);
+    assert_int_equal(reopen(f, STORE_OPEN_EXISTING, &err), ST_OK);
+    expect_generation(f, 1);
+}
+
+/* A tensor's region grows the data files; the new size must be durable
+ * (fdatasync) before a manifest names the region, even if the tensor is
+ * never written, or a power loss leaves a manifest pointing past the end of
+ * a file and a store that no longer opens. */
+static void test_grown_data_files_are_synced_at_commit(void **state) {
+    fixture *f = *state;
+    st_error err = {0};
+    int p1 = -1;
+    for (int i = 0; i < io_engine_path_count(f->eng); i++)
+        if (!strcmp(io_path_dir(f->eng, i), f->dirs[1])) p1 = i;
+    assert_true(p1 >= 0);
+    io_path_counters before, after;
+    io_engine_path_counters(f->eng, p1, &before);
+    assert_int_equal(store_create_tensor(f->s, key(NT), 16u << 20, STORE_TIER_SSD, 0, &err), ST_OK);
+    assert_int_equal(store_commit(f->s, &err), ST_OK);
+    io_engine_path_counters(f->eng, p1, &after);
+    /* Path 1 holds only its data file: any sync there is that file's. */
+    assert_true(after.syncs > before.syncs);
+    assert_int_equal(reopen(f, STORE_OPEN_EXISTING, &err), ST_OK);
+    assert_true(store_has_tensor(f->s, key(NT)));
+    expect_generation(f, 1);
+}
+
+/* The host budget is checked before the tensor's memory is allocated: a
+ * tensor far over budget is refused as such, without the allocation. */
+static void test_host_budget_checked_before_allocating(void **state) {
+    fixture *f = *state;
+    st_error err = {0};
+    /* The fixture's store has no host budget at all. 1 TiB: an allocation
+     * that would fail (or abort under a sanitizer) if it were attempted. */
+    assert_int_equal(store_create_tensor(f->s, key(NT), 1ull << 40, STORE_TIER_HOST, 0, &err), ST_ENOMEM);
+    assert_non_null(strstr(err.msg, "host budget"));
+    assert_false(store_has_tensor(f->s, key(NT)));
+}
+
 /* ---- a full file system -------------------------------------------------------- */
 
 
@@ -464,6 +555,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_short_transfers_everywhere, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flipped_byte_is_detected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_manifest_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_manifest_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grown_data_files_are_synced_at_commit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_host_budget_checked_before_allocating, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_file_system, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -161,7 +161,7 @@ void gpt_block_backward(const gpt_config *cfg, const gpt_block_w *w, gpt_block_w
 
 /* The head: ln_f, logits = ln_f(x) wte^T over the real vocabulary, and the
  * mean cross-entropy against targets. Returns the mean loss over B*T
- * (0 when targets is NULL: logits only, no backward).
+ * (0 when targets is NULL: logits only, no backward; dx, if given, is zeroed).
  * If dx is not NULL, also backpropagates loss * grad_scale: accumulates into
  * g->wte, g->lnf_w, g->lnf_b and writes dx[B,T,C]. If logits is not NULL it
  * receives [B, T, Vp] (forward only; padded columns undefined).
@@ -199,11 +199,13 @@ void gpt_workspace_free(gpt_workspace *ws);
 
 /* Forward: returns the mean loss over the B*T targets (0 if targets is
  * NULL); logits, if not NULL, receives [B, T, Vp]. B, T at most the
- * workspace's; token ids must be < vocab_size (callers check input files). */
+ * workspace's (else NaN, and nothing is computed); token ids must be
+ * < vocab_size (callers check input files). */
 float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const int32_t *targets,
                   int B, int T, float *logits);
 /* Forward and backward: grads (gpt_num_params floats) += d(loss * grad_scale)/dw.
- * Returns the mean loss of this micro-batch. */
+ * Returns the mean loss of this micro-batch (NaN, grads untouched, if B or T
+ * exceed the workspace's). */
 float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const int32_t *tokens,
                            const int32_t *targets, int B, int T, float grad_scale);
 

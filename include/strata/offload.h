@@ -5,12 +5,23 @@
  *
  * This is the engine of SSD-offloaded training (issue 5), built in steps.
  * What runs today: both schedules (vertical snake, horizontal), any alpha,
- * clipping on or off, fp32 or mixed precision, with every kind of state in
- * host memory; its results match the in-memory trainer (strata/train.h):
- * bit for bit for the horizontal schedule, up to the rounding of a different
- * gradient summation order for the vertical one. Placing state on the SSD
- * (through strata/store.h) is the next step: a config asking for it is
- * refused with ST_EUNSUPPORTED rather than silently run in memory.
+ * clipping on or off, fp32 or mixed precision; compute weights, master
+ * weights with Adam moments, and activation checkpoints each in host memory
+ * or in the SSD store (strata/store.h); gradients in host memory. Its
+ * results match the in-memory trainer (strata/train.h): bit for bit for the
+ * horizontal schedule, up to the rounding of a different gradient summation
+ * order for the vertical one, wherever the state lives.
+ *
+ * Not yet: the I/O is synchronous (each load and save completes before the
+ * next task; overlap with compute comes next), gradients cannot go to the
+ * SSD (asking for it is refused with ST_EUNSUPPORTED), and there are no
+ * memory budgets beyond the fixed buffers listed in offload_trainer_create.
+ *
+ * On the SSD each unit u is stored as up to two parts: elements [0, s_u)
+ * stepped during backward and [s_u, n_u) deferred (alpha), with s_u a
+ * multiple of 2048 elements so that both parts read back into one aligned
+ * buffer. Tensors: weights[u, part] (bf16, or f32 in fp32 mode), master,
+ * adam_m, adam_v [u, part] (f32), activations[u, m] (f32, volatile).
  *
  *     offload_config oc = {.train = tc, .schedule = SCHED_VERTICAL, .alpha = 0.25};
  *     offload_trainer *t;
@@ -33,7 +44,10 @@ typedef struct offload_config {
     train_config train;    /* model, precision, B, T, grad_accum (M), lr, AdamW, clip, seed */
     sched_kind schedule;
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
-    int weights_on_ssd, optim_on_ssd, acts_on_ssd, grads_on_ssd;   /* not yet supported: must be 0 */
+    int weights_on_ssd, optim_on_ssd, acts_on_ssd;   /* each: 1 = in the SSD store, 0 = host memory */
+    int grads_on_ssd;                                /* not supported yet: must be 0 */
+    const char *const *store_paths;                  /* store directories (one per drive), when anything is on the SSD */
+    int n_store_paths;
 } offload_config;
 
 typedef struct offload_trainer offload_trainer;
@@ -47,8 +61,12 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
 /* Runs the optimizer work still deferred, so that the weights are those of
  * the last completed step. Steps may continue afterwards. */
 st_status offload_trainer_flush(offload_trainer *t, st_error *err);
-/* The fp32 master weights (valid after a flush). */
-const float *offload_trainer_params(const offload_trainer *t);
+/* Copies the fp32 master weights (gpt_num_params floats; those of the last
+ * completed step after a flush) into out, reading them from the SSD when
+ * they live there. */
+st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err);
+/* Bytes moved to and from the SSD store so far (0 without a store). */
+void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t *written);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,11 @@ void adamw_step_unit(const gpt_config *cfg, int unit, size_t lo, size_t hi, cons
                      float lr, float grad_scale, long t, float *p, const float *g, float *m, float *v,
                      st_bf16 *p16);
 
+/* The same over elements [lo, hi) of unit u, for arrays that hold only
+ * those elements (p[0] is element lo): a share of a unit read from the SSD. */
+void adamw_step_range(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h, float lr,
+                      float grad_scale, long t, float *p, const float *g, float *m, float *v, st_bf16 *p16);
+
 /* Sum of squares of g[0..n), in double, in a fixed order: the same result
  * for any thread count. */
 double grad_sum_sq(const float *g, size_t n);

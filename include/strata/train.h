@@ -67,7 +67,8 @@ size_t trainer_memory_bytes(const train_config *tc);
 
 /* One optimizer step on tokens[grad_accum][B][T+1]. */
 void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats);
-/* Mean loss on tokens[B][T+1] with the current weights (no update). */
+/* Mean loss on tokens[B][T+1] with the current weights (no update). B, T
+ * at most the configuration's; NaN otherwise. */
 float trainer_eval(trainer *t, const int32_t *tokens, int B, int T);
 
 long trainer_steps_done(const trainer *t);

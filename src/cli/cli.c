@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -48,7 +49,8 @@ st_status cli_parse_int(const char *flag, const char *s, long min, long max, lon
 st_status cli_parse_u64(const char *flag, const char *s, uint64_t *out, st_error *err) {
     char *end;
     errno = 0;
-    if (*s == '-') return st_fail(err, ST_EINVAL, "%s: '%s' must not be negative", flag, s);
+    /* strtoull skips blanks and wraps a minus sign around: " -1" is 2^64-1 */
+    if (strchr(s, '-')) return st_fail(err, ST_EINVAL, "%s: '%s' must not be negative", flag, s);
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *end)
         return st_fail(err, ST_EINVAL, "%s: '%s' is not a non-negative integer", flag, s);

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
@@ -88,7 +89,7 @@ static st_status apply_opt(train_opts *o, const opt_def *d, const char *value, s
     void *field = (char *)o + d->offset;
     switch (d->type) {
     case OPT_STR: *(const char **)field = value; return ST_OK;
-    case OPT_LONG: return cli_parse_int(flag, value, 0, 1L << 40, (long *)field, err);
+    case OPT_LONG: return cli_parse_int(flag, value, 0, INT_MAX, (long *)field, err);   /* used as int */
     case OPT_DOUBLE: return cli_parse_double(flag, value, 0, 1e9, (double *)field, err);
     case OPT_U64: return cli_parse_u64(flag, value, (uint64_t *)field, err);
     case OPT_FLAG: *(int *)field = 1; return ST_OK;
@@ -180,12 +181,14 @@ static st_status validation_loss(trainer *t, token_file *val, int B, int T, long
 static st_status build_model_config(const train_opts *o, gpt_config *cfg, float **init, st_error *err) {
     *init = NULL;
     if (o->init) {
-        if (o->model || o->n_layer || o->d_model)
-            return st_fail(err, ST_EINVAL, "--init takes the model shape from the file; drop --model/--n-layer/--d-model");
+        if (o->model || o->n_layer || o->d_model || o->n_ctx || o->vocab)
+            return st_fail(err, ST_EINVAL,
+                           "--init takes the model shape from the file; drop --model/--n-layer/--d-model/--n-ctx/--vocab");
         return gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
     }
-    if (o->n_layer || o->d_model) {
-        if (o->model) return st_fail(err, ST_EINVAL, "give either --model or an explicit shape, not both");
+    if (o->n_layer || o->d_model || o->n_head) {
+        if (o->model)
+            return st_fail(err, ST_EINVAL, "give either --model or an explicit shape (--n-layer/--n-head/--d-model), not both");
         if (!o->n_layer || !o->d_model || !o->n_head)
             return st_fail(err, ST_EINVAL, "an explicit shape needs --n-layer, --n-head and --d-model");
         *cfg = (gpt_config){.n_layer = (int)o->n_layer, .n_head = (int)o->n_head, .d_model = (int)o->d_model,
@@ -211,6 +214,10 @@ int cmd_train(int argc, char **argv) {
         const char *path = NULL;
         if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
         else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
+        if (path && config_doc) {   /* its strings are in o: one file only */
+            cJSON_Delete(config_doc);
+            return cli_usage_error("train", "--config may be given once");
+        }
         if (path && apply_config_file(&o, path, &config_doc, &err) != ST_OK) {
             cJSON_Delete(config_doc);
             return cli_fail(&err);
@@ -261,6 +268,10 @@ int cmd_train(int argc, char **argv) {
     if (o.steps < 1 || o.seq < 1) {
         cJSON_Delete(config_doc);
         return cli_usage_error("train", "--steps and --seq must be at least 1");
+    }
+    if (o.log_every < 1 || o.eval_batches < 1) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--log-every and --eval-batches must be at least 1");
     }
     gpt_precision precision;
     if (!strcmp(o.precision, "fp32")) precision = GPT_FP32;
@@ -361,8 +372,9 @@ int cmd_train(int argc, char **argv) {
         train_step_stats st;
         trainer_step(t, tokens, &st);
         train_seconds += st.seconds;
-        if (!isfinite(st.loss)) {
-            st_fail(&err, ST_EINVAL, "loss became %f at step %ld; lower --lr or enable --clip", st.loss, step);
+        if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
+            st_fail(&err, ST_EINVAL, "loss became %f (gradient norm %f) at step %ld; lower --lr or enable --clip",
+                    st.loss, st.grad_norm, step);
             goto fail;
         }
         const double tok_s = tokens_per_step / st.seconds, elapsed = st_now() - start;

@@ -73,6 +73,18 @@ st_status run_dir_create(run_dir **out, const char *path, const char *desc_json,
                        path);
     }
     static const char *old[] = {"metrics.jsonl", "model.safetensors", "config.json", "loss.png"};
+    /* Files a run would replace, without run.json: not ours (a downloaded
+     * model, the --init file's own directory). Keep them unless asked. */
+    for (size_t i = 0; i < sizeof old / sizeof old[0] && !overwrite; i++) {
+        join(f, sizeof f, path, old[i]);
+        if (access(f, F_OK) == 0) {
+            free(rd);
+            return st_fail(err, ST_EEXIST,
+                           "%s already holds %s (not from a strata run); pass --overwrite to replace it, or choose "
+                           "another --run-dir",
+                           path, old[i]);
+        }
+    }
     for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
         join(f, sizeof f, path, old[i]);
         if (remove(f) != 0 && errno != ENOENT) {

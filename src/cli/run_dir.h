@@ -3,8 +3,9 @@
  * metrics.jsonl (one JSON object per step), model.safetensors + config.json
  * (the weights, in the Hugging Face layout), loss.png (the loss curve).
  *
- * A directory that already holds a run (run.json) is refused unless the
- * caller passes overwrite, so two runs never mix their metrics and weights.
+ * A directory that already holds a run (run.json), or any file a run would
+ * replace, is refused unless the caller passes overwrite, so two runs never
+ * mix their metrics and weights and files that are not a run's survive.
  * Weights are written atomically (temporary file, fsync, rename): a crash
  * leaves the previous weights or the new ones, never half of each.
  */
@@ -19,7 +20,8 @@ typedef struct run_dir run_dir;
 
 /* Creates path (and parents) if needed, checks it is writable, and records
  * desc_json as run.json. ST_EEXIST naming the directory if it holds a run
- * and overwrite is 0. */
+ * (or metrics.jsonl, model.safetensors, config.json, loss.png) and overwrite
+ * is 0. */
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err);
 /* Appends one line to metrics.jsonl (printf format, no newline needed). */
 st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

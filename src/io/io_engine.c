@@ -600,9 +600,12 @@ void io_engine_unregister_buffer(io_engine *e, void *base) {
             }
         }
         if (e->n_regs == 0) e->registered_active = 0;
+        /* Still under the lock: once the lock is dropped, a concurrent
+         * io_engine_register_buffer may reuse the slot, and clearing it
+         * afterwards would unregister that caller's buffer. */
+        if (slot >= 0) e->backend->unregister_buffer(e, slot);
         pthread_mutex_unlock(&e->mu);
         if (slot < 0) return;
-        e->backend->unregister_buffer(e, slot);
     }
 }
 

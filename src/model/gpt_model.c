@@ -1,5 +1,6 @@
 /* gpt_model.c - whole-model forward and backward over one micro-batch, with
  * optional activation recomputation and bf16 compute weights. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,9 +101,13 @@ static gpt_embed_w forward_blocks(gpt_workspace *ws, gpt_weights w, const int32_
     return ew;   /* in mixed precision embed32 still holds the widened unit 0 */
 }
 
+/* The workspace holds micro-batches of up to ws->B x ws->T tokens. */
+static int fits(const gpt_workspace *ws, int B, int T) { return B >= 1 && T >= 1 && B <= ws->B && T <= ws->T; }
+
 float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const int32_t *targets,
                   int B, int T, float *logits) {
     const gpt_config *c = &ws->cfg;
+    if (!fits(ws, B, T)) return NAN;
     gpt_embed_w ew = forward_blocks(ws, w, tokens, B, T);
     const float *xL = ws->xs + (size_t)c->n_layer * B * T * c->d_model;
     if (!targets && !logits) return 0.0f;
@@ -112,6 +117,7 @@ float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const
 float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const int32_t *tokens,
                            const int32_t *targets, int B, int T, float grad_scale) {
     const gpt_config *c = &ws->cfg;
+    if (!fits(ws, B, T)) return NAN;
     const size_t NC = (size_t)B * T * c->d_model;
     gpt_embed_w ew = forward_blocks(ws, w, tokens, B, T);
     gpt_embed_w eg = gpt_embed_view(c, grads);

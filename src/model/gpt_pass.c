@@ -138,7 +138,9 @@ float gpt_head_forward_backward(const gpt_config *cfg, const gpt_embed_w *w, gpt
     const int chunk = N < HEAD_CHUNK ? N : HEAD_CHUNK;
     float *lnf = scratch, *dlnf = lnf + (size_t)N * C, *mean = dlnf + (size_t)N * C;
     float *rstd = mean + N, *losses = rstd + N, *chunk_logits = losses + N;
-    const int backward = dx != NULL;
+    /* Without targets there is no loss: its gradient is zero. */
+    const int backward = dx != NULL && targets != NULL;
+    if (dx && !targets) memset(dx, 0, (size_t)N * C * sizeof(float));
     /* d(mean loss * grad_scale)/dlogit = (softmax - onehot) * grad_scale / N */
     const float dscale = backward ? grad_scale / (float)N : 0.0f;
 
@@ -151,6 +153,8 @@ float gpt_head_forward_backward(const gpt_config *cfg, const gpt_embed_w *w, gpt
         if (!targets) continue;   /* logits wanted, no loss */
         crossentropy_softmax(lg, losses + r0, targets + r0, rows, V, Vp, dscale);
         if (!backward) continue;
+        /* A zero scale leaves the logits in place: the gradient is zero. */
+        if (dscale == 0.0f) memset(lg, 0, (size_t)rows * Vp * sizeof(float));
         /* dlnf = dlogits @ wte ; dwte += dlogits^T @ lnf */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, Vp, 1.0f, lg, Vp, w->wte, C, 0.0f,
                     dlnf + (size_t)r0 * C, C);

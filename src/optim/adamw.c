@@ -29,15 +29,21 @@ void adamw_update(float *p, const float *g, float *m, float *v, st_bf16 *p16, si
     }
 }
 
-void adamw_step_unit(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h,
-                     float lr, float grad_scale, long t, float *p, const float *g, float *m, float *v,
-                     st_bf16 *p16) {
+void adamw_step_range(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h, float lr,
+                      float grad_scale, long t, float *p, const float *g, float *m, float *v, st_bf16 *p16) {
     for (int i = 0; i < gpt_unit_tensor_count(unit); i++) {
         gpt_tensor_info ti = gpt_unit_tensor(cfg, unit, i);
         size_t a = ti.offset > lo ? ti.offset : lo, b = ti.offset + ti.numel < hi ? ti.offset + ti.numel : hi;
         if (a >= b) continue;
-        adamw_update(p + a, g + a, m + a, v + a, p16 ? p16 + a : NULL, b - a, h, lr, grad_scale, t, ti.decay);
+        size_t k = a - lo;   /* the arrays start at element lo */
+        adamw_update(p + k, g + k, m + k, v + k, p16 ? p16 + k : NULL, b - a, h, lr, grad_scale, t, ti.decay);
     }
+}
+
+void adamw_step_unit(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h,
+                     float lr, float grad_scale, long t, float *p, const float *g, float *m, float *v,
+                     st_bf16 *p16) {
+    adamw_step_range(cfg, unit, lo, hi, h, lr, grad_scale, t, p + lo, g + lo, m + lo, v + lo, p16 ? p16 + lo : NULL);
 }
 
 #define SUMSQ_CHUNK 65536
@@ -72,7 +78,7 @@ float clip_scale(double norm, float max_norm) {
 st_status lr_schedule_check(const lr_schedule *s, st_error *err) {
     if (!(s->max_lr > 0) || !isfinite(s->max_lr))
         return st_fail(err, ST_EINVAL, "learning rate %g must be positive", s->max_lr);
-    if (s->min_lr < 0 || s->min_lr > s->max_lr)
+    if (!(s->min_lr >= 0 && s->min_lr <= s->max_lr))
         return st_fail(err, ST_EINVAL, "minimum learning rate %g must be in [0, %g]", s->min_lr, s->max_lr);
     if (s->warmup < 0) return st_fail(err, ST_EINVAL, "warmup %ld must not be negative", s->warmup);
     if (s->total < 1) return st_fail(err, ST_EINVAL, "total steps %ld must be at least 1", s->total);

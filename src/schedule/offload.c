@@ -127,7 +127,16 @@ void offload_trainer_free(offload_trainer *t) {
     free(t);
 }
 
-const float *offload_trainer_params(const offload_trainer *t) { return t->master; }
+st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err) {
+    (void)err;
+    memcpy(out, t->master, t->n * sizeof(float));
+    return ST_OK;
+}
+
+void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t *written) {
+    (void)t;
+    *read = *written = 0;
+}
 
 static float *unit_grads(offload_trainer *t, int u) { return t->grads + gpt_unit_offset(&t->c, u); }
 

@@ -38,7 +38,14 @@ st_status train_config_check(train_config *tc, st_error *err) {
         return st_fail(err, ST_EINVAL, "sequence length %d is longer than the model's context %d", tc->T,
                        tc->model.n_ctx);
     if (tc->grad_accum < 1) return st_fail(err, ST_EINVAL, "gradient accumulation %d must be at least 1", tc->grad_accum);
-    if (tc->clip < 0) return st_fail(err, ST_EINVAL, "clip %g must not be negative", tc->clip);
+    if (!(tc->clip >= 0) || !isfinite(tc->clip))
+        return st_fail(err, ST_EINVAL, "clip %g must be a finite number, not negative", tc->clip);
+    const adamw_hparams *h = &tc->adam;
+    if (!(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1))
+        return st_fail(err, ST_EINVAL, "AdamW betas (%g, %g) must be in [0, 1)", h->beta1, h->beta2);
+    if (!(h->eps >= 0) || !isfinite(h->eps) || !(h->weight_decay >= 0) || !isfinite(h->weight_decay))
+        return st_fail(err, ST_EINVAL, "AdamW eps %g and weight decay %g must be finite and not negative", h->eps,
+                       h->weight_decay);
     if (tc->precision != GPT_FP32 && tc->precision != GPT_MIXED_BF16)
         return st_fail(err, ST_EINVAL, "unknown precision %d", (int)tc->precision);
     return lr_schedule_check(&tc->lr, err);
@@ -145,6 +152,7 @@ void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats) {
 }
 
 float trainer_eval(trainer *t, const int32_t *tokens, int B, int T) {
+    if (B < 1 || T < 1 || B > t->tc.B || T > t->tc.T) return NAN;   /* inputs/targets hold tc.B x tc.T */
     split_rows(t, tokens, B, T);
     return gpt_forward(t->ws, trainer_compute_weights(t), t->inputs, t->targets, B, T, NULL);
 }

@@ -425,6 +425,11 @@ static st_status place_tensor(store *s, store_tensor *t, st_error *err) {
                 break;
             }
             s->reserved[p] = want;
+            /* The file's new size is metadata that only an fdatasync makes
+             * durable: the next commit must sync this path even if nothing
+             * is written to it, or a manifest could name a region beyond the
+             * end of the file after a power loss. */
+            s->path_dirty[p] = 1;
         }
     }
     if (st != ST_OK) {
@@ -479,14 +484,15 @@ st_status store_create_tensor(store *s, store_key key, uint64_t bytes, store_tie
     st_status st = store_usable(s, err);
     if (st == ST_OK && tensor_find(s, key)) st = st_fail(err, ST_EEXIST, "create tensor %s: it already exists", name);
     store_tensor *t = NULL;
-    if (st == ST_OK) {
-        t = tensor_new(s, key, bytes, tier, flags);
-        if (!t) st = st_fail(err, ST_ENOMEM, "create tensor %s (%s): out of memory", name, st_format_bytes((double)bytes, a, sizeof a));
-    }
+    /* The budget first: tensor_new allocates (and touches) the host memory. */
     if (st == ST_OK && tier == STORE_TIER_HOST && s->host_used + store_padded_bytes(bytes) > s->host_budget)
         st = st_fail(err, ST_ENOMEM, "create tensor %s: the host budget of %s is exhausted (%s in use, %s more needed)", name,
                      st_format_bytes((double)s->host_budget, a, sizeof a), st_format_bytes((double)s->host_used, b, sizeof b),
                      st_format_bytes((double)store_padded_bytes(bytes), c, sizeof c));
+    if (st == ST_OK) {
+        t = tensor_new(s, key, bytes, tier, flags);
+        if (!t) st = st_fail(err, ST_ENOMEM, "create tensor %s (%s): out of memory", name, st_format_bytes((double)bytes, a, sizeof a));
+    }
     if (st == ST_OK && s->ssd_budget && s->ssd_used + tensor_disk_bytes(s, t) > s->ssd_budget)
         st = st_fail(err, ST_ENOSPC, "create tensor %s: the SSD budget of %s is exhausted (%s in use, %s more needed)", name,
                      st_format_bytes((double)s->ssd_budget, a, sizeof a), st_format_bytes((double)s->ssd_used, b, sizeof b),

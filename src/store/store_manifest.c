@@ -133,7 +133,11 @@ st_status manifest_decode(const unsigned char *buf, size_t n, const char *file, 
         m->chunk_bytes == 0 || m->chunk_bytes % STORE_ALIGN)
         return st_fail(err, ST_ECORRUPT, "%s: manifest header values out of range", file);
     const unsigned char *p = buf + HEADER_BYTES, *end = buf + HEADER_BYTES + body;
-    if ((size_t)(end - p) < pad8(4u * (size_t)m->n_paths) + pad8(m->meta_n))
+    size_t fixed = pad8(4u * (size_t)m->n_paths) + pad8(m->meta_n);
+    /* Every tensor record takes at least its fixed part: a count the body
+     * cannot hold is refused before it sizes an allocation. */
+    if ((size_t)(end - p) < fixed ||
+        (uint64_t)m->n_tensors > ((size_t)(end - p) - fixed) / (TENSOR_FIXED_BYTES + 8u * (size_t)m->n_paths))
         return st_fail(err, ST_ECORRUPT, "%s: manifest body too short", file);
     for (int i = 0; i < m->n_paths; i++) m->weight[i] = get32(p + 4 * i);
     p += pad8(4u * (size_t)m->n_paths);
@@ -161,7 +165,8 @@ st_status manifest_decode(const unsigned char *buf, size_t n, const char *file, 
         t->bytes = get64(p + 24);
         t->n_chunks = get32(p + 32);
         for (int k = 0; k < m->n_paths; k++) t->ext_off[k] = get64(p + TENSOR_FIXED_BYTES + 8 * k);
-        uint64_t chunks = (t->bytes + m->chunk_bytes - 1) / m->chunk_bytes;
+        /* Not (bytes + chunk - 1) / chunk: that wraps for sizes near 2^64. */
+        uint64_t chunks = t->bytes / m->chunk_bytes + (t->bytes % m->chunk_bytes != 0);
         if ((unsigned)t->key.kind >= STORE_MANIFEST || t->tier > STORE_TIER_HOST || t->slot < -1 || t->slot > 1 ||
             t->bytes == 0 || chunks != t->n_chunks || (size_t)(end - p) < tensor_bytes(m, t))
             break;

@@ -251,6 +251,11 @@ static st_status open_existing(store *s, const char *manifest_path, st_error *er
             st = st_fail(err, ST_ECORRUPT, "%s lists tensor %s twice", manifest_path, name);
             break;
         }
+        /* The budget before tensor_new, which allocates the host memory. */
+        if (mt->tier == STORE_TIER_HOST && s->host_used + store_padded_bytes(mt->bytes) > s->host_budget) {
+            st = st_fail(err, ST_ENOMEM, "opening the store: host-tier tensor %s does not fit the host budget", name);
+            break;
+        }
         store_tensor *t = tensor_new(s, mt->key, mt->bytes, (store_tier)mt->tier, mt->flags & ~(unsigned)STORE_VOLATILE);
         if (!t) {
             st = st_fail(err, ST_ENOMEM, "opening the store: out of memory for tensor %s", name);
@@ -266,26 +271,24 @@ static st_status open_existing(store *s, const char *manifest_path, st_error *er
             if ((len == 0) != (t->ext_off[p] == STORE_NO_EXTENT)) {
                 st = st_fail(err, ST_ECORRUPT, "%s: tensor %s has a region on path %d that its size does not match",
                              manifest_path, name, p);
-            } else if (len && t->ext_off[p] + len > file_size[p]) {
-                st = st_fail(err, ST_ECORRUPT, "%s: tensor %s lies beyond the end of %s/%s (%llu > %llu bytes)", manifest_path,
-                             name, s->dirs[p], STORE_DATA_NAME, (unsigned long long)(t->ext_off[p] + len),
-                             (unsigned long long)file_size[p]);
+            } else if (len && (t->ext_off[p] % STORE_ALIGN || len > file_size[p] || t->ext_off[p] > file_size[p] - len)) {
+                st = st_fail(err, ST_ECORRUPT,
+                             "%s: tensor %s lies beyond the end of %s/%s or is misaligned (offset %llu, %llu bytes; the "
+                             "file has %llu bytes)",
+                             manifest_path, name, s->dirs[p], STORE_DATA_NAME, (unsigned long long)t->ext_off[p],
+                             (unsigned long long)len, (unsigned long long)file_size[p]);
             } else if (len) {
                 st_error e2 = {0};
                 st = space_claim(&s->space[p], t->ext_off[p], len, &e2);
                 if (st != ST_OK) st = st_fail(err, st, "%s: tensor %s: %s", manifest_path, name, e2.msg);
             }
         }
-        if (st == ST_OK && t->tier == STORE_TIER_HOST) {
-            if (s->host_used + store_padded_bytes(t->bytes) > s->host_budget)
-                st = st_fail(err, ST_ENOMEM, "opening the store: host-tier tensor %s does not fit the host budget", name);
-            else s->host_used += store_padded_bytes(t->bytes);
-        }
         if (st == ST_OK) st = store_table_add(s, t, err);
         if (st != ST_OK) {
             tensor_free(t);
             break;
         }
+        if (t->tier == STORE_TIER_HOST) s->host_used += store_padded_bytes(t->bytes);
         s->ssd_used += tensor_disk_bytes(s, t);
     }
     manifest_free(&m);

@@ -98,6 +98,10 @@ void *store_pool_try_acquire(store_pool *p) {
 }
 
 void *store_pool_acquire_timeout(store_pool *p, double seconds) {
+    /* Negative or NaN: do not wait (a negative tv_nsec would make
+     * pthread_cond_timedwait fail with EINVAL forever); cap absurd waits. */
+    if (!(seconds > 0)) seconds = 0;
+    if (seconds > 1e9) seconds = 1e9;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     double whole = (double)(long)seconds;
@@ -109,7 +113,7 @@ void *store_pool_acquire_timeout(store_pool *p, double seconds) {
     }
     pthread_mutex_lock(&p->mu);
     int rc = 0;
-    while (p->n_free == 0 && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&p->freed, &p->mu, &until);
+    while (p->n_free == 0 && rc == 0) rc = pthread_cond_timedwait(&p->freed, &p->mu, &until);
     void *b = p->n_free ? take(p) : NULL;
     pthread_mutex_unlock(&p->mu);
     return b;

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# review_train.sh STRATA SOURCE_DIR - `strata train` defects found in review:
+# flags that crashed (--log-every 0), were silently ignored (--n-head with
+# --model, --n-ctx/--vocab with --init) or truncated (values past INT_MAX),
+# values that wrote invalid JSON (--eval-batches 0) or NaN weights (--beta1 2),
+# a repeated --config, and a run directory whose files (not from a run) were
+# deleted without --overwrite.
+set -uo pipefail
+STRATA="$1"
+SRC="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() {
+  local name="$1"; shift
+  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
+}
+# expect_rc NAME RC PATTERN CMD...: exits with RC and stderr matches PATTERN
+expect_rc() {
+  local name="$1" want="$2" pattern="$3"; shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ $rc -eq "$want" ] && grep -qE -- "$pattern" "$tmp/err"; then echo "ok   $name"
+  else echo "FAIL $name (rc=$rc, want $want): $(head -c 300 "$tmp/err")"; fails=$((fails + 1)); fi
+}
+FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
+python3 - "$tmp" <<'PY'
+import struct, sys
+d = sys.argv[1]
+ramp = [(i * 7 + (i // 13)) % 101 for i in range(4000)]
+open(f"{d}/train.bin", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
+open(f"{d}/val.bin", "wb").write(struct.pack("<1000H", *ramp[:1000]))
+PY
+mkdir -p "$tmp/ds" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
+run() { "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 2 --seq 16 --steps 3 --eval-batches 1 \
+          --threads 1 "$@"; }
+
+# Flags that crashed or produced nonsense are usage errors (exit 2).
+expect_rc "--log-every 0 is a usage error, not SIGFPE" 2 "--log-every" run --log-every 0 --run-dir "$tmp/r1"
+expect_rc "--eval-batches 0 is a usage error, not NaN in metrics" 2 "--eval-batches" \
+  run --eval-batches 0 --run-dir "$tmp/r2"
+expect_rc "--seq past INT_MAX is out of range, not truncated to 16" 2 "--seq.*out of range" \
+  run --seq 4294967312 --run-dir "$tmp/r3"
+expect_rc "--seed ' -1' is refused, not wrapped" 2 "--seed" run --seed " -1" --run-dir "$tmp/r3b"
+printf '{"steps": 2}\n' >"$tmp/c1.json"
+expect_rc "--config twice is a usage error" 2 "--config" \
+  run --config "$tmp/c1.json" --config "$tmp/c1.json" --run-dir "$tmp/r4"
+# Values the trainer cannot use fail with a message (exit 1).
+expect_rc "--beta1 2 is refused" 1 "betas" run --beta1 2 --run-dir "$tmp/r5"
+expect_rc "--beta2 1 is refused" 1 "betas" run --beta2 1 --run-dir "$tmp/r5"
+# Shape flags that would be ignored are refused.
+expect_rc "--n-ctx with --init is refused" 1 "--init.*--n-ctx" run --n-ctx 8 --run-dir "$tmp/r6"
+expect_rc "--vocab with --init is refused" 1 "--init.*--vocab" run --vocab 5000 --run-dir "$tmp/r6"
+expect_rc "--n-head with --model is refused" 1 "--model" \
+  "$STRATA" train --model gpt2-tiny --n-head 2 --n-ctx 16 --vocab 101 --data "$tmp/ds" --batch 2 --seq 16 \
+  --steps 1 --run-dir "$tmp/r7"
+check "  nothing was written for refused runs" bash -c "! ls '$tmp'/r[1-7]* >/dev/null 2>&1"
+
+# A directory with weights but no run.json (a downloaded model, the --init
+# file's own directory) is not emptied without --overwrite.
+mkdir -p "$tmp/hf" && cp "$FX" "$tmp/hf/model.safetensors" && echo '{"n_head": 4, "mine": 1}' >"$tmp/hf/config.json"
+expect_rc "a directory holding model.safetensors is refused" 1 "hf.*model.safetensors.*--overwrite" \
+  "$STRATA" train --init "$tmp/hf/model.safetensors" --data "$tmp/ds" --batch 2 --seq 16 --steps 2 --eval-batches 1 \
+  --threads 1 --run-dir "$tmp/hf"
+check "  and its files are untouched" cmp -s "$tmp/hf/model.safetensors" "$FX"
+check "  (config.json too)" grep -q mine "$tmp/hf/config.json"
+check "  (no run.json or metrics written)" test ! -e "$tmp/hf/run.json" -a ! -e "$tmp/hf/metrics.jsonl"
+run --run-dir "$tmp/hf" --overwrite >/dev/null 2>&1
+check "  --overwrite replaces it" bash -c "test -s '$tmp/hf/run.json' && ! cmp -s '$tmp/hf/model.safetensors' '$FX'"
+# A fresh, empty directory is fine.
+mkdir -p "$tmp/emptydir"
+run --run-dir "$tmp/emptydir" >/dev/null 2>&1
+check "an empty existing directory is accepted" test -s "$tmp/emptydir/model.safetensors"
+
+# SIGINT: stops after the current step, saves the weights, exits 130.
+"$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 2 --seq 16 --steps 100000 --eval-batches 1 \
+  --threads 1 --run-dir "$tmp/sig" >"$tmp/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -s "$tmp/sig/metrics.jsonl" ] && [ "$(wc -l <"$tmp/sig/metrics.jsonl")" -gt 3 ] && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+check "SIGINT exits 130 (got $rc)" test $rc -eq 130
+check "  after saving the weights" test -s "$tmp/sig/model.safetensors"
+check "  every metrics line is valid JSON" python3 -c "
+import json, sys
+for l in open(sys.argv[1]): json.loads(l)" "$tmp/sig/metrics.jsonl"
+
+echo "$((fails == 0 ? 1 : 0)) passed, $fails failed" | sed 's/^1 passed/all passed/;s/^0 passed/some failed/'
+[ "$fails" -eq 0 ]
