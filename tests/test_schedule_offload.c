@@ -1,9 +1,10 @@
 /* test_schedule_offload.c - the schedule executor against the in-memory
- * trainer: every schedule x alpha x clipping x precision ends with the same
- * weights after several steps (bit for bit for horizontal, whose gradient
- * sums run in the same order; within a stated bound for vertical, whose
- * snake order sums some gradients in another order), and each configuration
- * is bit-for-bit deterministic. */
+ * trainer: every schedule x placement (all in host memory, all on the SSD,
+ * mixed) x alpha x clipping x precision ends with the same weights after
+ * several steps (bit for bit for horizontal, whose gradient sums run in the
+ * same order; within a stated bound for vertical, whose snake order sums
+ * some gradients in another order), and each configuration is bit-for-bit
+ * deterministic. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+
+#include <unistd.h>
 
 #include "strata/offload.h"
 
@@ -51,9 +54,25 @@ static double rel_diff(const float *a, const float *b, size_t n) {
     return sqrt(num / den);
 }
 
+enum placement { ALL_HOST, ALL_SSD, MIXED, PLACEMENTS };
+static const char *placement_name[] = {"host", "ssd ", "mix "};
+
+/* A fresh store directory for each run. */
+static char store_dir[256];
+static const char *store_paths[1] = {store_dir};
+
 /* Runs the executor; returns its final (flushed) weights, fills losses. */
-static float *run_offload(const train_config *tc, sched_kind k, double alpha, const int32_t *tok, float *losses) {
+static float *run_offload(const train_config *tc, sched_kind k, double alpha, enum placement pl, const int32_t *tok,
+                          float *losses) {
     offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha};
+    if (pl != ALL_HOST) {
+        snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
+        assert_non_null(mkdtemp(store_dir));
+        oc.store_paths = store_paths;
+        oc.n_store_paths = 1;
+        oc.weights_on_ssd = oc.acts_on_ssd = 1;
+        oc.optim_on_ssd = pl == ALL_SSD;
+    }
     offload_trainer *t;
     st_error err = {0};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
@@ -67,7 +86,17 @@ static float *run_offload(const train_config *tc, sched_kind k, double alpha, co
     size_t n = gpt_num_params(&tc->model);
     float *w = malloc(n * sizeof *w);
     assert_int_equal(offload_trainer_read_params(t, w, &err), ST_OK);
+    if (pl != ALL_HOST) {
+        uint64_t rd, wr;
+        offload_trainer_io_bytes(t, &rd, &wr);
+        assert_true(rd > 0 && wr > 0);   /* the state really went through the store */
+    }
     offload_trainer_free(t);
+    if (pl != ALL_HOST) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
+        assert_int_equal(system(cmd), 0);
+    }
     return w;
 }
 
@@ -92,13 +121,13 @@ static void test_matches_in_memory_trainer(void **state) {
                 if (clip) assert_true(st.grad_norm > 0.05f);   /* clipping is exercised */
             }
             for (int k = 0; k < 2; k++) {
-                for (int a = 0; a < 3; a++) {
+                for (int a = 0; a < 3; a++) for (int pl = 0; pl < PLACEMENTS; pl++) {
                     float losses[STEPS];
-                    float *w = run_offload(&tc, (sched_kind)k, alphas[a], tok, losses);
+                    float *w = run_offload(&tc, (sched_kind)k, alphas[a], (enum placement)pl, tok, losses);
                     double d = rel_diff(w, trainer_params(ref), n);
-                    printf("  %s %s alpha %.2f clip %d: weights rel diff %.2e, losses %.6f..%.6f (ref %.6f..%.6f)\n",
-                           k ? "horizontal" : "vertical  ", p ? "mixed" : "fp32 ", alphas[a], clip, d, losses[0],
-                           losses[STEPS - 1], ref_loss[0], ref_loss[STEPS - 1]);
+                    printf("  %s %s %s alpha %.2f clip %d: weights rel diff %.2e, losses %.6f..%.6f (ref %.6f..%.6f)\n",
+                           k ? "horizontal" : "vertical  ", placement_name[pl], p ? "mixed" : "fp32 ", alphas[a], clip,
+                           d, losses[0], losses[STEPS - 1], ref_loss[0], ref_loss[STEPS - 1]);
                     /* the first forward is the same computation: the same loss bits */
                     assert_memory_equal(&losses[0], &ref_loss[0], sizeof(float));
                     if (k == SCHED_HORIZONTAL) {
@@ -126,7 +155,8 @@ static void test_deterministic(void **state) {
     train_config tc = small_config(GPT_MIXED_BF16, 0.05f);
     int32_t *tok = make_tokens(&tc);
     float l1[STEPS], l2[STEPS];
-    float *a = run_offload(&tc, SCHED_VERTICAL, 0.25, tok, l1), *b = run_offload(&tc, SCHED_VERTICAL, 0.25, tok, l2);
+    float *a = run_offload(&tc, SCHED_VERTICAL, 0.25, ALL_SSD, tok, l1);
+    float *b = run_offload(&tc, SCHED_VERTICAL, 0.25, ALL_SSD, tok, l2);
     assert_memory_equal(a, b, gpt_num_params(&tc.model) * sizeof(float));
     assert_memory_equal(l1, l2, sizeof l1);
     free(a);
@@ -134,20 +164,23 @@ static void test_deterministic(void **state) {
     free(tok);
 }
 
-static void test_ssd_placement_refused(void **state) {
+static void test_unsupported_placements_refused(void **state) {
     (void)state;
-    offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .acts_on_ssd = 1};
+    offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .grads_on_ssd = 1};
     offload_trainer *t;
     st_error err = {0};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "SSD"));
+    assert_non_null(strstr(err.msg, "gradients"));
+    oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .acts_on_ssd = 1};
+    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);   /* no store directory */
+    assert_non_null(strstr(err.msg, "store directory"));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_in_memory_trainer),
         cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_ssd_placement_refused),
+        cmocka_unit_test(test_unsupported_placements_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

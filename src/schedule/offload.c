@@ -1,9 +1,15 @@
-/* offload.c - runs iteration task lists (strata/offload.h). */
+/* offload.c - runs iteration task lists (strata/offload.h) against state in
+ * host memory or in the SSD store. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "strata/offload.h"
+#include "strata/store.h"
+
+/* Activation buffers when checkpoints live on the SSD. A vertical forward
+ * holds a block's input and output, plus the one kept at a snake turn. */
+#define ACT_POOL 4
 
 struct offload_trainer {
     offload_config cfg;
@@ -12,30 +18,141 @@ struct offload_trainer {
     gpt_config c;
     int L1, M, B, T;
     size_t n, NC;                      /* parameters; floats of one activation [B,T,C] */
-    float *master, *m, *v, *grads;     /* unit layout, fp32 */
-    st_bf16 *w16;                      /* compute weights in mixed precision */
+    size_t *split;                     /* [L+1]: elements of part 0 (stepped during backward) */
+    size_t wsz;                        /* bytes per compute weight: 2 (bf16) or 4 */
+    store *st;                         /* the SSD tier, NULL when everything is in memory */
+    /* host state (NULL when that kind lives on the SSD) */
+    float *master, *m, *v;             /* optimizer state, unit layout */
+    st_bf16 *w16;                      /* compute weights, mixed precision */
+    float *w32;                        /* compute weights, fp32 (== master when that is in memory) */
+    float *grads;                      /* always in memory */
+    /* buffers for the SSD tier */
+    unsigned char *wbuf;               /* a unit's compute weights read back */
+    float *obuf[3];                    /* one part of master, m, v */
+    unsigned char *pbuf;               /* one part of new compute weights */
+    float *act_pool[ACT_POOL];
+    int act_free[ACT_POOL], n_act_free;
+    /* compute */
     float *unit32;                     /* the loaded unit's weights widened to f32 (mixed) */
-    float *weights;                    /* the loaded unit's f32 weights (into master or unit32) */
+    float *weights;                    /* the loaded unit's f32 weights */
     int loaded_unit;
-    float *acts;                       /* act[u][m] for u = 1..L+1: [(L+1) * M][B,T,C] */
+    float *acts_host;                  /* act[u][m] for u = 1..L+1 when in memory */
+    float **act_slot;                  /* [(L+1) * M]: where act[u][m] is now, NULL if only on the SSD */
     float *dact;                       /* [M][B,T,C] */
-    float *block_acts, *scratch;       /* one block's activations; backward/head scratch */
+    float *block_acts, *scratch;
     int32_t *inputs, *targets;         /* [M][B*T] */
     float *mb_loss;                    /* [M] */
-    double *unit_sumsq;                /* [L+1]: sum of squares of each unit's complete gradients */
+    double *unit_sumsq;                /* [L+1] */
     char *grads_fresh;                 /* [L+1]: zeroed in this iteration yet */
-    int *last_grad_task;               /* [L+1] per list: index of the unit's last gradient task */
-    float clip_scale_now;              /* this iteration's clip scale once its norm is known */
-    /* The step whose optimizer work is still (partly) deferred. */
+    int *last_grad_task;               /* [L+1] per list */
+    int *next_compute;                 /* per list: the next compute task after i (or n) */
+    int next_cap;
+    float clip_scale_now;
     int deferred_pending;
     float prev_lr, prev_scale;
     long prev_t;
     long step;
 };
 
-static float *act_ptr(offload_trainer *t, int u, int m) {
-    return t->acts + ((size_t)(u - 1) * t->M + m) * t->NC;
+/* ---- layout of units into parts ----------------------------------------------- */
+
+static size_t unit_n(const offload_trainer *t, int u) { return gpt_unit_numel(&t->c, u); }
+
+/* Element boundary for a share boundary x of unit u: 0, the split, or n. */
+static size_t bound(const offload_trainer *t, int u, double x) {
+    return x <= 0.0 ? 0 : x >= 1.0 ? unit_n(t, u) : t->split[u];
 }
+
+static void part_range(const offload_trainer *t, int u, int part, size_t *lo, size_t *hi) {
+    *lo = part == 0 ? 0 : t->split[u];
+    *hi = part == 0 ? t->split[u] : unit_n(t, u);
+}
+
+static store_key key(store_kind k, int u, int index) { return (store_key){k, u, index}; }
+
+/* ---- activations ----------------------------------------------------------------- */
+
+static float **slot(offload_trainer *t, int u, int m) { return &t->act_slot[(size_t)(u - 1) * t->M + m]; }
+
+/* A buffer for a new version of act[u][m]. */
+static st_status act_make(offload_trainer *t, int u, int m, float **out, st_error *err) {
+    float **s = slot(t, u, m);
+    if (!t->cfg.acts_on_ssd || *s) {
+        *out = *s;
+        return ST_OK;
+    }
+    if (t->n_act_free == 0)
+        return st_fail(err, ST_ENOMEM, "activation buffers exhausted at act[%d][%d] (a schedule bug)", u, m);
+    *s = *out = t->act_pool[t->act_free[--t->n_act_free]];
+    return ST_OK;
+}
+
+/* act[u][m] is on the SSD and not needed in memory until loaded again. */
+static void act_drop(offload_trainer *t, int u, int m) {
+    float **s = slot(t, u, m);
+    if (!t->cfg.acts_on_ssd || !*s) return;
+    for (int i = 0; i < ACT_POOL; i++)
+        if (t->act_pool[i] == *s) t->act_free[t->n_act_free++] = i;
+    *s = NULL;
+}
+
+/* ---- creation ---------------------------------------------------------------------- */
+
+static st_status write_part(offload_trainer *t, store_kind k, int u, int part, const void *data, size_t bytes,
+                            st_error *err) {
+    /* the store reads and writes whole padded buffers: stage through one */
+    unsigned char *buf = k == STORE_WEIGHTS ? t->pbuf : (unsigned char *)t->obuf[0];
+    memcpy(buf, data, bytes);
+    return store_write(t->st, key(k, u, part), buf, store_padded_bytes(bytes), err);
+}
+
+/* Creates the store's tensors and writes the initial state from master. */
+static st_status init_store(offload_trainer *t, const float *master, st_error *err) {
+    store_config sc = store_default_config();
+    sc.paths = t->cfg.store_paths;
+    sc.n_paths = t->cfg.n_store_paths;
+    sc.mode = STORE_CREATE;
+    st_status s = store_open(&sc, &t->st, NULL, 0, err);
+    if (s != ST_OK) return s;
+    for (int u = 0; u < t->L1; u++) {
+        for (int part = 0; part < 2; part++) {
+            size_t lo, hi;
+            part_range(t, u, part, &lo, &hi);
+            if (lo == hi) continue;
+            const size_t len = hi - lo;
+            if (t->cfg.weights_on_ssd) {
+                if ((s = store_create_tensor(t->st, key(STORE_WEIGHTS, u, part), len * t->wsz, STORE_TIER_SSD, 0, err)))
+                    return s;
+                if (t->wsz == 2) gpt_f32_to_bf16(master + gpt_unit_offset(&t->c, u) + lo, (st_bf16 *)t->pbuf, len);
+                else memcpy(t->pbuf, master + gpt_unit_offset(&t->c, u) + lo, len * 4);
+                if ((s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
+                    return s;
+            }
+            if (t->cfg.optim_on_ssd) {
+                static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
+                for (int k = 0; k < 3; k++) {
+                    if ((s = store_create_tensor(t->st, key(kinds[k], u, part), len * 4, STORE_TIER_SSD, 0, err)))
+                        return s;
+                    if (k == 0) s = write_part(t, kinds[k], u, part, master + gpt_unit_offset(&t->c, u) + lo, len * 4, err);
+                    else {
+                        memset(t->obuf[0], 0, len * 4);
+                        s = store_write(t->st, key(kinds[k], u, part), t->obuf[0], store_padded_bytes(len * 4), err);
+                    }
+                    if (s != ST_OK) return s;
+                }
+            }
+        }
+    }
+    if (t->cfg.acts_on_ssd)
+        for (int u = 1; u <= t->L1; u++)
+            for (int m = 0; m < t->M; m++)
+                if ((s = store_create_tensor(t->st, key(STORE_ACTIVATIONS, u, m), t->NC * 4, STORE_TIER_SSD,
+                                             STORE_VOLATILE, err)))
+                    return s;
+    return store_commit(t->st, err);
+}
+
+static void *alloc_io(size_t bytes) { return st_alloc_aligned(4096, store_padded_bytes(bytes) + 4096); }
 
 st_status offload_trainer_create(offload_trainer **out, const offload_config *cfg_in, const float *init,
                                  st_error *err) {
@@ -43,9 +160,11 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     offload_config cfg = *cfg_in;
     st_status s = train_config_check(&cfg.train, err);
     if (s != ST_OK) return s;
-    if (cfg.weights_on_ssd || cfg.optim_on_ssd || cfg.acts_on_ssd || cfg.grads_on_ssd)
-        return st_fail(err, ST_EUNSUPPORTED, "placing training state on the SSD is not implemented yet; "
-                                             "every kind of state must stay in host memory");
+    if (cfg.grads_on_ssd)
+        return st_fail(err, ST_EUNSUPPORTED, "gradients on the SSD are not implemented yet; they stay in host memory");
+    const int any_ssd = cfg.weights_on_ssd || cfg.optim_on_ssd || cfg.acts_on_ssd;
+    if (any_ssd && cfg.n_store_paths < 1)
+        return st_fail(err, ST_EINVAL, "state placed on the SSD needs at least one store directory");
     offload_trainer *t = calloc(1, sizeof *t);
     if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
     t->cfg = cfg;
@@ -56,155 +175,283 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->T = cfg.train.T;
     t->n = gpt_num_params(&t->c);
     t->NC = (size_t)t->B * t->T * t->c.d_model;
+    t->wsz = cfg.train.precision == GPT_MIXED_BF16 ? 2 : 4;
     t->loaded_unit = -1;
     t->sp = (sched_params){.kind = cfg.schedule, .n_units = t->L1, .micro_batches = t->M, .alpha = cfg.alpha,
-                           .clipping = cfg.train.clip > 0};
+                           .clipping = cfg.train.clip > 0, .weights_on_ssd = cfg.weights_on_ssd,
+                           .optim_on_ssd = cfg.optim_on_ssd, .acts_on_ssd = cfg.acts_on_ssd};
     if ((s = sched_build(&t->sp, 0, &t->first, err)) != ST_OK || (s = sched_build(&t->sp, 1, &t->steady, err)) != ST_OK ||
         (s = sched_build_flush(&t->sp, &t->flush, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
     }
+    /* Part 0 of a unit ends on a multiple of 2048 elements, so that part 1
+     * starts 4096-byte aligned in a buffer in bf16 and in f32 alike. */
+    const double share = sched_deferred_share(&t->sp);
+    t->split = malloc(sizeof(size_t) * (size_t)t->L1);
+    size_t max_unit = 0;
+    for (int u = 0; t->split && u < t->L1; u++) {
+        size_t n = unit_n(t, u);
+        t->split[u] = share <= 0 ? n : share >= 1 ? 0 : (size_t)((double)n * (1.0 - share)) / 2048 * 2048;
+        if (n > max_unit) max_unit = n;
+    }
     const size_t bytes = t->n * sizeof(float);
-    size_t max_unit = gpt_unit_numel(&t->c, 0) > gpt_unit_numel(&t->c, 1) ? gpt_unit_numel(&t->c, 0)
-                                                                           : gpt_unit_numel(&t->c, 1);
     size_t scratch = gpt_block_scratch_numel(&t->c, t->B, t->T), head = gpt_head_scratch_numel(&t->c, t->B, t->T);
     if (head > scratch) scratch = head;
-    t->master = st_alloc_aligned(64, bytes);
-    t->m = st_alloc_aligned(64, bytes);
-    t->v = st_alloc_aligned(64, bytes);
-    t->grads = st_alloc_aligned(64, bytes);
-    if (cfg.train.precision == GPT_MIXED_BF16) {
-        t->w16 = st_alloc_aligned(64, t->n * sizeof(st_bf16));
-        t->unit32 = st_alloc_aligned(64, max_unit * sizeof(float));
+    int ok = t->split != NULL;
+    if (!cfg.optim_on_ssd) {
+        ok &= (t->master = st_alloc_aligned(64, bytes)) && (t->m = st_alloc_aligned(64, bytes)) &&
+              (t->v = st_alloc_aligned(64, bytes));
+    } else {
+        for (int k = 0; k < 3; k++) ok &= (t->obuf[k] = alloc_io(max_unit * 4)) != NULL;
     }
-    t->acts = st_alloc_aligned(64, (size_t)t->L1 * (size_t)t->M * t->NC * sizeof(float));
-    t->dact = st_alloc_aligned(64, (size_t)t->M * t->NC * sizeof(float));
-    t->block_acts = st_alloc_aligned(64, gpt_block_acts_numel(&t->c, t->B, t->T) * sizeof(float));
-    t->scratch = st_alloc_aligned(64, scratch * sizeof(float));
-    t->inputs = malloc(sizeof(int32_t) * (size_t)t->M * t->B * t->T);
-    t->targets = malloc(sizeof(int32_t) * (size_t)t->M * t->B * t->T);
-    t->mb_loss = malloc(sizeof(float) * (size_t)t->M);
-    t->unit_sumsq = calloc((size_t)t->L1, sizeof(double));
-    t->grads_fresh = calloc((size_t)t->L1, 1);
-    t->last_grad_task = malloc(sizeof(int) * (size_t)t->L1);
-    if (!t->master || !t->m || !t->v || !t->grads || !t->acts || !t->dact || !t->block_acts || !t->scratch ||
-        !t->inputs || !t->targets || !t->mb_loss || !t->unit_sumsq || !t->grads_fresh || !t->last_grad_task ||
-        (cfg.train.precision == GPT_MIXED_BF16 && (!t->w16 || !t->unit32))) {
+    if (!cfg.weights_on_ssd) {
+        if (t->wsz == 2) ok &= (t->w16 = st_alloc_aligned(64, t->n * sizeof(st_bf16))) != NULL;
+        else if (cfg.optim_on_ssd) ok &= (t->w32 = st_alloc_aligned(64, bytes)) != NULL;
+        else t->w32 = t->master;
+    } else {
+        ok &= (t->wbuf = alloc_io(max_unit * t->wsz)) != NULL;
+    }
+    if (any_ssd) ok &= (t->pbuf = alloc_io(max_unit * 4)) != NULL && (t->obuf[0] || (t->obuf[0] = alloc_io(max_unit * 4)));
+    if (t->wsz == 2) ok &= (t->unit32 = st_alloc_aligned(64, max_unit * sizeof(float))) != NULL;
+    t->act_slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *));
+    ok &= t->act_slot != NULL;
+    if (cfg.acts_on_ssd) {
+        for (int i = 0; i < ACT_POOL; i++) {
+            ok &= (t->act_pool[i] = alloc_io(t->NC * 4)) != NULL;
+            t->act_free[t->n_act_free++] = i;
+        }
+    } else {
+        ok &= (t->acts_host = st_alloc_aligned(64, (size_t)t->L1 * (size_t)t->M * t->NC * sizeof(float))) != NULL;
+        for (size_t i = 0; ok && i < (size_t)t->L1 * (size_t)t->M; i++) t->act_slot[i] = t->acts_host + i * t->NC;
+    }
+    ok &= (t->grads = st_alloc_aligned(64, bytes)) != NULL;
+    ok &= (t->dact = st_alloc_aligned(64, (size_t)t->M * t->NC * sizeof(float))) != NULL;
+    ok &= (t->block_acts = st_alloc_aligned(64, gpt_block_acts_numel(&t->c, t->B, t->T) * sizeof(float))) != NULL;
+    ok &= (t->scratch = st_alloc_aligned(64, scratch * sizeof(float))) != NULL;
+    ok &= (t->inputs = malloc(sizeof(int32_t) * (size_t)t->M * t->B * t->T)) != NULL;
+    ok &= (t->targets = malloc(sizeof(int32_t) * (size_t)t->M * t->B * t->T)) != NULL;
+    ok &= (t->mb_loss = malloc(sizeof(float) * (size_t)t->M)) != NULL;
+    ok &= (t->unit_sumsq = calloc((size_t)t->L1, sizeof(double))) != NULL;
+    ok &= (t->grads_fresh = calloc((size_t)t->L1, 1)) != NULL;
+    ok &= (t->last_grad_task = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
+    if (!ok) {
         offload_trainer_free(t);
-        return st_fail(err, ST_ENOMEM, "out of memory for the offloaded trainer's host state");
+        return st_fail(err, ST_ENOMEM, "out of memory for the offloaded trainer's buffers");
     }
-    if (init) memcpy(t->master, init, bytes);
-    else gpt_init_params(&t->c, t->master, cfg.train.seed);
-    memset(t->m, 0, bytes);
-    memset(t->v, 0, bytes);
+    /* Initial weights: the caller's, or a fresh initialization. */
+    float *start = t->master;
+    if (!start && !(start = st_alloc_aligned(64, bytes))) {
+        offload_trainer_free(t);
+        return st_fail(err, ST_ENOMEM, "out of memory for the initial weights");
+    }
+    if (init) memcpy(start, init, bytes);
+    else gpt_init_params(&t->c, start, cfg.train.seed);
+    if (t->m) {
+        memset(t->m, 0, bytes);
+        memset(t->v, 0, bytes);
+    }
     memset(t->grads, 0, bytes);
-    if (t->w16) gpt_f32_to_bf16(t->master, t->w16, t->n);
+    if (t->w16) gpt_f32_to_bf16(start, t->w16, t->n);
+    if (t->w32 && t->w32 != start) memcpy(t->w32, start, bytes);
+    s = any_ssd ? init_store(t, start, err) : ST_OK;
+    if (start != t->master) st_free_aligned(start);
+    if (s != ST_OK) {
+        offload_trainer_free(t);
+        return s;
+    }
     *out = t;
     return ST_OK;
 }
 
 void offload_trainer_free(offload_trainer *t) {
     if (!t) return;
+    store_close(t->st);
     sched_list_free(&t->first);
     sched_list_free(&t->steady);
     sched_list_free(&t->flush);
+    if (t->w32 != t->master) st_free_aligned(t->w32);
     st_free_aligned(t->master);
     st_free_aligned(t->m);
     st_free_aligned(t->v);
-    st_free_aligned(t->grads);
     st_free_aligned(t->w16);
+    st_free_aligned(t->grads);
+    st_free_aligned(t->wbuf);
+    for (int k = 0; k < 3; k++) st_free_aligned(t->obuf[k]);
+    st_free_aligned(t->pbuf);
+    for (int i = 0; i < ACT_POOL; i++) st_free_aligned(t->act_pool[i]);
     st_free_aligned(t->unit32);
-    st_free_aligned(t->acts);
+    st_free_aligned(t->acts_host);
     st_free_aligned(t->dact);
     st_free_aligned(t->block_acts);
     st_free_aligned(t->scratch);
+    free(t->act_slot);
+    free(t->split);
     free(t->inputs);
     free(t->targets);
     free(t->mb_loss);
     free(t->unit_sumsq);
     free(t->grads_fresh);
     free(t->last_grad_task);
+    free(t->next_compute);
     free(t);
 }
 
 st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err) {
-    (void)err;
-    memcpy(out, t->master, t->n * sizeof(float));
+    if (t->master) {
+        memcpy(out, t->master, t->n * sizeof(float));
+        return ST_OK;
+    }
+    for (int u = 0; u < t->L1; u++)
+        for (int part = 0; part < 2; part++) {
+            size_t lo, hi;
+            part_range(t, u, part, &lo, &hi);
+            if (lo == hi) continue;
+            st_status s = store_read(t->st, key(STORE_MASTER, u, part), t->obuf[0], store_padded_bytes((hi - lo) * 4), err);
+            if (s != ST_OK) return s;
+            memcpy(out + gpt_unit_offset(&t->c, u) + lo, t->obuf[0], (hi - lo) * 4);
+        }
     return ST_OK;
 }
 
 void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t *written) {
-    (void)t;
     *read = *written = 0;
+    if (!t->st) return;
+    store_counters c;
+    store_get_counters(t->st, &c);
+    *read = store_counters_read(&c);
+    *written = store_counters_written(&c);
 }
+
+/* ---- tasks ----------------------------------------------------------------------- */
 
 static float *unit_grads(offload_trainer *t, int u) { return t->grads + gpt_unit_offset(&t->c, u); }
 
 /* Gradients of unit u are about to receive this iteration's first term. */
 static void touch_grads(offload_trainer *t, int u) {
     if (t->grads_fresh[u]) return;
-    memset(unit_grads(t, u), 0, gpt_unit_numel(&t->c, u) * sizeof(float));
+    memset(unit_grads(t, u), 0, unit_n(t, u) * sizeof(float));
     t->grads_fresh[u] = 1;
 }
 
 /* After a gradient task: when it was the unit's last, take its sum of squares. */
 static void after_grad_task(offload_trainer *t, int u, int task) {
-    if (task == t->last_grad_task[u])
-        t->unit_sumsq[u] = grad_sum_sq(unit_grads(t, u), gpt_unit_numel(&t->c, u));
+    if (task == t->last_grad_task[u]) t->unit_sumsq[u] = grad_sum_sq(unit_grads(t, u), unit_n(t, u));
 }
 
-static void load_weights(offload_trainer *t, int u) {
-    size_t off = gpt_unit_offset(&t->c, u);
-    if (t->w16) {
-        gpt_bf16_to_f32(t->w16 + off, t->unit32, gpt_unit_numel(&t->c, u));
+static st_status load_weights(offload_trainer *t, int u, st_error *err) {
+    const size_t off = gpt_unit_offset(&t->c, u), n = unit_n(t, u);
+    const void *src;
+    if (t->cfg.weights_on_ssd) {
+        for (int part = 0; part < 2; part++) {
+            size_t lo, hi;
+            part_range(t, u, part, &lo, &hi);
+            if (lo == hi) continue;
+            st_status s = store_read(t->st, key(STORE_WEIGHTS, u, part), t->wbuf + lo * t->wsz,
+                                     store_padded_bytes((hi - lo) * t->wsz), err);
+            if (s != ST_OK) return s;
+        }
+        src = t->wbuf;
+    } else {
+        src = t->wsz == 2 ? (const void *)(t->w16 + off) : (const void *)(t->w32 + off);
+    }
+    if (t->wsz == 2) {
+        gpt_bf16_to_f32(src, t->unit32, n);
         t->weights = t->unit32;
     } else {
-        t->weights = t->master + off;
+        t->weights = (float *)src;
     }
     t->loaded_unit = u;
+    return ST_OK;
 }
 
-static void optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t) {
+static st_status optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t, st_error *err) {
+    static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
     const int u = k->unit;
-    const size_t n = gpt_unit_numel(&t->c, u), off = gpt_unit_offset(&t->c, u);
-    /* Shares map to elements by one rule, so a unit's parts tile it exactly. */
-    size_t lo = (size_t)floor(k->lo * (double)n), hi = k->hi >= 1.0 ? n : (size_t)floor(k->hi * (double)n);
-    adamw_step_unit(&t->c, u, lo, hi, &t->cfg.train.adam, lr, scale, step_t, t->master + off, t->grads + off,
-                    t->m + off, t->v + off, t->w16 ? t->w16 + off : NULL);
+    const size_t off = gpt_unit_offset(&t->c, u), a = bound(t, u, k->lo), b = bound(t, u, k->hi);
+    if (a >= b) return ST_OK;
+    const int part = a == 0 && t->split[u] > 0 ? 0 : 1;
+    const size_t len = b - a;
+    st_status s;
+    float *p, *mm, *vv;
+    if (t->cfg.optim_on_ssd) {
+        for (int i = 0; i < 3; i++)
+            if ((s = store_read(t->st, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), err))) return s;
+        p = t->obuf[0], mm = t->obuf[1], vv = t->obuf[2];
+    } else {
+        p = t->master + off + a, mm = t->m + off + a, vv = t->v + off + a;
+    }
+    /* the new bf16 compute weights are written in the optimizer's pass */
+    st_bf16 *out16 = NULL;
+    if (t->wsz == 2) out16 = t->cfg.weights_on_ssd ? (st_bf16 *)t->pbuf : t->w16 + off + a;
+    adamw_step_range(&t->c, u, a, b, &t->cfg.train.adam, lr, scale, step_t, p, t->grads + off + a, mm, vv, out16);
+    if (t->wsz == 4) {   /* fp32: the compute weights are a copy of the master */
+        if (t->cfg.weights_on_ssd) memcpy(t->pbuf, p, len * 4);
+        else if (t->w32 != t->master) memcpy(t->w32 + off + a, p, len * 4);
+    }
+    if (t->cfg.optim_on_ssd)
+        for (int i = 0; i < 3; i++)
+            if ((s = store_write(t->st, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), err))) return s;
+    if (t->cfg.weights_on_ssd &&
+        (s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
+        return s;
     if (t->loaded_unit == u) t->loaded_unit = -1;   /* the loaded copy is stale now */
+    return ST_OK;
+}
+
+/* The activation a compute task reads, or 0 for none. */
+static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
+    switch (k->op) {
+    case TASK_BLOCK_FORWARD: case TASK_BLOCK_BACKWARD: *u = k->unit; return 1;
+    case TASK_HEAD: *u = t->L1; return 1;
+    default: return 0;
+    }
 }
 
 static st_status run_list(offload_trainer *t, const sched_list *l, float lr, long step_t, st_error *err) {
     const gpt_config *c = &t->c;
     const int BT = t->B * t->T;
     const float grad_scale = 1.0f / (float)t->M;
+    if (t->next_cap < l->n + 1) {
+        int *nc = realloc(t->next_compute, sizeof(int) * (size_t)(l->n + 1));
+        if (!nc) return st_fail(err, ST_ENOMEM, "out of memory");
+        t->next_compute = nc;
+        t->next_cap = l->n + 1;
+    }
+    t->next_compute[l->n] = l->n;
+    for (int i = l->n - 1; i >= 0; i--)
+        t->next_compute[i] = task_op_resource(l->tasks[i].op) == RES_COMPUTE ? i : t->next_compute[i + 1];
     for (int u = 0; u < t->L1; u++) t->last_grad_task[u] = -1;
     for (int i = 0; i < l->n; i++) {
         task_op op = l->tasks[i].op;
         if (op == TASK_HEAD || op == TASK_BLOCK_BACKWARD || op == TASK_EMBED_BACKWARD) t->last_grad_task[l->tasks[i].unit] = i;
     }
-    for (int i = 0; i < l->n; i++) {
+    st_status s = ST_OK;
+    for (int i = 0; i < l->n && s == ST_OK; i++) {
         const sched_task *k = &l->tasks[i];
         const int u = k->unit, m = k->mb;
+        float *out = NULL;
         switch (k->op) {
         case TASK_LOAD_WEIGHTS:
-            load_weights(t, u);
+            s = load_weights(t, u, err);
             break;
         case TASK_EMBED_FORWARD: {
+            if ((s = act_make(t, 1, m, &out, err))) break;
             gpt_embed_w w = gpt_embed_view(c, t->weights);
-            gpt_embed_forward(c, &w, t->B, t->T, t->inputs + (size_t)m * BT, act_ptr(t, 1, m));
+            gpt_embed_forward(c, &w, t->B, t->T, t->inputs + (size_t)m * BT, out);
             break;
         }
         case TASK_BLOCK_FORWARD: {
+            if ((s = act_make(t, u + 1, m, &out, err))) break;
             gpt_block_w w = gpt_block_view(c, t->weights);
             gpt_block_acts a = gpt_block_acts_view(c, t->B, t->T, t->block_acts);
-            gpt_block_forward(c, &w, t->B, t->T, act_ptr(t, u, m), act_ptr(t, u + 1, m), &a);
+            gpt_block_forward(c, &w, t->B, t->T, *slot(t, u, m), out, &a);
             break;
         }
         case TASK_HEAD: {
             touch_grads(t, 0);
             gpt_embed_w w = gpt_embed_view(c, t->weights), g = gpt_embed_view(c, unit_grads(t, 0));
-            t->mb_loss[m] = gpt_head_forward_backward(c, &w, &g, t->B, t->T, act_ptr(t, t->L1, m),
+            t->mb_loss[m] = gpt_head_forward_backward(c, &w, &g, t->B, t->T, *slot(t, t->L1, m),
                                                       t->targets + (size_t)m * BT, grad_scale,
                                                       t->dact + (size_t)m * t->NC, NULL, t->scratch);
             after_grad_task(t, 0, i);
@@ -214,11 +461,11 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             touch_grads(t, u);
             gpt_block_w w = gpt_block_view(c, t->weights), g = gpt_block_view(c, unit_grads(t, u));
             gpt_block_acts a = gpt_block_acts_view(c, t->B, t->T, t->block_acts);
-            const float *x = act_ptr(t, u, m);
-            float *dx = t->dact + (size_t)m * t->NC, *out = t->scratch;
+            const float *x = *slot(t, u, m);
+            float *dx = t->dact + (size_t)m * t->NC;
             /* recompute the block's activations from its checkpointed input;
-             * its output goes to scratch, which backward then reuses */
-            gpt_block_forward(c, &w, t->B, t->T, x, out, &a);
+             * the recomputed output goes to scratch, which backward reuses */
+            gpt_block_forward(c, &w, t->B, t->T, x, t->scratch, &a);
             gpt_block_backward(c, &w, &g, t->B, t->T, x, &a, dx, dx, t->scratch);
             after_grad_task(t, u, i);
             break;
@@ -230,6 +477,18 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             after_grad_task(t, 0, i);
             break;
         }
+        case TASK_SAVE_ACT: {
+            s = store_write(t->st, key(STORE_ACTIVATIONS, u, m), *slot(t, u, m), store_padded_bytes(t->NC * 4), err);
+            /* keep it only when the next compute task reads it (a snake turn) */
+            int next = t->next_compute[i], cu;
+            if (s == ST_OK && !(next < l->n && consumed_act(t, &l->tasks[next], &cu) && cu == u && l->tasks[next].mb == m))
+                act_drop(t, u, m);
+            break;
+        }
+        case TASK_LOAD_ACT:
+            if ((s = act_make(t, u, m, &out, err))) break;
+            s = store_read(t->st, key(STORE_ACTIVATIONS, u, m), out, store_padded_bytes(t->NC * 4), err);
+            break;
         case TASK_GRAD_NORM: {
             double sum = 0;
             for (int v = 0; v < t->L1; v++) sum += t->unit_sumsq[v];
@@ -237,15 +496,17 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         }
         case TASK_OPTIMIZE:
-            if (k->deferred) optimize(t, k, t->prev_lr, t->prev_scale, t->prev_t);
-            else optimize(t, k, lr, t->clip_scale_now, step_t);
+            if (k->deferred) s = optimize(t, k, t->prev_lr, t->prev_scale, t->prev_t, err);
+            else s = optimize(t, k, lr, t->clip_scale_now, step_t, err);
             break;
         default:
-            return st_fail(err, ST_EUNSUPPORTED, "task %s needs the SSD tier, which this executor does not have yet",
-                           task_op_name(k->op));
+            s = st_fail(err, ST_EUNSUPPORTED, "task %s is not supported by this executor", task_op_name(k->op));
         }
+        /* an activation read from the SSD is dropped once its reader is done */
+        int cu;
+        if (s == ST_OK && consumed_act(t, k, &cu)) act_drop(t, cu, m);
     }
-    return ST_OK;
+    return s;
 }
 
 st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err) {
@@ -259,8 +520,7 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
         }
     memset(t->grads_fresh, 0, (size_t)t->L1);
     const float lr = lr_schedule_at(&t->cfg.train.lr, t->step);
-    /* Without clipping, steps taken during backward use scale 1. */
-    t->clip_scale_now = 1.0f;
+    t->clip_scale_now = 1.0f;   /* without clipping, steps during backward use scale 1 */
     st_status s = run_list(t, t->deferred_pending ? &t->steady : &t->first, lr, t->step + 1, err);
     if (s != ST_OK) return s;
     double sum = 0, loss = 0;
