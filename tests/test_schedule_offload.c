@@ -164,6 +164,40 @@ static void test_deterministic(void **state) {
     free(tok);
 }
 
+/* Forward-only evaluation through the store gives the in-memory trainer's loss. */
+static void test_eval_matches(void **state) {
+    (void)state;
+    train_config tc = small_config(GPT_MIXED_BF16, 0.05f);
+    int32_t *tok = make_tokens(&tc);
+    st_error err = {0};
+    trainer *ref;
+    assert_int_equal(trainer_create(&ref, &tc, NULL, &err), ST_OK);
+    snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
+    assert_non_null(mkdtemp(store_dir));
+    offload_config oc = {.train = tc, .schedule = SCHED_HORIZONTAL, .alpha = 0.25, .weights_on_ssd = 1,
+                         .optim_on_ssd = 1, .acts_on_ssd = 1, .store_paths = store_paths, .n_store_paths = 1};
+    offload_trainer *t;
+    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
+    size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    for (int s = 0; s < 2; s++) {
+        train_step_stats st;
+        trainer_step(ref, tok + s * per, &st);
+        assert_int_equal(offload_trainer_step(t, tok + s * per, &st, &err), ST_OK);
+        float a = trainer_eval(ref, tok, tc.B, tc.T), b = NAN;
+        assert_int_equal(offload_trainer_eval(t, tok, tc.B, tc.T, &b, &err), ST_OK);
+        assert_memory_equal(&a, &b, sizeof a);
+    }
+    float bad;
+    assert_int_equal(offload_trainer_eval(t, tok, tc.B + 1, tc.T, &bad, &err), ST_EINVAL);
+    assert_int_equal(offload_trainer_steps_done(t), 2);
+    offload_trainer_free(t);
+    trainer_free(ref);
+    free(tok);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_unsupported_placements_refused(void **state) {
     (void)state;
     offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .grads_on_ssd = 1};
@@ -180,6 +214,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_in_memory_trainer),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_eval_matches),
         cmocka_unit_test(test_unsupported_placements_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

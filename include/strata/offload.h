@@ -65,6 +65,11 @@ st_status offload_trainer_flush(offload_trainer *t, st_error *err);
  * completed step after a flush) into out, reading them from the SSD when
  * they live there. */
 st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err);
+/* Mean loss on tokens[B][T+1] (B, T at most the training micro-batch's) with
+ * the weights of the last completed step: flushes deferred work first, then
+ * runs a forward pass unit by unit, loading weights as training does. */
+st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
+long offload_trainer_steps_done(const offload_trainer *t);
 /* Bytes moved to and from the SSD store so far (0 without a store). */
 void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t *written);
 

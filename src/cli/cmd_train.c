@@ -20,13 +20,14 @@
 #include "cli/run_dir.h"
 #include "strata/batches.h"
 #include "strata/gpt_io.h"
+#include "strata/offload.h"
 #include "strata/train.h"
 
 typedef struct train_opts {
-    const char *model, *init, *data, *run_dir, *precision;
+    const char *model, *init, *data, *run_dir, *precision, *schedule, *offload, *store;
     long n_layer, n_head, d_model, n_ctx, vocab;
     long batch, micro_batch, seq, steps, warmup, threads;
-    double lr, min_lr, clip, weight_decay, beta1, beta2;
+    double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
     uint64_t seed;
     int recompute, overwrite;
@@ -64,6 +65,11 @@ static const opt_def opt_defs[] = {
     {"precision", OPT_STR, O(precision), "P       fp32 or mixed (bf16 compute weights, fp32 master)"},
     {"recompute", OPT_FLAG, O(recompute), "        keep only block inputs, recompute in backward (default)"},
     {"no-recompute", OPT_NOFLAG, O(recompute), "        keep all activations (faster, more memory)"},
+    {"schedule", OPT_STR, O(schedule), "S       memory (default: all state in RAM), vertical or horizontal (the\n"
+                                       "                        schedule executor: units streamed, optimizer per unit)"},
+    {"alpha", OPT_DOUBLE, O(alpha), "X       executor: share of each unit's optimizer step deferred to the next forward"},
+    {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts (or none)"},
+    {"store", OPT_STR, O(store), "DIRS    store directories, comma separated, one per drive (default RUN_DIR/store)"},
     {"threads", OPT_LONG, O(threads), "N       compute threads (default: all cores)"},
     {"seed", OPT_U64, O(seed), "S       initialization seed"},
     {"run-dir", OPT_STR, O(run_dir), "DIR     where metrics, plot and weights go"},
@@ -162,17 +168,75 @@ static void format_duration(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%02ld:%02ld", t / 60, t % 60);
 }
 
+/* The trainer behind a run: the in-memory one, or the schedule executor. */
+typedef struct engine {
+    trainer *mem;
+    offload_trainer *off;
+    float *params;   /* executor: a host copy of the weights, for saving */
+    size_t n;
+    int vocab;
+} engine;
+
+static st_status engine_step(engine *e, const int32_t *tokens, train_step_stats *st, st_error *err) {
+    if (e->mem) {
+        trainer_step(e->mem, tokens, st);
+        return ST_OK;
+    }
+    return offload_trainer_step(e->off, tokens, st, err);
+}
+
+static st_status engine_eval(engine *e, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    if (e->mem) {
+        *loss = trainer_eval(e->mem, tokens, B, T);
+        return ST_OK;
+    }
+    return offload_trainer_eval(e->off, tokens, B, T, loss, err);
+}
+
+/* The fp32 weights of the last completed step (the executor flushes its
+ * deferred optimizer work and copies them out of the store). */
+static st_status engine_params(engine *e, const float **out, st_error *err) {
+    if (e->mem) {
+        *out = trainer_params(e->mem);
+        return ST_OK;
+    }
+    st_status s = offload_trainer_flush(e->off, err);
+    if (s != ST_OK) return s;
+    if (!e->params && !(e->params = st_alloc_aligned(64, e->n * sizeof(float))))
+        return st_fail(err, ST_ENOMEM, "out of memory for a copy of the weights");
+    *out = e->params;
+    return offload_trainer_read_params(e->off, e->params, err);
+}
+
+static long engine_steps_done(const engine *e) {
+    return e->mem ? trainer_steps_done(e->mem) : offload_trainer_steps_done(e->off);
+}
+
+static void engine_free(engine *e) {
+    trainer_free(e->mem);
+    offload_trainer_free(e->off);
+    st_free_aligned(e->params);
+}
+
+static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, st_error *err) {
+    const float *w = NULL;
+    st_status s = engine_params(e, &w, err);
+    return s == ST_OK ? run_dir_save_weights(rd, cfg, w, err) : s;
+}
+
 /* Mean loss over eval_batches micro-batches from the start of the validation file. */
-static st_status validation_loss(trainer *t, token_file *val, int B, int T, long batches, int32_t *buf,
+static st_status validation_loss(engine *e, token_file *val, int B, int T, long batches, int32_t *buf,
                                  float *out, st_error *err) {
     batch_loader bl;
-    st_status s = batch_loader_init(&bl, val, T, trainer_config(t)->model.vocab_size, err);
+    st_status s = batch_loader_init(&bl, val, T, e->vocab, err);
     if (s != ST_OK) return s;
     double sum = 0;
     for (long i = 0; i < batches; i++) {
         s = batch_loader_next(&bl, B, buf, err);
         if (s != ST_OK) return s;
-        sum += trainer_eval(t, buf, B, T);
+        float loss;
+        if ((s = engine_eval(e, buf, B, T, &loss, err)) != ST_OK) return s;
+        sum += loss;
     }
     *out = (float)(sum / (double)batches);
     return ST_OK;
@@ -206,7 +270,7 @@ int cmd_train(int argc, char **argv) {
     train_opts o = {.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
                     .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
                     .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
-                    .eval_batches = 8, .log_every = 10};
+                    .eval_batches = 8, .log_every = 10, .schedule = "memory", .offload = "none"};
     st_error err = {0};
     cJSON *config_doc = NULL;
     /* The config file first, so that flags override it. */
@@ -280,9 +344,46 @@ int cmd_train(int argc, char **argv) {
         cJSON_Delete(config_doc);
         return cli_usage_error("train", "--precision must be fp32 or mixed, not '%s'", o.precision);
     }
+    /* The schedule and what goes to the SSD. */
+    int executor = 0;
+    sched_kind kind = SCHED_VERTICAL;
+    if (!strcmp(o.schedule, "vertical")) executor = 1;
+    else if (!strcmp(o.schedule, "horizontal")) executor = 1, kind = SCHED_HORIZONTAL;
+    else if (strcmp(o.schedule, "memory") != 0) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--schedule must be memory, vertical or horizontal, not '%s'", o.schedule);
+    }
+    int on_ssd[3] = {0, 0, 0};   /* weights, optim, acts */
+    if (strcmp(o.offload, "none") != 0) {
+        static const char *names[3] = {"weights", "optim", "acts"};
+        char list[256];
+        snprintf(list, sizeof list, "%s", o.offload);
+        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            int found = 0;
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(tok, names[k])) on_ssd[k] = found = 1;
+            if (!found) {
+                cJSON_Delete(config_doc);
+                return cli_usage_error("train", "--offload: unknown state '%s' (weights, optim, acts or none)", tok);
+            }
+        }
+    }
+    const int any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2];
+    if ((any_ssd || o.alpha > 0) && !executor) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--offload and --alpha need --schedule vertical or horizontal");
+    }
+    if (executor && !o.recompute) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "the schedule executor always recomputes activations; drop --no-recompute");
+    }
+    if (o.alpha < 0 || o.alpha > 1) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--alpha %g must be in [0, 1]", o.alpha);
+    }
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
 
-    trainer *t = NULL;
+    engine eng = {0};
     token_file *train_tf = NULL, *val_tf = NULL;
     float *init = NULL;
     int32_t *tokens = NULL;
@@ -329,6 +430,9 @@ int cmd_train(int argc, char **argv) {
     cJSON_AddNumberToObject(desc, "weight_decay", tc.adam.weight_decay);
     cJSON_AddStringToObject(desc, "precision", precision == GPT_FP32 ? "fp32" : "mixed");
     cJSON_AddBoolToObject(desc, "recompute", o.recompute);
+    cJSON_AddStringToObject(desc, "schedule", o.schedule);
+    cJSON_AddNumberToObject(desc, "alpha", o.alpha);
+    cJSON_AddStringToObject(desc, "offload", o.offload);
     cJSON_AddNumberToObject(desc, "seed", (double)o.seed);
     char *desc_text = cJSON_Print(desc);
     cJSON_Delete(desc);
@@ -346,7 +450,33 @@ int cmd_train(int argc, char **argv) {
     printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n",
            o.batch, o.seq, tc.grad_accum, tc.B, o.steps, o.precision, omp_get_max_threads(),
            st_format_bytes((double)trainer_memory_bytes(&tc), mem, sizeof mem));
-    if (trainer_create(&t, &tc, init, &err) != ST_OK) goto fail;
+    eng.n = gpt_num_params(&tc.model);
+    eng.vocab = tc.model.vocab_size;
+    if (executor) {
+        /* store directories: --store, or RUN_DIR/store (cleared with --overwrite) */
+        char default_store[4200], store_list[4200];
+        const char *paths[16];
+        int n_paths = 0;
+        if (any_ssd) {
+            if (o.store) snprintf(store_list, sizeof store_list, "%s", o.store);
+            else {
+                snprintf(default_store, sizeof default_store, "%s/store", o.run_dir);
+                if (run_dir_clear_store(default_store, &err) != ST_OK) goto fail;
+                snprintf(store_list, sizeof store_list, "%s", default_store);
+            }
+            for (char *save = NULL, *tok = strtok_r(store_list, ",", &save); tok && n_paths < 16;
+                 tok = strtok_r(NULL, ",", &save))
+                paths[n_paths++] = tok;
+        }
+        offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = on_ssd[0],
+                             .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .store_paths = paths,
+                             .n_store_paths = n_paths};
+        printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s\n", o.schedule, o.alpha, any_ssd ? o.offload : "nothing",
+               any_ssd ? " in " : "", any_ssd ? (o.store ? o.store : default_store) : "");
+        if (offload_trainer_create(&eng.off, &oc, init, &err) != ST_OK) goto fail;
+    } else if (trainer_create(&eng.mem, &tc, init, &err) != ST_OK) {
+        goto fail;
+    }
     st_free_aligned(init);
     init = NULL;
     tokens = malloc(sizeof(int32_t) * (size_t)o.batch * (size_t)(o.seq + 1));
@@ -361,7 +491,7 @@ int cmd_train(int argc, char **argv) {
     const double start = st_now();
     const double tokens_per_step = (double)o.batch * (double)o.seq;
     float val_loss = NAN, first_val = NAN;
-    if (validation_loss(t, val_tf, tc.B, tc.T, o.eval_batches, tokens, &first_val, &err) != ST_OK) goto fail;
+    if (validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &first_val, &err) != ST_OK) goto fail;
     val_loss = first_val;
     printf("step 0: validation loss %.4f\n", first_val);
     if (run_dir_log_metrics(rd, &err, "{\"step\": 0, \"val_loss\": %.6f}", first_val) != ST_OK) goto fail;
@@ -370,7 +500,7 @@ int cmd_train(int argc, char **argv) {
     for (step = 1; step <= o.steps && !stop_requested; step++) {
         if (batch_loader_next(&loader, (int)o.batch, tokens, &err) != ST_OK) goto fail;
         train_step_stats st;
-        trainer_step(t, tokens, &st);
+        if (engine_step(&eng, tokens, &st, &err) != ST_OK) goto fail;
         train_seconds += st.seconds;
         if (!isfinite(st.loss) || !isfinite(st.grad_norm)) {
             st_fail(&err, ST_EINVAL, "loss became %f (gradient norm %f) at step %ld; lower --lr or enable --clip",
@@ -380,7 +510,7 @@ int cmd_train(int argc, char **argv) {
         const double tok_s = tokens_per_step / st.seconds, elapsed = st_now() - start;
         const double eta = train_seconds / (double)step * (double)(o.steps - step);
         int do_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps;
-        if (do_eval && validation_loss(t, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK)
+        if (do_eval && validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK)
             goto fail;
         if (run_dir_log_metrics(rd, &err,
                                 do_eval ? "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
@@ -404,16 +534,16 @@ int cmd_train(int argc, char **argv) {
             fflush(stdout);
         }
         if (o.save_every > 0 && step % o.save_every == 0 && step != o.steps &&
-            run_dir_save_weights(rd, &tc.model, trainer_params(t), &err) != ST_OK)
+            save_weights(rd, &eng, &tc.model, &err) != ST_OK)
             goto fail;
     }
     if (tty) printf("\n");
-    long done = trainer_steps_done(t);
+    long done = engine_steps_done(&eng);
     if (stop_requested) {
         printf("stopping after step %ld on request; saving the weights\n", done);
-        if (validation_loss(t, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK) goto fail;
+        if (validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK) goto fail;
     }
-    if (run_dir_save_weights(rd, &tc.model, trainer_params(t), &err) != ST_OK) goto fail;
+    if (save_weights(rd, &eng, &tc.model, &err) != ST_OK) goto fail;
     char plot_msg[256] = "";
     run_dir_plot(rd, plot_msg, sizeof plot_msg);
     char peak[32];
@@ -422,13 +552,21 @@ int cmd_train(int argc, char **argv) {
            st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
     printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o.run_dir, o.run_dir,
            plot_msg);
+    if (eng.off) {
+        uint64_t rd_bytes, wr_bytes;
+        char rb[32], wb[32];
+        offload_trainer_io_bytes(eng.off, &rd_bytes, &wr_bytes);
+        printf("SSD store: %s read, %s written (%s written per step)\n", st_format_bytes((double)rd_bytes, rb, sizeof rb),
+               st_format_bytes((double)wr_bytes, wb, sizeof wb),
+               st_format_bytes(done ? (double)wr_bytes / (double)done : 0.0, peak, sizeof peak));
+    }
     rc = stop_requested ? 130 : 0;
     goto out;
 fail:
     rc = cli_fail(&err);
 out:
     run_dir_close(rd);
-    trainer_free(t);
+    engine_free(&eng);
     token_file_close(train_tf);
     token_file_close(val_tf);
     st_free_aligned(init);

@@ -1,6 +1,7 @@
 /* run_dir.c - a training run's directory (see run_dir.h). */
 #include "cli/run_dir.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -189,6 +190,25 @@ void run_dir_plot(run_dir *rd, char *msg, size_t cap) {
     if (rc == 127) snprintf(msg, cap, "plot: skipped (gnuplot is not installed; apt-get install gnuplot-nox)");
     else if (rc != 0) snprintf(msg, cap, "plot: gnuplot failed (exit %d) on %s", rc, script);
     else snprintf(msg, cap, "plot: %s", png);
+}
+
+st_status run_dir_clear_store(const char *dir, st_error *err) {
+    st_status s = mkdir_p(dir, err);
+    if (s != ST_OK) return s;
+    DIR *d = opendir(dir);
+    if (!d) return st_fail_errno(err, errno, "%s: cannot list", dir);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "strata-store.", 13) != 0) continue;
+        char f[4400];
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        if (unlink(f) != 0 && errno != ENOENT) {
+            s = st_fail_errno(err, errno, "%s: cannot remove the previous run's store file", f);
+            break;
+        }
+    }
+    closedir(d);
+    return s;
 }
 
 const char *run_dir_path(const run_dir *rd) { return rd->path; }

@@ -46,6 +46,7 @@ struct offload_trainer {
     char *grads_fresh;                 /* [L+1]: zeroed in this iteration yet */
     int *last_grad_task;               /* [L+1] per list */
     int *next_compute;                 /* per list: the next compute task after i (or n) */
+    float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation, made on first use */
     int next_cap;
     float clip_scale_now;
     int deferred_pending;
@@ -294,6 +295,7 @@ void offload_trainer_free(offload_trainer *t) {
     free(t->grads_fresh);
     free(t->last_grad_task);
     free(t->next_compute);
+    st_free_aligned(t->eval_buf);
     free(t);
 }
 
@@ -546,3 +548,37 @@ st_status offload_trainer_flush(offload_trainer *t, st_error *err) {
     if (s == ST_OK) t->deferred_pending = 0;
     return s;
 }
+
+st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    if (B < 1 || T < 1 || B > t->B || T > t->T)
+        return st_fail(err, ST_EINVAL, "evaluation batch %d x %d exceeds the training micro-batch %d x %d", B, T, t->B, t->T);
+    st_status s = offload_trainer_flush(t, err);   /* evaluate the weights of the last step */
+    if (s != ST_OK) return s;
+    if (!t->eval_buf && !(t->eval_buf = st_alloc_aligned(64, 2 * t->NC * sizeof(float))))
+        return st_fail(err, ST_ENOMEM, "out of memory for evaluation buffers");
+    const gpt_config *c = &t->c;
+    /* rows of T+1 tokens into inputs and targets (the step's buffers are free now) */
+    for (int b = 0; b < B; b++) {
+        memcpy(t->inputs + (size_t)b * T, tokens + (size_t)b * (T + 1), sizeof(int32_t) * (size_t)T);
+        memcpy(t->targets + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
+    }
+    float *x = t->eval_buf, *y = t->eval_buf + t->NC;
+    if ((s = load_weights(t, 0, err)) != ST_OK) return s;
+    gpt_embed_w ew = gpt_embed_view(c, t->weights);
+    gpt_embed_forward(c, &ew, B, T, t->inputs, x);
+    for (int u = 1; u < t->L1; u++) {
+        if ((s = load_weights(t, u, err)) != ST_OK) return s;
+        gpt_block_w w = gpt_block_view(c, t->weights);
+        gpt_block_acts a = gpt_block_acts_view(c, B, T, t->block_acts);
+        gpt_block_forward(c, &w, B, T, x, y, &a);
+        float *tmp = x;
+        x = y;
+        y = tmp;
+    }
+    if ((s = load_weights(t, 0, err)) != ST_OK) return s;
+    ew = gpt_embed_view(c, t->weights);
+    *loss = gpt_head_forward_backward(c, &ew, NULL, B, T, x, t->targets, 0.0f, NULL, NULL, t->scratch);
+    return ST_OK;
+}
+
+long offload_trainer_steps_done(const offload_trainer *t) { return t->step; }

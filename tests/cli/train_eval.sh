@@ -125,6 +125,18 @@ check "  --config gives the same run as the flags" \
   bash -c "diff <(grep -o '\"loss\": [0-9.]*' '$tmp/run/metrics.jsonl') <(grep -o '\"loss\": [0-9.]*' '$tmp/run3/metrics.jsonl')"
 
 cp "$tmp/run/metrics.jsonl" "$tmp/metrics.before"
+# The schedule executor with every kind of state on the SSD store: the same
+# training (validation losses printed to 4 decimals are equal).
+run --run-dir "$tmp/off" --schedule vertical --alpha 0.25 --offload weights,optim,acts >"$tmp/off.log" 2>&1
+check "train --schedule vertical --offload weights,optim,acts succeeds" test $? -eq 0
+check "  the store is in the run directory" test -f "$tmp/off/store/strata-store.manifest"
+check "  SSD traffic reported" grep -q "^SSD store: .* read, .* written" "$tmp/off.log"
+check "  same validation losses as in memory" \
+  bash -c "diff <(grep '^step [0-9]*: validation' '$tmp/train.log') <(grep '^step [0-9]*: validation' '$tmp/off.log')"
+expect_fail "train: --offload needs the executor" "need --schedule vertical or horizontal" run --run-dir "$tmp/o2" --offload acts
+expect_fail "train: unknown --offload state" "unknown state 'gradz'" run --run-dir "$tmp/o3" --schedule vertical --offload gradz
+expect_fail "train: unknown --schedule" "memory, vertical or horizontal" run --run-dir "$tmp/o4" --schedule diagonal
+
 expect_fail "train: a run directory holding a run is refused" "already holds a run.*--overwrite" run --run-dir "$tmp/run"
 check "  and the run in it is untouched" cmp -s "$tmp/run/metrics.jsonl" "$tmp/metrics.before"
 run --run-dir "$tmp/run" --overwrite >/dev/null 2>&1
