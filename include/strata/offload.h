@@ -12,10 +12,17 @@
  * horizontal schedule, up to the rounding of a different gradient summation
  * order for the vertical one, wherever the state lives.
  *
- * Not yet: the I/O is synchronous (each load and save completes before the
- * next task; overlap with compute comes next), gradients cannot go to the
- * SSD (asking for it is refused with ST_EUNSUPPORTED), and there are no
- * memory budgets beyond the fixed buffers listed in offload_trainer_create.
+ * Optimizer steps (TASK_OPTIMIZE: read master weights and moments, step,
+ * write them and the new compute weights back) run on a worker thread, in
+ * list order, while compute goes on; a unit's weights are loaded only after
+ * its pending steps finish. So the deferred share (alpha) of each unit
+ * overlaps the next forward, and with alpha < 1 and no clipping the rest
+ * overlaps backward.
+ *
+ * Not yet: loads and saves of weights and activations are synchronous on the
+ * compute thread (no prefetch), gradients cannot go to the SSD (asking is
+ * refused with ST_EUNSUPPORTED), and there are no memory budgets beyond the
+ * fixed buffers allocated in offload_trainer_create.
  *
  * On the SSD each unit u is stored as up to two parts: elements [0, s_u)
  * stepped during backward and [s_u, n_u) deferred (alpha), with s_u a

@@ -1,6 +1,8 @@
 /* offload.c - runs iteration task lists (strata/offload.h) against state in
  * host memory or in the SSD store. */
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +37,6 @@ struct offload_trainer {
     /* compute */
     float *unit32;                     /* the loaded unit's weights widened to f32 (mixed) */
     float *weights;                    /* the loaded unit's f32 weights */
-    int loaded_unit;
     float *acts_host;                  /* act[u][m] for u = 1..L+1 when in memory */
     float **act_slot;                  /* [(L+1) * M]: where act[u][m] is now, NULL if only on the SSD */
     float *dact;                       /* [M][B,T,C] */
@@ -49,11 +50,79 @@ struct offload_trainer {
     float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation, made on first use */
     int next_cap;
     float clip_scale_now;
+    /* The optimizer worker: a thread that runs TASK_OPTIMIZE jobs in list
+     * order while compute goes on; a unit's weights are loaded only after
+     * its pending jobs are done. */
+    pthread_t worker;
+    int worker_started, worker_stop;
+    pthread_mutex_t lock;
+    pthread_cond_t job_ready, job_done;
+    struct opt_job *jobs;
+    int job_cap, job_head, job_count;
+    int *unit_pending;                 /* [L+1] jobs queued or running per unit */
+    st_status worker_status;
+    st_error worker_error;
     int deferred_pending;
     float prev_lr, prev_scale;
     long prev_t;
     long step;
 };
+
+typedef struct opt_job {
+    sched_task task;
+    float lr, scale;
+    long step_t;
+} opt_job;
+
+static st_status optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t, st_error *err);
+
+/* ---- the optimizer worker --------------------------------------------------------- */
+
+static void *worker_main(void *arg) {
+    offload_trainer *t = arg;
+    omp_set_num_threads(1);   /* compute keeps the cores' thread team; the optimizer streams */
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        while (t->job_count == 0 && !t->worker_stop) pthread_cond_wait(&t->job_ready, &t->lock);
+        if (t->job_count == 0) break;
+        opt_job job = t->jobs[t->job_head];
+        pthread_mutex_unlock(&t->lock);
+        st_error err = {0};
+        st_status s = optimize(t, &job.task, job.lr, job.scale, job.step_t, &err);
+        pthread_mutex_lock(&t->lock);
+        t->job_head = (t->job_head + 1) % t->job_cap;
+        t->job_count--;
+        t->unit_pending[job.task.unit]--;
+        if (s != ST_OK && t->worker_status == ST_OK) {
+            t->worker_status = s;
+            t->worker_error = err;
+        }
+        pthread_cond_broadcast(&t->job_done);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+static void enqueue_optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t) {
+    pthread_mutex_lock(&t->lock);
+    while (t->job_count == t->job_cap) pthread_cond_wait(&t->job_done, &t->lock);
+    t->jobs[(t->job_head + t->job_count) % t->job_cap] = (opt_job){*k, lr, scale, step_t};
+    t->job_count++;
+    t->unit_pending[k->unit]++;
+    pthread_cond_signal(&t->job_ready);
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* Waits for the optimizer jobs of unit u (u < 0: all of them); returns the
+ * first error a job met. */
+static st_status wait_optimizer(offload_trainer *t, int u, st_error *err) {
+    pthread_mutex_lock(&t->lock);
+    while (u >= 0 ? t->unit_pending[u] > 0 : t->job_count > 0) pthread_cond_wait(&t->job_done, &t->lock);
+    st_status s = t->worker_status;
+    if (s != ST_OK && err) *err = t->worker_error;
+    pthread_mutex_unlock(&t->lock);
+    return s;
+}
 
 /* ---- layout of units into parts ----------------------------------------------- */
 
@@ -177,7 +246,6 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->n = gpt_num_params(&t->c);
     t->NC = (size_t)t->B * t->T * t->c.d_model;
     t->wsz = cfg.train.precision == GPT_MIXED_BF16 ? 2 : 4;
-    t->loaded_unit = -1;
     t->sp = (sched_params){.kind = cfg.schedule, .n_units = t->L1, .micro_batches = t->M, .alpha = cfg.alpha,
                            .clipping = cfg.train.clip > 0, .weights_on_ssd = cfg.weights_on_ssd,
                            .optim_on_ssd = cfg.optim_on_ssd, .acts_on_ssd = cfg.acts_on_ssd};
@@ -236,6 +304,9 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     ok &= (t->unit_sumsq = calloc((size_t)t->L1, sizeof(double))) != NULL;
     ok &= (t->grads_fresh = calloc((size_t)t->L1, 1)) != NULL;
     ok &= (t->last_grad_task = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
+    t->job_cap = 4 * t->L1 + 8;
+    ok &= (t->jobs = malloc(sizeof(opt_job) * (size_t)t->job_cap)) != NULL;
+    ok &= (t->unit_pending = calloc((size_t)t->L1, sizeof(int))) != NULL;
     if (!ok) {
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "out of memory for the offloaded trainer's buffers");
@@ -261,12 +332,32 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         offload_trainer_free(t);
         return s;
     }
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->job_ready, NULL);
+    pthread_cond_init(&t->job_done, NULL);
+    if (pthread_create(&t->worker, NULL, worker_main, t) != 0) {
+        offload_trainer_free(t);
+        return st_fail(err, ST_ENOMEM, "cannot start the optimizer thread");
+    }
+    t->worker_started = 1;
     *out = t;
     return ST_OK;
 }
 
 void offload_trainer_free(offload_trainer *t) {
     if (!t) return;
+    if (t->worker_started) {
+        pthread_mutex_lock(&t->lock);
+        t->worker_stop = 1;
+        pthread_cond_broadcast(&t->job_ready);
+        pthread_mutex_unlock(&t->lock);
+        pthread_join(t->worker, NULL);   /* it finishes the queued jobs first */
+        pthread_mutex_destroy(&t->lock);
+        pthread_cond_destroy(&t->job_ready);
+        pthread_cond_destroy(&t->job_done);
+    }
+    free(t->jobs);
+    free(t->unit_pending);
     store_close(t->st);
     sched_list_free(&t->first);
     sched_list_free(&t->steady);
@@ -300,6 +391,8 @@ void offload_trainer_free(offload_trainer *t) {
 }
 
 st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err) {
+    st_status ws = wait_optimizer(t, -1, err);
+    if (ws != ST_OK) return ws;
     if (t->master) {
         memcpy(out, t->master, t->n * sizeof(float));
         return ST_OK;
@@ -344,6 +437,8 @@ static void after_grad_task(offload_trainer *t, int u, int task) {
 static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     const size_t off = gpt_unit_offset(&t->c, u), n = unit_n(t, u);
     const void *src;
+    st_status ws = wait_optimizer(t, u, err);   /* its newest weights */
+    if (ws != ST_OK) return ws;
     if (t->cfg.weights_on_ssd) {
         for (int part = 0; part < 2; part++) {
             size_t lo, hi;
@@ -363,7 +458,6 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     } else {
         t->weights = (float *)src;
     }
-    t->loaded_unit = u;
     return ST_OK;
 }
 
@@ -397,7 +491,6 @@ static st_status optimize(offload_trainer *t, const sched_task *k, float lr, flo
     if (t->cfg.weights_on_ssd &&
         (s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
         return s;
-    if (t->loaded_unit == u) t->loaded_unit = -1;   /* the loaded copy is stale now */
     return ST_OK;
 }
 
@@ -498,8 +591,8 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         }
         case TASK_OPTIMIZE:
-            if (k->deferred) s = optimize(t, k, t->prev_lr, t->prev_scale, t->prev_t, err);
-            else s = optimize(t, k, lr, t->clip_scale_now, step_t, err);
+            if (k->deferred) enqueue_optimize(t, k, t->prev_lr, t->prev_scale, t->prev_t);
+            else enqueue_optimize(t, k, lr, t->clip_scale_now, step_t);
             break;
         default:
             s = st_fail(err, ST_EUNSUPPORTED, "task %s is not supported by this executor", task_op_name(k->op));
@@ -543,8 +636,8 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
 }
 
 st_status offload_trainer_flush(offload_trainer *t, st_error *err) {
-    if (!t->deferred_pending) return ST_OK;
-    st_status s = run_list(t, &t->flush, 0.0f, 0, err);
+    st_status s = t->deferred_pending ? run_list(t, &t->flush, 0.0f, 0, err) : ST_OK;
+    if (s == ST_OK) s = wait_optimizer(t, -1, err);   /* steps still running on the worker too */
     if (s == ST_OK) t->deferred_pending = 0;
     return s;
 }
