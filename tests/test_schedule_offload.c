@@ -198,6 +198,38 @@ static void test_eval_matches(void **state) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* Budgets: what the executor needs is computed up front; placing state on
+ * the SSD shrinks the host share; too small a budget is refused with what
+ * it needs, a budget of exactly that is accepted. */
+static void test_memory_budgets(void **state) {
+    (void)state;
+    offload_config host = {.train = small_config(GPT_MIXED_BF16, 0), .schedule = SCHED_VERTICAL, .alpha = 0.25};
+    offload_config ssd = host;
+    ssd.weights_on_ssd = ssd.optim_on_ssd = ssd.acts_on_ssd = 1;
+    offload_memory mh, ms;
+    offload_memory_need(&host, &mh);
+    offload_memory_need(&ssd, &ms);
+    size_t P = gpt_num_params(&host.train.model);
+    assert_true(mh.optimizer_state == 12 * P);          /* master, m, v in memory */
+    assert_true(ms.optimizer_state < mh.optimizer_state);
+    assert_true(ms.checkpoints == 0 && mh.checkpoints > 0);
+    assert_true(ms.host < mh.host);
+    assert_true(mh.host == mh.optimizer_state + mh.compute_weights + mh.checkpoints + mh.gradients + mh.staging);
+    st_error err = {0};
+    offload_trainer *t;
+    host.mem_host = mh.host - 1;
+    assert_int_equal(offload_trainer_create(&t, &host, NULL, &err), ST_ENOMEM);
+    assert_non_null(strstr(err.msg, "host budget"));
+    host.mem_host = 0;
+    host.mem_device = 4096;
+    assert_int_equal(offload_trainer_create(&t, &host, NULL, &err), ST_ENOMEM);
+    assert_non_null(strstr(err.msg, "device budget"));
+    host.mem_device = mh.device;
+    host.mem_host = mh.host;
+    assert_int_equal(offload_trainer_create(&t, &host, NULL, &err), ST_OK);
+    offload_trainer_free(t);
+}
+
 static void test_unsupported_placements_refused(void **state) {
     (void)state;
     offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .grads_on_ssd = 1};
@@ -215,6 +247,7 @@ int main(void) {
         cmocka_unit_test(test_matches_in_memory_trainer),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_eval_matches),
+        cmocka_unit_test(test_memory_budgets),
         cmocka_unit_test(test_unsupported_placements_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -107,6 +107,9 @@ gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *unit);
  * zero biases, unit LayerNorm gains, zero padded vocabulary rows. Each unit
  * draws from its own stream, so the result is the same however it is split. */
 void gpt_init_params(const gpt_config *cfg, float *params, uint64_t seed);
+/* The same for unit u alone (gpt_unit_numel floats), so that a model too
+ * large for memory can be initialized unit by unit. */
+void gpt_init_unit(const gpt_config *cfg, int unit, float *unit_params, uint64_t seed);
 
 /* Model FLOPs of one training step (forward + backward, no recomputation)
  * for B*T tokens: 6 per parameter-token for the matrix products plus the

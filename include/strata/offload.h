@@ -21,8 +21,10 @@
  *
  * Not yet: loads and saves of weights and activations are synchronous on the
  * compute thread (no prefetch), gradients cannot go to the SSD (asking is
- * refused with ST_EUNSUPPORTED), and there are no memory budgets beyond the
- * fixed buffers allocated in offload_trainer_create.
+ * refused with ST_EUNSUPPORTED). Memory: every buffer is allocated once, in
+ * offload_trainer_create, and counted by offload_memory_need; budgets given
+ * in the config are checked there first, and a configuration that does not
+ * fit is refused with ST_ENOMEM saying how much it needs and for what.
  *
  * On the SSD each unit u is stored as up to two parts: elements [0, s_u)
  * stepped during backward and [s_u, n_u) deferred (alpha), with s_u a
@@ -55,7 +57,23 @@ typedef struct offload_config {
     int grads_on_ssd;                                /* not supported yet: must be 0 */
     const char *const *store_paths;                  /* store directories (one per drive), when anything is on the SSD */
     int n_store_paths;
+    uint64_t mem_device;   /* budget for the compute working set (0: none) */
+    uint64_t mem_host;     /* budget for state kept in host memory and I/O staging (0: none) */
 } offload_config;
+
+/* What the executor allocates for a configuration, by budget. */
+typedef struct offload_memory {
+    uint64_t device;             /* unit_weights + activations */
+    uint64_t unit_weights;       /* the loaded unit's weights (and its f32 widening) */
+    uint64_t activations;        /* one block's activations and scratch, the gradients flowing down, I/O buffers */
+    uint64_t host;               /* the sum below */
+    uint64_t optimizer_state;    /* master weights and Adam moments, or their staging buffers */
+    uint64_t compute_weights;    /* the compute copy when it stays in memory */
+    uint64_t checkpoints;        /* activation checkpoints of every block and micro-batch when in memory */
+    uint64_t gradients;          /* fp32 gradients (always in memory for now) */
+    uint64_t staging;            /* I/O staging and initialization */
+} offload_memory;
+void offload_memory_need(const offload_config *cfg, offload_memory *out);
 
 typedef struct offload_trainer offload_trainer;
 

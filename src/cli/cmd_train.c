@@ -30,6 +30,7 @@ typedef struct train_opts {
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
     uint64_t seed;
+    const char *mem_device, *mem_host;
     int recompute, overwrite;
 } train_opts;
 
@@ -70,6 +71,8 @@ static const opt_def opt_defs[] = {
     {"alpha", OPT_DOUBLE, O(alpha), "X       executor: share of each unit's optimizer step deferred to the next forward"},
     {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts (or none)"},
     {"store", OPT_STR, O(store), "DIRS    store directories, comma separated, one per drive (default RUN_DIR/store)"},
+    {"mem-device", OPT_STR, O(mem_device), "SIZE    executor: budget for the compute working set (e.g. 512M; default none)"},
+    {"mem-host", OPT_STR, O(mem_host), "SIZE    executor: budget for state kept in host memory (e.g. 2G; default none)"},
     {"threads", OPT_LONG, O(threads), "N       compute threads (default: all cores)"},
     {"seed", OPT_U64, O(seed), "S       initialization seed"},
     {"run-dir", OPT_STR, O(run_dir), "DIR     where metrics, plot and weights go"},
@@ -381,6 +384,16 @@ int cmd_train(int argc, char **argv) {
         cJSON_Delete(config_doc);
         return cli_usage_error("train", "--alpha %g must be in [0, 1]", o.alpha);
     }
+    uint64_t mem_device = 0, mem_host = 0;
+    if ((o.mem_device && cli_parse_size("--mem-device", o.mem_device, &mem_device, &err) != ST_OK) ||
+        (o.mem_host && cli_parse_size("--mem-host", o.mem_host, &mem_host, &err) != ST_OK)) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "%s", err.msg);
+    }
+    if ((mem_device || mem_host) && !executor) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "--mem-device and --mem-host need --schedule vertical or horizontal");
+    }
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
 
     engine eng = {0};
@@ -470,7 +483,12 @@ int cmd_train(int argc, char **argv) {
         }
         offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = on_ssd[0],
                              .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .store_paths = paths,
-                             .n_store_paths = n_paths};
+                             .n_store_paths = n_paths, .mem_device = mem_device, .mem_host = mem_host};
+        offload_memory need;
+        offload_memory_need(&oc, &need);
+        char dv[32], hv[32];
+        printf("memory: device working set %s, host %s\n", st_format_bytes((double)need.device, dv, sizeof dv),
+               st_format_bytes((double)need.host, hv, sizeof hv));
         printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s\n", o.schedule, o.alpha, any_ssd ? o.offload : "nothing",
                any_ssd ? " in " : "", any_ssd ? (o.store ? o.store : default_store) : "");
         if (offload_trainer_create(&eng.off, &oc, init, &err) != ST_OK) goto fail;

@@ -136,26 +136,27 @@ gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *u) {
 
 /* --- initialization -------------------------------------------------------- */
 
-void gpt_init_params(const gpt_config *cfg, float *params, uint64_t seed) {
+void gpt_init_unit(const gpt_config *cfg, int u, float *base, uint64_t seed) {
     const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
-    for (int u = 0; u < gpt_num_units(cfg); u++) {
-        float *base = params + gpt_unit_offset(cfg, u);
-        st_rng r;
-        st_rng_seed(&r, seed * 1000003u + (uint64_t)u);
-        memset(base, 0, gpt_unit_numel(cfg, u) * sizeof(float));
-        for (int i = 0; i < gpt_unit_tensor_count(u); i++) {
-            gpt_tensor_info t = gpt_unit_tensor(cfg, u, i);
-            float *p = base + t.offset;
-            size_t n = t.numel;
-            if (u == 0 && i == GPT_WTE) n = (size_t)cfg->vocab_size * (size_t)cfg->d_model;
-            if (t.ndim == 2) {
-                int is_proj = u > 0 && (i == GPT_ATTPROJ_W || i == GPT_FCPROJ_W);
-                st_rng_normal_fill(&r, p, n, is_proj ? proj_std : std);
-            } else if (strstr(t.name, "ln_") && strstr(t.name, ".weight")) {
-                for (size_t k = 0; k < n; k++) p[k] = 1.0f;
-            }
+    st_rng r;
+    st_rng_seed(&r, seed * 1000003u + (uint64_t)u);
+    memset(base, 0, gpt_unit_numel(cfg, u) * sizeof(float));
+    for (int i = 0; i < gpt_unit_tensor_count(u); i++) {
+        gpt_tensor_info t = gpt_unit_tensor(cfg, u, i);
+        float *p = base + t.offset;
+        size_t n = t.numel;
+        if (u == 0 && i == GPT_WTE) n = (size_t)cfg->vocab_size * (size_t)cfg->d_model;
+        if (t.ndim == 2) {
+            int is_proj = u > 0 && (i == GPT_ATTPROJ_W || i == GPT_FCPROJ_W);
+            st_rng_normal_fill(&r, p, n, is_proj ? proj_std : std);
+        } else if (strstr(t.name, "ln_") && strstr(t.name, ".weight")) {
+            for (size_t k = 0; k < n; k++) p[k] = 1.0f;
         }
     }
+}
+
+void gpt_init_params(const gpt_config *cfg, float *params, uint64_t seed) {
+    for (int u = 0; u < gpt_num_units(cfg); u++) gpt_init_unit(cfg, u, params + gpt_unit_offset(cfg, u), seed);
 }
 
 double gpt_train_flops(const gpt_config *cfg, int B, int T) {

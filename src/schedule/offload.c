@@ -168,51 +168,38 @@ static void act_drop(offload_trainer *t, int u, int m) {
 
 /* ---- creation ---------------------------------------------------------------------- */
 
-static st_status write_part(offload_trainer *t, store_kind k, int u, int part, const void *data, size_t bytes,
-                            st_error *err) {
-    /* the store reads and writes whole padded buffers: stage through one */
-    unsigned char *buf = k == STORE_WEIGHTS ? t->pbuf : (unsigned char *)t->obuf[0];
-    memcpy(buf, data, bytes);
-    return store_write(t->st, key(k, u, part), buf, store_padded_bytes(bytes), err);
-}
-
-/* Creates the store's tensors and writes the initial state from master. */
-static st_status init_store(offload_trainer *t, const float *master, st_error *err) {
-    store_config sc = store_default_config();
-    sc.paths = t->cfg.store_paths;
-    sc.n_paths = t->cfg.n_store_paths;
-    sc.mode = STORE_CREATE;
-    st_status s = store_open(&sc, &t->st, NULL, 0, err);
-    if (s != ST_OK) return s;
-    for (int u = 0; u < t->L1; u++) {
-        for (int part = 0; part < 2; part++) {
-            size_t lo, hi;
-            part_range(t, u, part, &lo, &hi);
-            if (lo == hi) continue;
-            const size_t len = hi - lo;
-            if (t->cfg.weights_on_ssd) {
-                if ((s = store_create_tensor(t->st, key(STORE_WEIGHTS, u, part), len * t->wsz, STORE_TIER_SSD, 0, err)))
-                    return s;
-                if (t->wsz == 2) gpt_f32_to_bf16(master + gpt_unit_offset(&t->c, u) + lo, (st_bf16 *)t->pbuf, len);
-                else memcpy(t->pbuf, master + gpt_unit_offset(&t->c, u) + lo, len * 4);
-                if ((s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
-                    return s;
-            }
-            if (t->cfg.optim_on_ssd) {
-                static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
-                for (int k = 0; k < 3; k++) {
-                    if ((s = store_create_tensor(t->st, key(kinds[k], u, part), len * 4, STORE_TIER_SSD, 0, err)))
-                        return s;
-                    if (k == 0) s = write_part(t, kinds[k], u, part, master + gpt_unit_offset(&t->c, u) + lo, len * 4, err);
-                    else {
-                        memset(t->obuf[0], 0, len * 4);
-                        s = store_write(t->st, key(kinds[k], u, part), t->obuf[0], store_padded_bytes(len * 4), err);
-                    }
-                    if (s != ST_OK) return s;
-                }
+/* Creates unit u's tensors in the store and writes their initial state from
+ * the unit's fp32 weights (moments start at zero). */
+static st_status init_store_unit(offload_trainer *t, int u, const float *unit, st_error *err) {
+    st_status s = ST_OK;
+    for (int part = 0; part < 2 && s == ST_OK; part++) {
+        size_t lo, hi;
+        part_range(t, u, part, &lo, &hi);
+        if (lo == hi) continue;
+        const size_t len = hi - lo;
+        if (t->cfg.weights_on_ssd) {
+            if ((s = store_create_tensor(t->st, key(STORE_WEIGHTS, u, part), len * t->wsz, STORE_TIER_SSD, 0, err)))
+                return s;
+            if (t->wsz == 2) gpt_f32_to_bf16(unit + lo, (st_bf16 *)t->pbuf, len);
+            else memcpy(t->pbuf, unit + lo, len * 4);
+            if ((s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
+                return s;
+        }
+        if (t->cfg.optim_on_ssd) {
+            static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
+            for (int k = 0; k < 3 && s == ST_OK; k++) {
+                if ((s = store_create_tensor(t->st, key(kinds[k], u, part), len * 4, STORE_TIER_SSD, 0, err))) return s;
+                if (k == 0) memcpy(t->obuf[0], unit + lo, len * 4);
+                else memset(t->obuf[0], 0, len * 4);
+                s = store_write(t->st, key(kinds[k], u, part), t->obuf[0], store_padded_bytes(len * 4), err);
             }
         }
     }
+    return s;
+}
+
+static st_status init_store_activations(offload_trainer *t, st_error *err) {
+    st_status s;
     if (t->cfg.acts_on_ssd)
         for (int u = 1; u <= t->L1; u++)
             for (int m = 0; m < t->M; m++)
@@ -223,6 +210,61 @@ static st_status init_store(offload_trainer *t, const float *master, st_error *e
 }
 
 static void *alloc_io(size_t bytes) { return st_alloc_aligned(4096, store_padded_bytes(bytes) + 4096); }
+static uint64_t io_bytes(size_t bytes) { return store_padded_bytes(bytes) + 4096; }
+
+/* What offload_trainer_create allocates, by budget: the device (the compute
+ * working set) and the host (state kept in memory, I/O staging). */
+void offload_memory_need(const offload_config *cfg, offload_memory *out) {
+    const gpt_config *c = &cfg->train.model;
+    const uint64_t P = gpt_num_params(c), M = (uint64_t)cfg->train.grad_accum, L1 = (uint64_t)c->n_layer + 1;
+    const uint64_t NC = (uint64_t)cfg->train.B * (uint64_t)cfg->train.T * (uint64_t)c->d_model;
+    const uint64_t wsz = cfg->train.precision == GPT_MIXED_BF16 ? 2 : 4;
+    uint64_t max_unit = gpt_unit_numel(c, 0) > gpt_unit_numel(c, 1) ? gpt_unit_numel(c, 0) : gpt_unit_numel(c, 1);
+    uint64_t scratch = gpt_block_scratch_numel(c, cfg->train.B, cfg->train.T);
+    uint64_t head = gpt_head_scratch_numel(c, cfg->train.B, cfg->train.T);
+    if (head > scratch) scratch = head;
+    offload_memory m = {0};
+    /* device: one unit's weights and one block's activations, the gradient
+     * flowing down for every micro-batch, evaluation buffers */
+    m.unit_weights = (wsz == 2 ? max_unit * 4 : 0) + (cfg->weights_on_ssd ? io_bytes(max_unit * wsz) : 0);
+    m.activations = gpt_block_acts_numel(c, cfg->train.B, cfg->train.T) * 4 + scratch * 4 + M * NC * 4 + 2 * NC * 4 +
+                    (cfg->acts_on_ssd ? ACT_POOL * io_bytes(NC * 4) : 0);
+    m.device = m.unit_weights + m.activations;
+    /* host: what is placed there, the gradients, the I/O staging buffers */
+    const int any_ssd = cfg->weights_on_ssd || cfg->optim_on_ssd || cfg->acts_on_ssd;
+    m.optimizer_state = cfg->optim_on_ssd ? 3 * io_bytes(max_unit * 4) : 3 * P * 4;
+    m.compute_weights = cfg->weights_on_ssd ? 0 : wsz == 2 ? P * 2 : cfg->optim_on_ssd ? P * 4 : 0;
+    m.checkpoints = cfg->acts_on_ssd ? 0 : L1 * M * NC * 4;
+    m.gradients = P * 4;
+    m.staging = (any_ssd ? 2 * io_bytes(max_unit * 4) : 0) + max_unit * 4;   /* + one unit for initialization */
+    m.host = m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging;
+    *out = m;
+}
+
+static st_status check_budgets(const offload_config *cfg, st_error *err) {
+    offload_memory m;
+    offload_memory_need(cfg, &m);
+    char need[32], have[32], a[32], b[32], c[32], d[32];
+    if (cfg->mem_device && m.device > cfg->mem_device)
+        return st_fail(err, ST_ENOMEM,
+                       "the device budget %s is too small: one block's working set at micro-batch %d x %d needs %s "
+                       "(weights %s, activations %s); lower --micro-batch or --seq, or raise --mem-device",
+                       st_format_bytes((double)cfg->mem_device, have, sizeof have), cfg->train.B, cfg->train.T,
+                       st_format_bytes((double)m.device, need, sizeof need),
+                       st_format_bytes((double)m.unit_weights, a, sizeof a),
+                       st_format_bytes((double)m.activations, b, sizeof b));
+    if (cfg->mem_host && m.host > cfg->mem_host)
+        return st_fail(err, ST_ENOMEM,
+                       "the host budget %s is too small: this placement needs %s (optimizer state %s, compute weights "
+                       "%s, checkpoints %s, gradients %s); place more state on the SSD (--offload) or raise --mem-host",
+                       st_format_bytes((double)cfg->mem_host, have, sizeof have),
+                       st_format_bytes((double)m.host, need, sizeof need),
+                       st_format_bytes((double)m.optimizer_state, a, sizeof a),
+                       st_format_bytes((double)m.compute_weights, b, sizeof b),
+                       st_format_bytes((double)m.checkpoints, c, sizeof c),
+                       st_format_bytes((double)m.gradients, d, sizeof d));
+    return ST_OK;
+}
 
 st_status offload_trainer_create(offload_trainer **out, const offload_config *cfg_in, const float *init,
                                  st_error *err) {
@@ -235,6 +277,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     const int any_ssd = cfg.weights_on_ssd || cfg.optim_on_ssd || cfg.acts_on_ssd;
     if (any_ssd && cfg.n_store_paths < 1)
         return st_fail(err, ST_EINVAL, "state placed on the SSD needs at least one store directory");
+    if ((s = check_budgets(&cfg, err)) != ST_OK) return s;
     offload_trainer *t = calloc(1, sizeof *t);
     if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
     t->cfg = cfg;
@@ -311,23 +354,36 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "out of memory for the offloaded trainer's buffers");
     }
-    /* Initial weights: the caller's, or a fresh initialization. */
-    float *start = t->master;
-    if (!start && !(start = st_alloc_aligned(64, bytes))) {
+    /* Initial state, unit by unit (the caller's weights, or a fresh
+     * initialization), so that no full copy of the model is ever needed. */
+    float *unit_tmp = init ? NULL : st_alloc_aligned(64, max_unit * sizeof(float));
+    if (!init && !unit_tmp) {
         offload_trainer_free(t);
-        return st_fail(err, ST_ENOMEM, "out of memory for the initial weights");
+        return st_fail(err, ST_ENOMEM, "out of memory for initialization");
     }
-    if (init) memcpy(start, init, bytes);
-    else gpt_init_params(&t->c, start, cfg.train.seed);
     if (t->m) {
         memset(t->m, 0, bytes);
         memset(t->v, 0, bytes);
     }
     memset(t->grads, 0, bytes);
-    if (t->w16) gpt_f32_to_bf16(start, t->w16, t->n);
-    if (t->w32 && t->w32 != start) memcpy(t->w32, start, bytes);
-    s = any_ssd ? init_store(t, start, err) : ST_OK;
-    if (start != t->master) st_free_aligned(start);
+    if (any_ssd) {
+        store_config sc = store_default_config();
+        sc.paths = t->cfg.store_paths;
+        sc.n_paths = t->cfg.n_store_paths;
+        sc.mode = STORE_CREATE;
+        s = store_open(&sc, &t->st, NULL, 0, err);
+    }
+    for (int u = 0; s == ST_OK && u < t->L1; u++) {
+        const size_t off = gpt_unit_offset(&t->c, u), n = unit_n(t, u);
+        const float *src = init ? init + off : unit_tmp;
+        if (!init) gpt_init_unit(&t->c, u, unit_tmp, cfg.train.seed);
+        if (t->master) memcpy(t->master + off, src, n * sizeof(float));
+        if (t->w16) gpt_f32_to_bf16(src, t->w16 + off, n);
+        if (t->w32 && t->w32 != t->master) memcpy(t->w32 + off, src, n * sizeof(float));
+        if (t->st) s = init_store_unit(t, u, src, err);
+    }
+    if (s == ST_OK && t->st) s = init_store_activations(t, err);
+    st_free_aligned(unit_tmp);
     if (s != ST_OK) {
         offload_trainer_free(t);
         return s;
