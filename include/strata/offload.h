@@ -43,6 +43,7 @@
 #define STRATA_OFFLOAD_H
 
 #include "strata/schedule.h"
+#include "strata/store.h"
 #include "strata/train.h"
 
 #ifdef __cplusplus
@@ -59,6 +60,7 @@ typedef struct offload_config {
     int n_store_paths;
     uint64_t mem_device;   /* budget for the compute working set (0: none) */
     uint64_t mem_host;     /* budget for state kept in host memory and I/O staging (0: none) */
+    const char *trace_path;   /* write a Chrome trace here (lanes: compute, optimizer, each SSD path), or NULL */
 } offload_config;
 
 /* What the executor allocates for a configuration, by budget. */
@@ -95,6 +97,25 @@ st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *
  * runs a forward pass unit by unit, loading weights as training does. */
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 long offload_trainer_steps_done(const offload_trainer *t);
+/* Where the time went since creation, and what moved. The compute thread
+ * computes, or waits on the SSD (its loads and saves are synchronous), or
+ * waits for the optimizer; the worker's time (optimizer_s, of which
+ * worker_io_s on the SSD) overlaps compute unless compute waited for it. */
+typedef struct offload_stats {
+    long steps;
+    double step_s;             /* wall time inside offload_trainer_step */
+    double compute_s;          /* compute tasks */
+    double compute_io_s;       /* compute thread blocked on SSD reads and writes */
+    double optimizer_wait_s;   /* compute thread waiting for optimizer steps */
+    double optimizer_s;        /* worker busy (AdamW and its SSD traffic) */
+    double worker_io_s;        /* worker on SSD reads and writes */
+    uint64_t bytes_read[STORE_KIND_COUNT];      /* by store kind: weights, master, adam_m, adam_v, grads, activations, ... */
+    uint64_t bytes_written[STORE_KIND_COUNT];
+} offload_stats;
+void offload_trainer_stats(const offload_trainer *t, offload_stats *out);
+/* Waits for the optimizer and finishes the trace file (also done by free). */
+st_status offload_trainer_close_trace(offload_trainer *t, st_error *err);
+
 /* Bytes moved to and from the SSD store so far (0 without a store). */
 void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t *written);
 

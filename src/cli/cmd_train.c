@@ -30,7 +30,7 @@ typedef struct train_opts {
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
     uint64_t seed;
-    const char *mem_device, *mem_host;
+    const char *mem_device, *mem_host, *trace;
     int recompute, overwrite;
 } train_opts;
 
@@ -72,6 +72,7 @@ static const opt_def opt_defs[] = {
     {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts (or none)"},
     {"store", OPT_STR, O(store), "DIRS    store directories, comma separated, one per drive (default RUN_DIR/store)"},
     {"mem-device", OPT_STR, O(mem_device), "SIZE    executor: budget for the compute working set (e.g. 512M; default none)"},
+    {"trace", OPT_STR, O(trace), "FILE    executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"},
     {"mem-host", OPT_STR, O(mem_host), "SIZE    executor: budget for state kept in host memory (e.g. 2G; default none)"},
     {"threads", OPT_LONG, O(threads), "N       compute threads (default: all cores)"},
     {"seed", OPT_U64, O(seed), "S       initialization seed"},
@@ -225,6 +226,44 @@ static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, st_
     const float *w = NULL;
     st_status s = engine_params(e, &w, err);
     return s == ST_OK ? run_dir_save_weights(rd, cfg, w, err) : s;
+}
+
+/* Where an executor run's time went and what it moved through the store. */
+static void print_executor_summary(offload_trainer *t, const char *trace_path) {
+    offload_stats st;
+    st_error err = {0};
+    if (trace_path && offload_trainer_close_trace(t, &err) != ST_OK) cli_fail(&err);
+    offload_trainer_stats(t, &st);
+    const double n = st.steps > 0 ? (double)st.steps : 1.0;
+    const double io = st.compute_io_s + st.worker_io_s;
+    const double exposed = st.compute_io_s + (st.optimizer_wait_s < st.worker_io_s ? st.optimizer_wait_s : st.worker_io_s);
+    printf("per iteration: %.2f s; compute %.2f s, compute waiting on the SSD %.2f s, waiting for the optimizer %.2f s; "
+           "optimizer busy %.2f s (of it on the SSD %.2f s)\n",
+           st.step_s / n, st.compute_s / n, st.compute_io_s / n, st.optimizer_wait_s / n, st.optimizer_s / n,
+           st.worker_io_s / n);
+    uint64_t rd = 0, wr = 0;
+    char line[1024] = "";
+    size_t len = 0;
+    for (int k = 0; k < STORE_KIND_COUNT; k++) {
+        rd += st.bytes_read[k];
+        wr += st.bytes_written[k];
+        if (!st.bytes_read[k] && !st.bytes_written[k]) continue;
+        char a[32], b[32];
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %s read / %s written", len ? ", " : "",
+                                store_kind_name((store_kind)k), st_format_bytes((double)st.bytes_read[k] / n, a, sizeof a),
+                                st_format_bytes((double)st.bytes_written[k] / n, b, sizeof b));
+        if (len >= sizeof line) break;
+    }
+    if (rd || wr) {
+        char a[32], b[32];
+        printf("SSD per iteration: %s\n", line);
+        printf("SSD total: %s read, %s written (%s per step of drive wear), %.2f GB/s while busy; I/O hidden behind "
+               "compute: %.0f%%\n",
+               st_format_bytes((double)rd, a, sizeof a), st_format_bytes((double)wr, b, sizeof b),
+               st_format_bytes((double)wr / n, line, 32), io > 0 ? (double)(rd + wr) / io / 1e9 : 0.0,
+               io > 0 ? 100.0 * (1.0 - exposed / io) : 0.0);
+    }
+    if (trace_path) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
 }
 
 /* Mean loss over eval_batches micro-batches from the start of the validation file. */
@@ -390,9 +429,9 @@ int cmd_train(int argc, char **argv) {
         cJSON_Delete(config_doc);
         return cli_usage_error("train", "%s", err.msg);
     }
-    if ((mem_device || mem_host) && !executor) {
+    if ((mem_device || mem_host || o.trace) && !executor) {
         cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--mem-device and --mem-host need --schedule vertical or horizontal");
+        return cli_usage_error("train", "--mem-device, --mem-host and --trace need --schedule vertical or horizontal");
     }
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
 
@@ -483,7 +522,8 @@ int cmd_train(int argc, char **argv) {
         }
         offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = on_ssd[0],
                              .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .store_paths = paths,
-                             .n_store_paths = n_paths, .mem_device = mem_device, .mem_host = mem_host};
+                             .n_store_paths = n_paths, .mem_device = mem_device, .mem_host = mem_host,
+                             .trace_path = o.trace};
         offload_memory need;
         offload_memory_need(&oc, &need);
         char dv[32], hv[32];
@@ -570,14 +610,7 @@ int cmd_train(int argc, char **argv) {
            st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
     printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o.run_dir, o.run_dir,
            plot_msg);
-    if (eng.off) {
-        uint64_t rd_bytes, wr_bytes;
-        char rb[32], wb[32];
-        offload_trainer_io_bytes(eng.off, &rd_bytes, &wr_bytes);
-        printf("SSD store: %s read, %s written (%s written per step)\n", st_format_bytes((double)rd_bytes, rb, sizeof rb),
-               st_format_bytes((double)wr_bytes, wb, sizeof wb),
-               st_format_bytes(done ? (double)wr_bytes / (double)done : 0.0, peak, sizeof peak));
-    }
+    if (eng.off) print_executor_summary(eng.off, o.trace);
     rc = stop_requested ? 130 : 0;
     goto out;
 fail:

@@ -3,11 +3,13 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "strata/offload.h"
 #include "strata/store.h"
+#include "strata/trace.h"
 
 /* Activation buffers when checkpoints live on the SSD. A vertical forward
  * holds a block's input and output, plus the one kept at a snake turn. */
@@ -62,6 +64,12 @@ struct offload_trainer {
     int *unit_pending;                 /* [L+1] jobs queued or running per unit */
     st_status worker_status;
     st_error worker_error;
+    /* seeing it: a trace and time accounting (compute thread / worker) */
+    trace *tr;
+    int lane_compute, lane_optimizer, lane_ssd0;
+    offload_stats stats;
+    uint64_t traffic_base[2][STORE_KIND_COUNT];   /* store traffic of the set-up (read, written) */
+    uint64_t traffic_eval[2][STORE_KIND_COUNT];   /* and of evaluations: neither is training's */
     int deferred_pending;
     float prev_lr, prev_scale;
     long prev_t;
@@ -88,8 +96,17 @@ static void *worker_main(void *arg) {
         opt_job job = t->jobs[t->job_head];
         pthread_mutex_unlock(&t->lock);
         st_error err = {0};
+        double t0 = st_now();
         st_status s = optimize(t, &job.task, job.lr, job.scale, job.step_t, &err);
+        double t1 = st_now();
+        if (t->tr) {
+            char name[64];
+            snprintf(name, sizeof name, "adamw u%d [%.2f, %.2f)%s", job.task.unit, job.task.lo, job.task.hi,
+                     job.task.deferred ? " deferred" : "");
+            trace_span(t->tr, t->lane_optimizer, name, t0, t1);
+        }
         pthread_mutex_lock(&t->lock);
+        t->stats.optimizer_s += t1 - t0;
         t->job_head = (t->job_head + 1) % t->job_cap;
         t->job_count--;
         t->unit_pending[job.task.unit]--;
@@ -116,11 +133,15 @@ static void enqueue_optimize(offload_trainer *t, const sched_task *k, float lr, 
 /* Waits for the optimizer jobs of unit u (u < 0: all of them); returns the
  * first error a job met. */
 static st_status wait_optimizer(offload_trainer *t, int u, st_error *err) {
+    double t0 = st_now();
     pthread_mutex_lock(&t->lock);
     while (u >= 0 ? t->unit_pending[u] > 0 : t->job_count > 0) pthread_cond_wait(&t->job_done, &t->lock);
     st_status s = t->worker_status;
     if (s != ST_OK && err) *err = t->worker_error;
     pthread_mutex_unlock(&t->lock);
+    double waited = st_now() - t0;
+    t->stats.optimizer_wait_s += waited;
+    if (t->tr && waited > 1e-4) trace_span(t->tr, t->lane_compute, "wait for optimizer", t0, t0 + waited);
     return s;
 }
 
@@ -139,6 +160,24 @@ static void part_range(const offload_trainer *t, int u, int part, size_t *lo, si
 }
 
 static store_key key(store_kind k, int u, int index) { return (store_key){k, u, index}; }
+
+/* A blocking store read or write, timed (for the summary) and traced on
+ * every SSD path's lane (a tensor is striped over all of them). on_worker:
+ * called from the optimizer thread rather than the compute thread. */
+static st_status store_io(offload_trainer *t, int write, store_key k, void *buf, uint64_t bytes, int on_worker,
+                          st_error *err) {
+    double t0 = st_now();
+    st_status s = write ? store_write(t->st, k, buf, bytes, err) : store_read(t->st, k, buf, bytes, err);
+    double t1 = st_now();
+    if (on_worker) t->stats.worker_io_s += t1 - t0;
+    else t->stats.compute_io_s += t1 - t0;
+    if (t->tr) {
+        char name[96], kb[48];
+        snprintf(name, sizeof name, "%s %s", write ? "write" : "read", store_key_name(k, kb, sizeof kb));
+        for (int p = 0; p < t->cfg.n_store_paths; p++) trace_span(t->tr, t->lane_ssd0 + p, name, t0, t1);
+    }
+    return s;
+}
 
 /* ---- activations ----------------------------------------------------------------- */
 
@@ -182,7 +221,7 @@ static st_status init_store_unit(offload_trainer *t, int u, const float *unit, s
                 return s;
             if (t->wsz == 2) gpt_f32_to_bf16(unit + lo, (st_bf16 *)t->pbuf, len);
             else memcpy(t->pbuf, unit + lo, len * 4);
-            if ((s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
+            if ((s = store_io(t, 1, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), 0, err)))
                 return s;
         }
         if (t->cfg.optim_on_ssd) {
@@ -191,7 +230,7 @@ static st_status init_store_unit(offload_trainer *t, int u, const float *unit, s
                 if ((s = store_create_tensor(t->st, key(kinds[k], u, part), len * 4, STORE_TIER_SSD, 0, err))) return s;
                 if (k == 0) memcpy(t->obuf[0], unit + lo, len * 4);
                 else memset(t->obuf[0], 0, len * 4);
-                s = store_write(t->st, key(kinds[k], u, part), t->obuf[0], store_padded_bytes(len * 4), err);
+                s = store_io(t, 1, key(kinds[k], u, part), t->obuf[0], store_padded_bytes(len * 4), 0, err);
             }
         }
     }
@@ -207,6 +246,19 @@ static st_status init_store_activations(offload_trainer *t, st_error *err) {
                                              STORE_VOLATILE, err)))
                     return s;
     return store_commit(t->st, err);
+}
+
+/* Store traffic per kind so far (read, written). */
+static void traffic(const offload_trainer *t, uint64_t out[2][STORE_KIND_COUNT]) {
+    memset(out, 0, sizeof(uint64_t) * 2 * STORE_KIND_COUNT);
+    if (!t->st) return;
+    store_counters c;
+    store_get_counters(t->st, &c);
+    for (int k = 0; k < STORE_KIND_COUNT; k++)
+        for (int p = 0; p < STORE_MAX_PATHS; p++) {
+            out[0][k] += c.bytes_read[k][p];
+            out[1][k] += c.bytes_written[k][p];
+        }
 }
 
 static void *alloc_io(size_t bytes) { return st_alloc_aligned(4096, store_padded_bytes(bytes) + 4096); }
@@ -388,6 +440,22 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         offload_trainer_free(t);
         return s;
     }
+    if (cfg.trace_path) {
+        if ((s = trace_open(&t->tr, cfg.trace_path, err)) != ST_OK) {
+            offload_trainer_free(t);
+            return s;
+        }
+        t->lane_compute = trace_lane(t->tr, "compute");
+        t->lane_optimizer = trace_lane(t->tr, "optimizer");
+        for (int p = 0; p < cfg.n_store_paths; p++) {
+            char name[64];
+            snprintf(name, sizeof name, "ssd path %d", p);
+            int lane = trace_lane(t->tr, name);
+            if (p == 0) t->lane_ssd0 = lane;
+        }
+    }
+    memset(&t->stats, 0, sizeof t->stats);   /* from here on: training */
+    traffic(t, t->traffic_base);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->job_ready, NULL);
     pthread_cond_init(&t->job_done, NULL);
@@ -414,6 +482,7 @@ void offload_trainer_free(offload_trainer *t) {
     }
     free(t->jobs);
     free(t->unit_pending);
+    trace_close(t->tr, NULL);
     store_close(t->st);
     sched_list_free(&t->first);
     sched_list_free(&t->steady);
@@ -458,7 +527,7 @@ st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *
             size_t lo, hi;
             part_range(t, u, part, &lo, &hi);
             if (lo == hi) continue;
-            st_status s = store_read(t->st, key(STORE_MASTER, u, part), t->obuf[0], store_padded_bytes((hi - lo) * 4), err);
+            st_status s = store_io(t, 0, key(STORE_MASTER, u, part), t->obuf[0], store_padded_bytes((hi - lo) * 4), 0, err);
             if (s != ST_OK) return s;
             memcpy(out + gpt_unit_offset(&t->c, u) + lo, t->obuf[0], (hi - lo) * 4);
         }
@@ -500,8 +569,8 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
             size_t lo, hi;
             part_range(t, u, part, &lo, &hi);
             if (lo == hi) continue;
-            st_status s = store_read(t->st, key(STORE_WEIGHTS, u, part), t->wbuf + lo * t->wsz,
-                                     store_padded_bytes((hi - lo) * t->wsz), err);
+            st_status s = store_io(t, 0, key(STORE_WEIGHTS, u, part), t->wbuf + lo * t->wsz,
+                                   store_padded_bytes((hi - lo) * t->wsz), 0, err);
             if (s != ST_OK) return s;
         }
         src = t->wbuf;
@@ -528,7 +597,7 @@ static st_status optimize(offload_trainer *t, const sched_task *k, float lr, flo
     float *p, *mm, *vv;
     if (t->cfg.optim_on_ssd) {
         for (int i = 0; i < 3; i++)
-            if ((s = store_read(t->st, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), err))) return s;
+            if ((s = store_io(t, 0, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), 1, err))) return s;
         p = t->obuf[0], mm = t->obuf[1], vv = t->obuf[2];
     } else {
         p = t->master + off + a, mm = t->m + off + a, vv = t->v + off + a;
@@ -543,9 +612,9 @@ static st_status optimize(offload_trainer *t, const sched_task *k, float lr, flo
     }
     if (t->cfg.optim_on_ssd)
         for (int i = 0; i < 3; i++)
-            if ((s = store_write(t->st, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), err))) return s;
+            if ((s = store_io(t, 1, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), 1, err))) return s;
     if (t->cfg.weights_on_ssd &&
-        (s = store_write(t->st, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), err)))
+        (s = store_io(t, 1, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), 1, err)))
         return s;
     return ST_OK;
 }
@@ -582,6 +651,8 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
         const sched_task *k = &l->tasks[i];
         const int u = k->unit, m = k->mb;
         float *out = NULL;
+        const double task_start = st_now();
+        const int is_compute = task_op_resource(k->op) == RES_COMPUTE;
         switch (k->op) {
         case TASK_LOAD_WEIGHTS:
             s = load_weights(t, u, err);
@@ -629,7 +700,7 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         }
         case TASK_SAVE_ACT: {
-            s = store_write(t->st, key(STORE_ACTIVATIONS, u, m), *slot(t, u, m), store_padded_bytes(t->NC * 4), err);
+            s = store_io(t, 1, key(STORE_ACTIVATIONS, u, m), *slot(t, u, m), store_padded_bytes(t->NC * 4), 0, err);
             /* keep it only when the next compute task reads it (a snake turn) */
             int next = t->next_compute[i], cu;
             if (s == ST_OK && !(next < l->n && consumed_act(t, &l->tasks[next], &cu) && cu == u && l->tasks[next].mb == m))
@@ -638,7 +709,7 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
         }
         case TASK_LOAD_ACT:
             if ((s = act_make(t, u, m, &out, err))) break;
-            s = store_read(t->st, key(STORE_ACTIVATIONS, u, m), out, store_padded_bytes(t->NC * 4), err);
+            s = store_io(t, 0, key(STORE_ACTIVATIONS, u, m), out, store_padded_bytes(t->NC * 4), 0, err);
             break;
         case TASK_GRAD_NORM: {
             double sum = 0;
@@ -652,6 +723,15 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         default:
             s = st_fail(err, ST_EUNSUPPORTED, "task %s is not supported by this executor", task_op_name(k->op));
+        }
+        if (is_compute) {
+            const double task_end = st_now();
+            t->stats.compute_s += task_end - task_start;
+            if (t->tr) {
+                char name[64];
+                snprintf(name, sizeof name, "%s u%d mb%d", task_op_name(k->op), u, m);
+                trace_span(t->tr, t->lane_compute, name, task_start, task_end);
+            }
         }
         /* an activation read from the SSD is dropped once its reader is done */
         int cu;
@@ -682,6 +762,8 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->prev_t = t->step + 1;
     t->deferred_pending = sched_deferred_share(&t->sp) > 0.0;
     t->step++;
+    t->stats.steps++;
+    t->stats.step_s += st_now() - t0;
     if (stats) {
         stats->loss = (float)(loss / t->M);
         stats->grad_norm = (float)sqrt(sum);
@@ -698,11 +780,27 @@ st_status offload_trainer_flush(offload_trainer *t, st_error *err) {
     return s;
 }
 
+static st_status eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
+
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
     if (B < 1 || T < 1 || B > t->B || T > t->T)
         return st_fail(err, ST_EINVAL, "evaluation batch %d x %d exceeds the training micro-batch %d x %d", B, T, t->B, t->T);
     st_status s = offload_trainer_flush(t, err);   /* evaluate the weights of the last step */
     if (s != ST_OK) return s;
+    /* the forward pass below is not training: keep it out of the stats */
+    const offload_stats saved = t->stats;
+    uint64_t before[2][STORE_KIND_COUNT], after[2][STORE_KIND_COUNT];
+    traffic(t, before);
+    s = eval_forward(t, tokens, B, T, loss, err);
+    traffic(t, after);
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < STORE_KIND_COUNT; k++) t->traffic_eval[d][k] += after[d][k] - before[d][k];
+    t->stats = saved;
+    return s;
+}
+
+static st_status eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    st_status s;
     if (!t->eval_buf && !(t->eval_buf = st_alloc_aligned(64, 2 * t->NC * sizeof(float))))
         return st_fail(err, ST_ENOMEM, "out of memory for evaluation buffers");
     const gpt_config *c = &t->c;
@@ -731,3 +829,21 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
 }
 
 long offload_trainer_steps_done(const offload_trainer *t) { return t->step; }
+
+void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
+    *out = t->stats;
+    uint64_t now[2][STORE_KIND_COUNT];
+    traffic(t, now);
+    for (int k = 0; k < STORE_KIND_COUNT; k++) {
+        out->bytes_read[k] = now[0][k] - t->traffic_base[0][k] - t->traffic_eval[0][k];
+        out->bytes_written[k] = now[1][k] - t->traffic_base[1][k] - t->traffic_eval[1][k];
+    }
+}
+
+st_status offload_trainer_close_trace(offload_trainer *t, st_error *err) {
+    st_status s = wait_optimizer(t, -1, err);
+    if (s != ST_OK) return s;
+    s = trace_close(t->tr, err);
+    t->tr = NULL;
+    return s;
+}

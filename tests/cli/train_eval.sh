@@ -127,10 +127,21 @@ check "  --config gives the same run as the flags" \
 cp "$tmp/run/metrics.jsonl" "$tmp/metrics.before"
 # The schedule executor with every kind of state on the SSD store: the same
 # training (validation losses printed to 4 decimals are equal).
-run --run-dir "$tmp/off" --schedule vertical --alpha 0.25 --offload weights,optim,acts >"$tmp/off.log" 2>&1
+run --run-dir "$tmp/off" --schedule vertical --alpha 0.25 --offload weights,optim,acts --trace "$tmp/off.trace.json" \
+  --mem-host 64M --mem-device 64M >"$tmp/off.log" 2>&1
 check "train --schedule vertical --offload weights,optim,acts succeeds" test $? -eq 0
+check "  summary: per-iteration time split and SSD traffic by kind" \
+  bash -c "grep -q '^per iteration: .* compute .* waiting' '$tmp/off.log' && grep -q '^SSD per iteration: weights .* master .* activations' '$tmp/off.log'"
+check "  the trace is JSON with compute, optimizer and SSD path lanes and spans on each" "$PY" -c "
+import json, sys
+ev = json.load(open('$tmp/off.trace.json'))['traceEvents']
+lanes = {e['tid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name'}
+used = {lanes[e['tid']] for e in ev if e['ph'] == 'X'}
+sys.exit(0 if {'compute', 'optimizer', 'ssd path 0'} <= used else 1)"
+expect_fail "train: a host budget too small is refused with what it needs" "host budget 1.00 MiB is too small: this placement needs" \
+  run --run-dir "$tmp/o5" --schedule vertical --offload acts --mem-host 1M
 check "  the store is in the run directory" test -f "$tmp/off/store/strata-store.manifest"
-check "  SSD traffic reported" grep -q "^SSD store: .* read, .* written" "$tmp/off.log"
+check "  SSD traffic and wear reported" grep -q "^SSD total: .* read, .* written (.* per step of drive wear)" "$tmp/off.log"
 check "  same validation losses as in memory" \
   bash -c "diff <(grep '^step [0-9]*: validation' '$tmp/train.log') <(grep '^step [0-9]*: validation' '$tmp/off.log')"
 expect_fail "train: --offload needs the executor" "need --schedule vertical or horizontal" run --run-dir "$tmp/o2" --offload acts
