@@ -19,9 +19,12 @@
  * overlaps the next forward, and with alpha < 1 and no clipping the rest
  * overlaps backward.
  *
- * Not yet: loads and saves of weights and activations are synchronous on the
- * compute thread (no prefetch), gradients cannot go to the SSD (asking is
- * refused with ST_EUNSUPPORTED). Memory: every buffer is allocated once, in
+ * After each weight or checkpoint load, the next load of the same kind is
+ * started asynchronously when its inputs are final (its dependencies have
+ * run and no optimizer step of that unit is pending), into a second weight
+ * buffer or a free checkpoint buffer, so reads overlap compute. Saves of
+ * checkpoints are still synchronous, and gradients cannot go to the SSD
+ * (asking is refused with ST_EUNSUPPORTED). Memory: every buffer is allocated once, in
  * offload_trainer_create, and counted by offload_memory_need; budgets given
  * in the config are checked there first, and a configuration that does not
  * fit is refused with ST_ENOMEM saying how much it needs and for what.
@@ -109,6 +112,8 @@ typedef struct offload_stats {
     double optimizer_wait_s;   /* compute thread waiting for optimizer steps */
     double optimizer_s;        /* worker busy (AdamW and its SSD traffic) */
     double worker_io_s;        /* worker on SSD reads and writes */
+    uint64_t bytes_blocking;   /* SSD bytes the compute thread waited for as they moved */
+    uint64_t bytes_overlapped; /* SSD bytes moved by prefetches and the worker, beside compute */
     uint64_t bytes_read[STORE_KIND_COUNT];      /* by store kind: weights, master, adam_m, adam_v, grads, activations, ... */
     uint64_t bytes_written[STORE_KIND_COUNT];
 } offload_stats;

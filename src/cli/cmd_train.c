@@ -235,8 +235,7 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path) {
     if (trace_path && offload_trainer_close_trace(t, &err) != ST_OK) cli_fail(&err);
     offload_trainer_stats(t, &st);
     const double n = st.steps > 0 ? (double)st.steps : 1.0;
-    const double io = st.compute_io_s + st.worker_io_s;
-    const double exposed = st.compute_io_s + (st.optimizer_wait_s < st.worker_io_s ? st.optimizer_wait_s : st.worker_io_s);
+    const double moved = (double)(st.bytes_blocking + st.bytes_overlapped);
     printf("per iteration: %.2f s; compute %.2f s, compute waiting on the SSD %.2f s, waiting for the optimizer %.2f s; "
            "optimizer busy %.2f s (of it on the SSD %.2f s)\n",
            st.step_s / n, st.compute_s / n, st.compute_io_s / n, st.optimizer_wait_s / n, st.optimizer_s / n,
@@ -257,11 +256,11 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path) {
     if (rd || wr) {
         char a[32], b[32];
         printf("SSD per iteration: %s\n", line);
-        printf("SSD total: %s read, %s written (%s per step of drive wear), %.2f GB/s while busy; I/O hidden behind "
-               "compute: %.0f%%\n",
+        printf("SSD total: %s read, %s written (%s per step of drive wear); I/O hidden behind compute: %.0f%% of "
+               "the bytes moved by prefetches or the optimizer thread, %.2f s per iteration of compute waiting on it\n",
                st_format_bytes((double)rd, a, sizeof a), st_format_bytes((double)wr, b, sizeof b),
-               st_format_bytes((double)wr / n, line, 32), io > 0 ? (double)(rd + wr) / io / 1e9 : 0.0,
-               io > 0 ? 100.0 * (1.0 - exposed / io) : 0.0);
+               st_format_bytes((double)wr / n, line, 32), moved > 0 ? 100.0 * (double)st.bytes_overlapped / moved : 0.0,
+               (st.compute_io_s + st.optimizer_wait_s) / n);
     }
     if (trace_path) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
 }

@@ -31,11 +31,17 @@ struct offload_trainer {
     float *w32;                        /* compute weights, fp32 (== master when that is in memory) */
     float *grads;                      /* always in memory */
     /* buffers for the SSD tier */
-    unsigned char *wbuf;               /* a unit's compute weights read back */
+    unsigned char *wbuf[2];            /* a unit's compute weights read back; the other one prefetches */
+    int wbuf_unit[2];                  /* unit whose read is in flight into wbuf[b], or -1 */
+    store_op wop[2][2];                /* those reads, one per part */
+    int wop_n[2];
+    int wcur;                          /* the buffer compute reads now */
     float *obuf[3];                    /* one part of master, m, v */
     unsigned char *pbuf;               /* one part of new compute weights */
     float *act_pool[ACT_POOL];
     int act_free[ACT_POOL], n_act_free;
+    store_op act_op[ACT_POOL];         /* a prefetch read into act_pool[i] */
+    int act_op_pending[ACT_POOL];
     /* compute */
     float *unit32;                     /* the loaded unit's weights widened to f32 (mixed) */
     float *weights;                    /* the loaded unit's f32 weights */
@@ -67,7 +73,8 @@ struct offload_trainer {
     /* seeing it: a trace and time accounting (compute thread / worker) */
     trace *tr;
     int lane_compute, lane_optimizer, lane_ssd0;
-    offload_stats stats;
+    offload_stats stats;               /* fields written by one thread each; worker_bytes by the worker */
+    uint64_t worker_bytes;
     uint64_t traffic_base[2][STORE_KIND_COUNT];   /* store traffic of the set-up (read, written) */
     uint64_t traffic_eval[2][STORE_KIND_COUNT];   /* and of evaluations: neither is training's */
     int deferred_pending;
@@ -169,8 +176,8 @@ static st_status store_io(offload_trainer *t, int write, store_key k, void *buf,
     double t0 = st_now();
     st_status s = write ? store_write(t->st, k, buf, bytes, err) : store_read(t->st, k, buf, bytes, err);
     double t1 = st_now();
-    if (on_worker) t->stats.worker_io_s += t1 - t0;
-    else t->stats.compute_io_s += t1 - t0;
+    if (on_worker) t->stats.worker_io_s += t1 - t0, t->worker_bytes += bytes;
+    else t->stats.compute_io_s += t1 - t0, t->stats.bytes_blocking += bytes;
     if (t->tr) {
         char name[96], kb[48];
         snprintf(name, sizeof name, "%s %s", write ? "write" : "read", store_key_name(k, kb, sizeof kb));
@@ -278,7 +285,7 @@ void offload_memory_need(const offload_config *cfg, offload_memory *out) {
     offload_memory m = {0};
     /* device: one unit's weights and one block's activations, the gradient
      * flowing down for every micro-batch, evaluation buffers */
-    m.unit_weights = (wsz == 2 ? max_unit * 4 : 0) + (cfg->weights_on_ssd ? io_bytes(max_unit * wsz) : 0);
+    m.unit_weights = (wsz == 2 ? max_unit * 4 : 0) + (cfg->weights_on_ssd ? 2 * io_bytes(max_unit * wsz) : 0);
     m.activations = gpt_block_acts_numel(c, cfg->train.B, cfg->train.T) * 4 + scratch * 4 + M * NC * 4 + 2 * NC * 4 +
                     (cfg->acts_on_ssd ? ACT_POOL * io_bytes(NC * 4) : 0);
     m.device = m.unit_weights + m.activations;
@@ -374,7 +381,10 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         else if (cfg.optim_on_ssd) ok &= (t->w32 = st_alloc_aligned(64, bytes)) != NULL;
         else t->w32 = t->master;
     } else {
-        ok &= (t->wbuf = alloc_io(max_unit * t->wsz)) != NULL;
+        for (int b = 0; b < 2; b++) {
+            ok &= (t->wbuf[b] = alloc_io(max_unit * t->wsz)) != NULL;
+            t->wbuf_unit[b] = -1;
+        }
     }
     if (any_ssd) ok &= (t->pbuf = alloc_io(max_unit * 4)) != NULL && (t->obuf[0] || (t->obuf[0] = alloc_io(max_unit * 4)));
     if (t->wsz == 2) ok &= (t->unit32 = st_alloc_aligned(64, max_unit * sizeof(float))) != NULL;
@@ -455,6 +465,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         }
     }
     memset(&t->stats, 0, sizeof t->stats);   /* from here on: training */
+    t->worker_bytes = 0;
     traffic(t, t->traffic_base);
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->job_ready, NULL);
@@ -493,7 +504,12 @@ void offload_trainer_free(offload_trainer *t) {
     st_free_aligned(t->v);
     st_free_aligned(t->w16);
     st_free_aligned(t->grads);
-    st_free_aligned(t->wbuf);
+    for (int b = 0; b < 2; b++) {
+        for (int i = 0; i < t->wop_n[b]; i++) store_op_wait(&t->wop[b][i], NULL);   /* never free a buffer under I/O */
+        st_free_aligned(t->wbuf[b]);
+    }
+    for (int i = 0; i < ACT_POOL; i++)
+        if (t->act_op_pending[i]) store_op_wait(&t->act_op[i], NULL);
     for (int k = 0; k < 3; k++) st_free_aligned(t->obuf[k]);
     st_free_aligned(t->pbuf);
     for (int i = 0; i < ACT_POOL; i++) st_free_aligned(t->act_pool[i]);
@@ -559,21 +575,70 @@ static void after_grad_task(offload_trainer *t, int u, int task) {
     if (task == t->last_grad_task[u]) t->unit_sumsq[u] = grad_sum_sq(unit_grads(t, u), unit_n(t, u));
 }
 
+/* Waits for the reads in flight into weight buffer b. */
+static st_status wait_weight_reads(offload_trainer *t, int b, st_error *err) {
+    st_status s = ST_OK;
+    double t0 = st_now();
+    for (int i = 0; i < t->wop_n[b]; i++) {
+        st_status r = store_op_wait(&t->wop[b][i], s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    if (t->wop_n[b]) {
+        double t1 = st_now();
+        t->stats.compute_io_s += t1 - t0;   /* the part of the read that was not hidden */
+        if (t->tr && t1 - t0 > 1e-4) trace_span(t->tr, t->lane_compute, "wait for weights", t0, t1);
+    }
+    t->wop_n[b] = 0;
+    return s;
+}
+
+/* Starts reading unit u's compute weights into buffer b. */
+static st_status start_weight_reads(offload_trainer *t, int b, int u, st_error *err) {
+    for (int part = 0; part < 2; part++) {
+        size_t lo, hi;
+        part_range(t, u, part, &lo, &hi);
+        if (lo == hi) continue;
+        const uint64_t bytes = store_padded_bytes((hi - lo) * t->wsz);
+        store_op *op = &t->wop[b][t->wop_n[b]];
+        st_status s = store_read_async(t->st, key(STORE_WEIGHTS, u, part), t->wbuf[b] + lo * t->wsz, bytes, op, err);
+        if (s != ST_OK) return s;
+        t->wop_n[b]++;
+    }
+    t->wbuf_unit[b] = u;
+    return ST_OK;
+}
+
+static uint64_t unit_weight_bytes(const offload_trainer *t, int u) {
+    uint64_t bytes = 0;
+    for (int part = 0; part < 2; part++) {
+        size_t lo, hi;
+        part_range(t, u, part, &lo, &hi);
+        if (lo != hi) bytes += store_padded_bytes((hi - lo) * t->wsz);
+    }
+    return bytes;
+}
+
 static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     const size_t off = gpt_unit_offset(&t->c, u), n = unit_n(t, u);
     const void *src;
-    st_status ws = wait_optimizer(t, u, err);   /* its newest weights */
-    if (ws != ST_OK) return ws;
+    st_status s = wait_optimizer(t, u, err);   /* its newest weights */
+    if (s != ST_OK) return s;
     if (t->cfg.weights_on_ssd) {
-        for (int part = 0; part < 2; part++) {
-            size_t lo, hi;
-            part_range(t, u, part, &lo, &hi);
-            if (lo == hi) continue;
-            st_status s = store_io(t, 0, key(STORE_WEIGHTS, u, part), t->wbuf + lo * t->wsz,
-                                   store_padded_bytes((hi - lo) * t->wsz), 0, err);
-            if (s != ST_OK) return s;
+        /* prefetched (or being prefetched) into one buffer? else read it now */
+        int b = t->wbuf_unit[0] == u ? 0 : t->wbuf_unit[1] == u ? 1 : -1;
+        if (b >= 0) {
+            t->stats.bytes_overlapped += unit_weight_bytes(t, u);
+        } else {
+            for (int k = 0; k < 2; k++)   /* a prefetch of another unit is abandoned */
+                if ((s = wait_weight_reads(t, k, err)) != ST_OK) return s;
+            b = 0;
+            if ((s = start_weight_reads(t, b, u, err)) != ST_OK) return s;
+            t->stats.bytes_blocking += unit_weight_bytes(t, u);
         }
-        src = t->wbuf;
+        if ((s = wait_weight_reads(t, b, err)) != ST_OK) return s;
+        t->wbuf_unit[b] = -1;
+        t->wcur = b;
+        src = t->wbuf[b];
     } else {
         src = t->wsz == 2 ? (const void *)(t->w16 + off) : (const void *)(t->w32 + off);
     }
@@ -582,6 +647,67 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
         t->weights = t->unit32;
     } else {
         t->weights = (float *)src;
+    }
+    return ST_OK;
+}
+
+/* Task j's inputs are final at task i: every dependency has run, and no
+ * optimizer step of the unit is still on the worker. */
+static int ready_to_prefetch(offload_trainer *t, const sched_list *l, int i, int j) {
+    const sched_task *k = &l->tasks[j];
+    for (int d = 0; d < k->n_deps; d++)
+        if (k->deps[d] >= i) return 0;
+    if (k->op != TASK_LOAD_WEIGHTS) return 1;   /* only weights are written by the optimizer */
+    pthread_mutex_lock(&t->lock);
+    int pending = t->unit_pending[k->unit];
+    pthread_mutex_unlock(&t->lock);
+    return pending == 0;
+}
+
+/* After task i: start reading what the next weight load and the next
+ * checkpoint load will need, while compute goes on. */
+static st_status prefetch(offload_trainer *t, const sched_list *l, int i, st_error *err) {
+    st_status s = ST_OK;
+    if (t->cfg.weights_on_ssd && l->tasks[i].op == TASK_LOAD_WEIGHTS) {
+        int j = i + 1;
+        while (j < l->n && l->tasks[j].op != TASK_LOAD_WEIGHTS) j++;
+        const int b = 1 - t->wcur;   /* wcur holds the weights compute is using */
+        if (j < l->n && t->wop_n[b] == 0 && ready_to_prefetch(t, l, i, j))
+            s = start_weight_reads(t, b, l->tasks[j].unit, err);
+    }
+    if (s == ST_OK && t->cfg.acts_on_ssd && l->tasks[i].op == TASK_LOAD_ACT) {
+        int j = i + 1;
+        while (j < l->n && l->tasks[j].op != TASK_LOAD_ACT) j++;
+        if (j < l->n && t->n_act_free > 0 && ready_to_prefetch(t, l, i, j)) {
+            const sched_task *k = &l->tasks[j];
+            float **sl = slot(t, k->unit, k->mb);
+            if (!*sl) {
+                int idx = t->act_free[--t->n_act_free];
+                *sl = t->act_pool[idx];
+                s = store_read_async(t->st, key(STORE_ACTIVATIONS, k->unit, k->mb), *sl,
+                                     store_padded_bytes(t->NC * 4), &t->act_op[idx], err);
+                if (s == ST_OK) t->act_op_pending[idx] = 1;
+                else t->act_free[t->n_act_free++] = idx, *sl = NULL;
+            }
+        }
+    }
+    return s;
+}
+
+/* If a prefetch read into buf is in flight, waits for it and sets *ready. */
+static st_status wait_act_prefetch(offload_trainer *t, float *buf, int *ready, st_error *err) {
+    *ready = 0;
+    for (int i = 0; i < ACT_POOL; i++) {
+        if (t->act_pool[i] != buf || !t->act_op_pending[i]) continue;
+        double t0 = st_now();
+        st_status s = store_op_wait(&t->act_op[i], err);
+        double t1 = st_now();
+        t->stats.compute_io_s += t1 - t0;
+        t->stats.bytes_overlapped += store_padded_bytes(t->NC * 4);
+        if (t->tr && t1 - t0 > 1e-4) trace_span(t->tr, t->lane_compute, "wait for checkpoint", t0, t1);
+        t->act_op_pending[i] = 0;
+        *ready = s == ST_OK;
+        return s;
     }
     return ST_OK;
 }
@@ -707,10 +833,13 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
                 act_drop(t, u, m);
             break;
         }
-        case TASK_LOAD_ACT:
+        case TASK_LOAD_ACT: {
             if ((s = act_make(t, u, m, &out, err))) break;
+            int ready = 0;
+            if ((s = wait_act_prefetch(t, out, &ready, err)) || ready) break;
             s = store_io(t, 0, key(STORE_ACTIVATIONS, u, m), out, store_padded_bytes(t->NC * 4), 0, err);
             break;
+        }
         case TASK_GRAD_NORM: {
             double sum = 0;
             for (int v = 0; v < t->L1; v++) sum += t->unit_sumsq[v];
@@ -736,6 +865,7 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
         /* an activation read from the SSD is dropped once its reader is done */
         int cu;
         if (s == ST_OK && consumed_act(t, k, &cu)) act_drop(t, cu, m);
+        if (s == ST_OK) s = prefetch(t, l, i, err);
     }
     return s;
 }
@@ -832,6 +962,7 @@ long offload_trainer_steps_done(const offload_trainer *t) { return t->step; }
 
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     *out = t->stats;
+    out->bytes_overlapped += t->worker_bytes;
     uint64_t now[2][STORE_KIND_COUNT];
     traffic(t, now);
     for (int k = 0; k < STORE_KIND_COUNT; k++) {
