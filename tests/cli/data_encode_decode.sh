@@ -1,16 +1,7 @@
 #!/usr/bin/env bash
 # data_encode_decode.sh STRATA SOURCE_DIR - `strata encode` / `strata decode`:
 # known ids, exact byte round trips, special tokens, errors with exit codes.
-set -uo pipefail
-STRATA="$1"
-SRC="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() {   # check NAME COMMAND...: the command must succeed
-  local name="$1"; shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/common.bash" "$@"
 
 out="$(printf 'Hello world' | "$STRATA" encode)"
 check "encode Hello world" test "$out" = "15496 995"
@@ -56,5 +47,4 @@ rc=$?
 check "missing vocabulary fails (rc=$rc)" test $rc -eq 1
 check "  and says how to fetch it" grep -q "novocab" "$tmp/err"
 
-if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
-echo "all encode/decode checks passed"
+finish

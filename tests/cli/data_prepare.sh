@@ -2,16 +2,7 @@
 # data_prepare.sh STRATA SOURCE_DIR - `strata prepare`: a dataset from text
 # files, its files and summary, decoding it back, and bad input (missing,
 # empty, no text, an existing dataset, damaged shards) failing clearly.
-set -uo pipefail
-STRATA="$1"
-SRC="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() {
-  local name="$1"; shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/common.bash" "$@"
 
 mkdir -p "$tmp/in/sub" "$tmp/empty_dir"
 for f in "$SRC"/src/data/*.c; do cp "$f" "$tmp/in/$(basename "$f").txt"; done
@@ -55,14 +46,9 @@ check "--overwrite replaces it (rc=$rc)" test $rc -eq 0
 check "  with the new fraction" grep -q '"val_fraction": 0.2' "$tmp/ds/meta.json"
 
 # Bad input: a clear message naming the path, exit 1, nothing created.
-expect_error() {   # expect_error NAME PATTERN ARGS...
+expect_error() {   # expect_error NAME PATTERN ARGS...: `strata ARGS` exits 1 naming the problem
   local name="$1" pattern="$2"; shift 2
-  "$STRATA" "$@" >/dev/null 2>"$tmp/err"
-  local rc=$?
-  check "$name (rc=$rc)" test $rc -eq 1
-  if ! grep -q -- "$pattern" "$tmp/err"; then
-    echo "FAIL   message should match '$pattern', got: $(cat "$tmp/err")"; fails=$((fails + 1))
-  fi
+  expect_rc "$name" 1 "$pattern" "$STRATA" "$@"
 }
 expect_error "missing input" "$tmp/nope.txt: cannot read input" prepare "$tmp/nope.txt" --out "$tmp/x"
 : >"$tmp/empty.txt"
@@ -85,5 +71,4 @@ cp "$tmp/ds/val.tok" "$tmp/bad.tok"
 printf 'zz' | dd of="$tmp/bad.tok" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect_error "bad checksum" "bad.tok: token checksum mismatch" decode --tokens "$tmp/bad.tok"
 
-if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
-echo "all prepare checks passed"
+finish

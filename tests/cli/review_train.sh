@@ -5,24 +5,7 @@
 # values that wrote invalid JSON (--eval-batches 0) or NaN weights (--beta1 2),
 # a repeated --config, and a run directory whose files (not from a run) were
 # deleted without --overwrite.
-set -uo pipefail
-STRATA="$1"
-SRC="$2"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-check() {
-  local name="$1"; shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
-# expect_rc NAME RC PATTERN CMD...: exits with RC and stderr matches PATTERN
-expect_rc() {
-  local name="$1" want="$2" pattern="$3"; shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -eq "$want" ] && grep -qE -- "$pattern" "$tmp/err"; then echo "ok   $name"
-  else echo "FAIL $name (rc=$rc, want $want): $(head -c 300 "$tmp/err")"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
 python3 - "$tmp" <<'PY'
 import struct, sys
@@ -86,5 +69,4 @@ check "  every metrics line is valid JSON" python3 -c "
 import json, sys
 for l in open(sys.argv[1]): json.loads(l)" "$tmp/sig/metrics.jsonl"
 
-echo "$((fails == 0 ? 1 : 0)) passed, $fails failed" | sed 's/^1 passed/all passed/;s/^0 passed/some failed/'
-[ "$fails" -eq 0 ]
+finish

@@ -3,26 +3,8 @@
 # end on a tiny model, the saved weights cross-checked by the PyTorch
 # reference, and bad input (files, shapes, token ids, lengths, run
 # directories) failing with a clear message and a non-zero exit.
-set -uo pipefail
-STRATA="$1"
-SRC="$2"
-tmp="$(mktemp -d)"
-trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
-fails=0
-check() {
-  local name="$1"; shift
-  if "$@"; then echo "ok   $name"; else echo "FAIL $name"; fails=$((fails + 1)); fi
-}
-# expect_fail NAME PATTERN CMD...: exits non-zero (not a crash) and stderr matches PATTERN
-expect_fail() {
-  local name="$1" pattern="$2"; shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE -- "$pattern" "$tmp/err"; then echo "ok   $name"
-  else echo "FAIL $name (rc=$rc): $(head -c 300 "$tmp/err")"; fails=$((fails + 1)); fi
-}
+. "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
-PY=/usr/bin/python3   # Debian's, with python3-torch (the reference)
 
 # Token files: nanoGPT raw uint16. A stream with ids < 101 that has structure
 # to learn (a repeating ramp), one with an id past the vocabulary, one short.
@@ -175,5 +157,4 @@ echo '{"stepz": 3}' >"$tmp/badcfg2.json"
 expect_fail "train: unknown config key" "unknown setting \"stepz\"" \
   "$STRATA" train --config "$tmp/badcfg2.json" --data "$tmp/ds"
 
-echo "$((fails == 0 ? 1 : 0)) passed, $fails failed" | sed 's/^1 passed/all passed/;s/^0 passed/some failed/'
-[ "$fails" -eq 0 ]
+finish
