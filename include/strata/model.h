@@ -181,6 +181,10 @@ typedef enum gpt_precision {
                             activations, gradients, master weights float32 */
 } gpt_precision;
 
+/* "fp32" or "mixed" (also "bf16"); ST_EINVAL naming the value otherwise. */
+st_status gpt_precision_parse(const char *name, gpt_precision *out, st_error *err);
+const char *gpt_precision_name(gpt_precision p);
+
 /* The weights that compute reads: f32 in GPT_FP32, bf16 in GPT_MIXED_BF16,
  * each gpt_num_params long in the unit layout above. */
 typedef struct gpt_weights {

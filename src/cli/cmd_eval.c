@@ -50,9 +50,7 @@ int cmd_eval(int argc, char **argv) {
     }
     if (!model || !tokens_path) return cli_usage_error("eval", "--model and --tokens are required");
     gpt_precision prec;
-    if (!strcmp(precision, "fp32")) prec = GPT_FP32;
-    else if (!strcmp(precision, "mixed") || !strcmp(precision, "bf16")) prec = GPT_MIXED_BF16;
-    else return cli_usage_error("eval", "--precision must be fp32 or mixed, not '%s'", precision);
+    if (gpt_precision_parse(precision, &prec, &err) != ST_OK) return cli_usage_error("eval", "--%s", err.msg);
     if (threads) omp_set_num_threads((int)threads);
 
     int rc = 1;

@@ -379,11 +379,9 @@ int cmd_train(int argc, char **argv) {
         return cli_usage_error("train", "--log-every and --eval-batches must be at least 1");
     }
     gpt_precision precision;
-    if (!strcmp(o.precision, "fp32")) precision = GPT_FP32;
-    else if (!strcmp(o.precision, "mixed") || !strcmp(o.precision, "bf16")) precision = GPT_MIXED_BF16;
-    else {
+    if (gpt_precision_parse(o.precision, &precision, &err) != ST_OK) {
         cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--precision must be fp32 or mixed, not '%s'", o.precision);
+        return cli_usage_error("train", "--%s", err.msg);
     }
     /* The schedule and what goes to the SSD. */
     int executor = 0;
@@ -479,7 +477,7 @@ int cmd_train(int argc, char **argv) {
     cJSON_AddNumberToObject(desc, "warmup", (double)tc.lr.warmup);
     cJSON_AddNumberToObject(desc, "clip", tc.clip);
     cJSON_AddNumberToObject(desc, "weight_decay", tc.adam.weight_decay);
-    cJSON_AddStringToObject(desc, "precision", precision == GPT_FP32 ? "fp32" : "mixed");
+    cJSON_AddStringToObject(desc, "precision", gpt_precision_name(precision));
     cJSON_AddBoolToObject(desc, "recompute", o.recompute);
     cJSON_AddStringToObject(desc, "schedule", o.schedule);
     cJSON_AddNumberToObject(desc, "alpha", o.alpha);

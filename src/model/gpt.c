@@ -167,3 +167,12 @@ double gpt_train_flops(const gpt_config *cfg, int B, int T) {
     double attn = L * 2.0 * 2.0 * T * C;
     return 3.0 * tokens * (2.0 * matmul_params + attn);
 }
+
+st_status gpt_precision_parse(const char *name, gpt_precision *out, st_error *err) {
+    if (!strcmp(name, "fp32")) *out = GPT_FP32;
+    else if (!strcmp(name, "mixed") || !strcmp(name, "bf16")) *out = GPT_MIXED_BF16;
+    else return st_fail(err, ST_EINVAL, "precision must be fp32 or mixed, not '%s'", name);
+    return ST_OK;
+}
+
+const char *gpt_precision_name(gpt_precision p) { return p == GPT_MIXED_BF16 ? "mixed" : "fp32"; }
