@@ -109,7 +109,24 @@ static void test_attention_against_naive(void **state) {
     check_attention(2, 7, 16, 2);
 }
 
+/* A NaN logit anywhere in a row makes that row's loss NaN (on the vector
+ * path too), so training stops instead of going on with garbage. */
+static void test_crossentropy_propagates_nan(void **state) {
+    (void)state;
+    enum { V = 100, Vp = 128 };
+    float logits[2 * Vp];
+    for (int i = 0; i < 2 * Vp; i++) logits[i] = 0.01f * (float)(i % 17);
+    logits[37] = NAN;                 /* row 0, not the target column */
+    int32_t targets[2] = {5, 5};
+    float losses[2];
+    crossentropy_softmax(logits, losses, targets, 2, V, Vp, 0.0f);
+    assert_true(isnan(losses[0]));
+    assert_false(isnan(losses[1]));   /* the other row is untouched */
+    assert_float_equal(losses[1], 4.61, 0.1);   /* about ln(100) for near-uniform logits */
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_attention_against_naive)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_attention_against_naive),
+                                       cmocka_unit_test(test_crossentropy_propagates_nan)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

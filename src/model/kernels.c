@@ -18,7 +18,9 @@
 /* exp(x) for 8 floats: range reduction x = n ln2 + r, a degree-5 polynomial
  * for e^r (Cephes), and 2^n built in the exponent bits. About 1 ulp. */
 static inline __m256 exp8(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    /* max/min return their second operand when one is NaN: with x second,
+     * a NaN input stays NaN (and so does a loss computed from it). */
+    x = _mm256_min_ps(_mm256_set1_ps(88.3f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
     __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
     fx = _mm256_floor_ps(fx);
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
