@@ -618,7 +618,7 @@ int cmd_train(int argc, char **argv) {
 fail:
     rc = cli_fail(&err);
 out:
-    run_dir_close(rd);
+    run_dir_finish(rd, rc == 0 || rc == 130);   /* 130: stopped on request, weights saved */
     engine_free(&eng);
     token_file_close(train_tf);
     token_file_close(val_tf);

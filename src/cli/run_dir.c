@@ -18,7 +18,16 @@
 struct run_dir {
     char path[4096];
     FILE *metrics;
+    int has_previous;   /* an overwritten run waits in PREVIOUS until this one succeeds */
 };
+
+/* What a run writes into its directory. With --overwrite, a previous run's
+ * copies are moved aside into PREVIOUS and deleted only when the new run
+ * finishes; if it fails, they are put back, so a failed run loses nothing. */
+static const char *run_files[] = {"run.json", "metrics.jsonl", "model.safetensors", "config.json",
+                                  "loss.png", "loss.dat", "loss.gnuplot", "store"};
+#define N_RUN_FILES (sizeof run_files / sizeof run_files[0])
+#define PREVIOUS ".previous-run"
 
 static int join(char *out, size_t cap, const char *dir, const char *name) {
     return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
@@ -73,24 +82,41 @@ st_status run_dir_create(run_dir **out, const char *path, const char *desc_json,
                        "%s already holds a run (run.json); pass --overwrite to replace it, or choose another --run-dir",
                        path);
     }
-    static const char *old[] = {"metrics.jsonl", "model.safetensors", "config.json", "loss.png"};
     /* Files a run would replace, without run.json: not ours (a downloaded
      * model, the --init file's own directory). Keep them unless asked. */
-    for (size_t i = 0; i < sizeof old / sizeof old[0] && !overwrite; i++) {
-        join(f, sizeof f, path, old[i]);
+    for (size_t i = 1; i < 5 && !overwrite; i++) {
+        join(f, sizeof f, path, run_files[i]);
         if (access(f, F_OK) == 0) {
             free(rd);
             return st_fail(err, ST_EEXIST,
                            "%s already holds %s (not from a strata run); pass --overwrite to replace it, or choose "
                            "another --run-dir",
-                           path, old[i]);
+                           path, run_files[i]);
         }
     }
-    for (size_t i = 0; i < sizeof old / sizeof old[0]; i++) {
-        join(f, sizeof f, path, old[i]);
-        if (remove(f) != 0 && errno != ENOENT) {
-            s = st_fail_errno(err, errno, "%s: cannot remove the previous run's file", f);
+    char prev[4200];
+    join(prev, sizeof prev, path, PREVIOUS);
+    if (access(prev, F_OK) == 0) {
+        free(rd);
+        return st_fail(err, ST_EEXIST,
+                       "%s exists: an earlier --overwrite was interrupted and the run before it is kept there; move "
+                       "its files back into %s or delete it",
+                       prev, path);
+    }
+    for (size_t i = 0; i < N_RUN_FILES; i++) {
+        char from[4200], to[4400];
+        join(from, sizeof from, path, run_files[i]);
+        if (access(from, F_OK) != 0) continue;
+        if (!rd->has_previous && mkdir(prev, 0755) != 0) {
+            s = st_fail_errno(err, errno, "%s: cannot create", prev);
             free(rd);
+            return s;
+        }
+        rd->has_previous = 1;
+        snprintf(to, sizeof to, "%s/%s", prev, run_files[i]);
+        if (rename(from, to) != 0) {
+            s = st_fail_errno(err, errno, "%s: cannot move the previous run's file aside", from);
+            run_dir_finish(rd, 0);
             return s;
         }
     }
@@ -213,8 +239,44 @@ st_status run_dir_clear_store(const char *dir, st_error *err) {
 
 const char *run_dir_path(const run_dir *rd) { return rd->path; }
 
-void run_dir_close(run_dir *rd) {
+/* Removes path: a file, or a directory of files (a run's store). */
+static void remove_entry(const char *path) {
+    DIR *d = opendir(path);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char f[4400];
+            snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+            unlink(f);
+        }
+        closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+void run_dir_finish(run_dir *rd, int success) {
     if (!rd) return;
     if (rd->metrics) fclose(rd->metrics);
+    rd->metrics = NULL;
+    if (rd->has_previous) {
+        char prev[4200];
+        join(prev, sizeof prev, rd->path, PREVIOUS);
+        for (size_t i = 0; i < N_RUN_FILES; i++) {
+            char kept[4400], here[4200];
+            snprintf(kept, sizeof kept, "%s/%s", prev, run_files[i]);
+            join(here, sizeof here, rd->path, run_files[i]);
+            if (access(kept, F_OK) != 0) continue;
+            if (success) {
+                remove_entry(kept);
+            } else {   /* the new run failed: the previous one comes back */
+                remove_entry(here);
+                rename(kept, here);
+            }
+        }
+        rmdir(prev);
+    }
     free(rd);
 }

@@ -34,6 +34,8 @@ const char *run_dir_path(const run_dir *rd);
  * dir, creating dir if it is missing; other files are left alone. Call
  * only once run_dir_create has accepted the run directory. */
 st_status run_dir_clear_store(const char *dir, st_error *err);
-void run_dir_close(run_dir *rd);
+/* Ends the run: success deletes the run this one overwrote; failure removes
+ * this run's files and puts the previous run's back. NULL is fine. */
+void run_dir_finish(run_dir *rd, int success);
 
 #endif

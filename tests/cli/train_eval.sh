@@ -132,8 +132,15 @@ expect_fail "train: unknown --schedule" "memory, vertical or horizontal" run --r
 
 expect_fail "train: a run directory holding a run is refused" "already holds a run.*--overwrite" run --run-dir "$tmp/run"
 check "  and the run in it is untouched" cmp -s "$tmp/run/metrics.jsonl" "$tmp/metrics.before"
+# --overwrite keeps the old run until the new one has finished: a failing
+# new run (a token past the vocabulary) leaves the old files as they were.
+cp "$tmp/run/model.safetensors" "$tmp/model.before"
+run --run-dir "$tmp/run" --overwrite --data "$tmp/bad_ids.bin" --batch 1 --micro-batch 1 >/dev/null 2>&1
+check "  a failed --overwrite run exits non-zero" test $? -ne 0
+check "  and puts the previous run back" bash -c "cmp -s '$tmp/run/model.safetensors' '$tmp/model.before' && cmp -s '$tmp/run/metrics.jsonl' '$tmp/metrics.before' && test ! -e '$tmp/run/.previous-run'"
 run --run-dir "$tmp/run" --overwrite >/dev/null 2>&1
 check "  --overwrite replaces it" test $? -eq 0
+check "  and deletes the previous run when done" test ! -e "$tmp/run/.previous-run"
 mkdir -p "$tmp/ro" && chmod 555 "$tmp/ro"
 if [ "$(id -u)" -ne 0 ]; then
   expect_fail "train: unwritable run directory" "ro.*(not writable|Permission)" run --run-dir "$tmp/ro"
