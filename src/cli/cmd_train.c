@@ -69,7 +69,8 @@ static const opt_def opt_defs[] = {
     {"schedule", OPT_STR, O(schedule), "S       memory (default: all state in RAM), vertical or horizontal (the\n"
                                        "                        schedule executor: units streamed, optimizer per unit)"},
     {"alpha", OPT_DOUBLE, O(alpha), "X       executor: share of each unit's optimizer step deferred to the next forward"},
-    {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts (or none)"},
+    {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts, none, or auto\n"
+                                     "                        (default: the least SSD traffic that fits the budgets)"},
     {"store", OPT_STR, O(store), "DIRS    store directories, comma separated, one per drive (default RUN_DIR/store)"},
     {"mem-device", OPT_STR, O(mem_device), "SIZE    executor: budget for the compute working set (e.g. 512M; default none)"},
     {"trace", OPT_STR, O(trace), "FILE    executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"},
@@ -316,7 +317,7 @@ int cmd_train(int argc, char **argv) {
     train_opts o = {.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
                     .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
                     .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
-                    .eval_batches = 8, .log_every = 10, .schedule = "memory", .offload = "none"};
+                    .eval_batches = 8, .log_every = 10, .schedule = "memory", .offload = "auto"};
     st_error err = {0};
     cJSON *config_doc = NULL;
     /* The config file first, so that flags override it. */
@@ -398,7 +399,8 @@ int cmd_train(int argc, char **argv) {
         return cli_usage_error("train", "--schedule must be memory, vertical or horizontal, not '%s'", o.schedule);
     }
     int on_ssd[3] = {0, 0, 0};   /* weights, optim, acts */
-    if (strcmp(o.offload, "none") != 0) {
+    const int auto_offload = !strcmp(o.offload, "auto");
+    if (strcmp(o.offload, "none") != 0 && !auto_offload) {
         static const char *names[3] = {"weights", "optim", "acts"};
         char list[256];
         snprintf(list, sizeof list, "%s", o.offload);
@@ -408,11 +410,12 @@ int cmd_train(int argc, char **argv) {
                 if (!strcmp(tok, names[k])) on_ssd[k] = found = 1;
             if (!found) {
                 cJSON_Delete(config_doc);
-                return cli_usage_error("train", "--offload: unknown state '%s' (weights, optim, acts or none)", tok);
+                return cli_usage_error("train", "--offload: unknown state '%s' (weights, optim, acts, none or auto)", tok);
             }
         }
     }
-    const int any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2];
+    int any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2];
+    char auto_list[64] = "";
     if ((any_ssd || o.alpha > 0) && !executor) {
         cJSON_Delete(config_doc);
         return cli_usage_error("train", "--offload and --alpha need --schedule vertical or horizontal");
@@ -511,7 +514,7 @@ int cmd_train(int argc, char **argv) {
         char default_store[4200], store_list[4200];
         const char *paths[16];
         int n_paths = 0;
-        if (any_ssd) {
+        if (any_ssd || (auto_offload && (mem_host || mem_device))) {
             if (o.store) snprintf(store_list, sizeof store_list, "%s", o.store);
             else {
                 snprintf(default_store, sizeof default_store, "%s/store", o.run_dir);
@@ -521,6 +524,31 @@ int cmd_train(int argc, char **argv) {
             for (char *save = NULL, *tok = strtok_r(store_list, ",", &save); tok && n_paths < 16;
                  tok = strtok_r(NULL, ",", &save))
                 paths[n_paths++] = tok;
+        }
+        if (auto_offload && (mem_host || mem_device)) {
+            /* the placement with the least SSD traffic that fits the budgets */
+            static const int candidates[][3] = {{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 1, 1}};
+            int found = -1, smallest = 0;
+            uint64_t smallest_host = UINT64_MAX;
+            for (int cand = 0; cand < 6 && found < 0; cand++) {
+                offload_config probe = {.train = tc, .weights_on_ssd = candidates[cand][0],
+                                        .optim_on_ssd = candidates[cand][1], .acts_on_ssd = candidates[cand][2]};
+                offload_memory need;
+                offload_memory_need(&probe, &need);
+                if ((!mem_host || need.host <= mem_host) && (!mem_device || need.device <= mem_device)) found = cand;
+                if (need.host < smallest_host) smallest_host = need.host, smallest = cand;
+            }
+            /* nothing fits: take the smallest, and let the executor say what it needs */
+            if (found < 0) found = smallest;
+            for (int k = 0; k < 3; k++) on_ssd[k] = candidates[found][k];
+            any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2];
+            static const char *kind_names[3] = {"weights", "optim", "acts"};
+            for (int k = 0; k < 3; k++)
+                if (on_ssd[k]) {
+                    if (auto_list[0]) strcat(auto_list, ",");
+                    strcat(auto_list, kind_names[k]);
+                }
+            o.offload = auto_list[0] ? auto_list : "none";
         }
         offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = on_ssd[0],
                              .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .store_paths = paths,

@@ -126,6 +126,19 @@ check "  the store is in the run directory" test -f "$tmp/off/store/strata-store
 check "  SSD traffic and wear reported" grep -q "^SSD total: .* read, .* written (.* per step of drive wear)" "$tmp/off.log"
 check "  same validation losses as in memory" \
   bash -c "diff <(grep '^step [0-9]*: validation' '$tmp/train.log') <(grep '^step [0-9]*: validation' '$tmp/off.log')"
+# --offload auto (the default): the placement with the least SSD traffic that
+# fits --mem-host: nothing with room to spare, more as the budget shrinks, and
+# a clear refusal (with the smallest need) when nothing fits.
+auto() { run --run-dir "$tmp/auto" --overwrite --steps 2 --schedule vertical --mem-host "$1" >"$tmp/auto.log" 2>&1; }
+auto 1G
+check "auto placement with room: nothing on the SSD" grep -q "on the SSD: nothing" "$tmp/auto.log"
+auto 1000K
+check "auto placement under 1000K: weights and optimizer state on the SSD" grep -q "on the SSD: weights,optim in" "$tmp/auto.log"
+auto 960K
+check "auto placement under 960K: everything on the SSD" grep -q "on the SSD: weights,optim,acts in" "$tmp/auto.log"
+expect_fail "auto placement: a budget nothing fits is refused with the smallest need" \
+  "host budget 100.0 KiB is too small: this placement needs 941.7 KiB" \
+  run --run-dir "$tmp/auto" --overwrite --steps 2 --schedule vertical --mem-host 100K
 expect_fail "train: --offload needs the executor" "need --schedule vertical or horizontal" run --run-dir "$tmp/o2" --offload acts
 expect_fail "train: unknown --offload state" "unknown state 'gradz'" run --run-dir "$tmp/o3" --schedule vertical --offload gradz
 expect_fail "train: unknown --schedule" "memory, vertical or horizontal" run --run-dir "$tmp/o4" --schedule diagonal
