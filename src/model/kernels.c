@@ -142,19 +142,25 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
     }
 }
 
+/* max of x[0..n), vectorized when the target allows */
+static float row_max(const float *x, int n) {
+    float maxv = -INFINITY;
+    int j = 0;
+#ifdef KERNELS_AVX2
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + j));
+    maxv = hmax8(vmax);
+#endif
+    for (; j < n; j++) maxv = fmaxf(maxv, x[j]);
+    return maxv;
+}
+
 /* --- attention ---------------------------------------------------------------- */
 
 /* Row i of a causal score matrix: softmax over j <= i, zeros after. */
 static void causal_softmax_row(float *row, int i, int T) {
     int n = i + 1, j = 0;
-    float maxv = -INFINITY, sum = 0.0f;
-#ifdef KERNELS_AVX2
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-    maxv = hmax8(vmax);
-#endif
-    for (; j < n; j++) maxv = fmaxf(maxv, row[j]);
-    j = 0;
+    float maxv = row_max(row, n), sum = 0.0f;
 #ifdef KERNELS_AVX2
     __m256 vsum = _mm256_setzero_ps(), vm = _mm256_set1_ps(maxv);
     for (; j + 8 <= n; j += 8) {
@@ -317,14 +323,8 @@ void crossentropy_softmax(float *logits, float *losses, const int32_t *targets, 
         float *row = logits + (size_t)n * Vp;
         const int t = targets[n];
         const float target_logit = row[t];
-        float maxv = -INFINITY;
-        int j = 0;
-#ifdef KERNELS_AVX2
-        __m256 vmax = _mm256_set1_ps(-INFINITY);
-        for (; j + 8 <= V; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(row + j));
-        maxv = hmax8(vmax);
-#endif
-        for (; j < V; j++) maxv = fmaxf(maxv, row[j]);
+        const float maxv = row_max(row, V);
+        int j;
         /* The sum runs in double across 8 float lanes: 50k terms in float
          * would lose digits that the 1e-5 loss tolerance cares about. */
         double sum = 0.0;
