@@ -54,8 +54,13 @@ static double rel_diff(const float *a, const float *b, size_t n) {
     return sqrt(num / den);
 }
 
-enum placement { ALL_HOST, ALL_SSD, MIXED, PLACEMENTS };
-static const char *placement_name[] = {"host", "ssd ", "mix "};
+/* ALL_SSD: every kind of state in the store; MIXED: weights and checkpoints
+ * there, optimizer state and gradients in memory; GRADS: gradients and
+ * optimizer state there, weights and checkpoints in memory. The store's
+ * segments are small here so that the optimizer's streaming runs through
+ * several segments per part. */
+enum placement { ALL_HOST, ALL_SSD, MIXED, GRADS, PLACEMENTS };
+static const char *placement_name[] = {"host", "ssd ", "mix ", "grad"};
 
 /* A fresh store directory for each run. */
 static char store_dir[256];
@@ -70,8 +75,9 @@ static float *run_offload(const train_config *tc, sched_kind k, double alpha, en
         assert_non_null(mkdtemp(store_dir));
         oc.store_paths = store_paths;
         oc.n_store_paths = 1;
-        oc.weights_on_ssd = oc.acts_on_ssd = 1;
-        oc.optim_on_ssd = pl == ALL_SSD;
+        oc.weights_on_ssd = oc.acts_on_ssd = pl == ALL_SSD || pl == MIXED;
+        oc.optim_on_ssd = oc.grads_on_ssd = pl == ALL_SSD || pl == GRADS;
+        oc.segment_elems = 2048;
     }
     offload_trainer *t;
     st_error err = {0};
@@ -204,8 +210,10 @@ static void test_eval_matches(void **state) {
 static void test_memory_budgets(void **state) {
     (void)state;
     offload_config host = {.train = small_config(GPT_MIXED_BF16, 0), .schedule = SCHED_VERTICAL, .alpha = 0.25};
+    host.train.model.n_layer = 8;   /* more blocks than gradient buffers */
     offload_config ssd = host;
-    ssd.weights_on_ssd = ssd.optim_on_ssd = ssd.acts_on_ssd = 1;
+    ssd.weights_on_ssd = ssd.optim_on_ssd = ssd.acts_on_ssd = ssd.grads_on_ssd = 1;
+    ssd.segment_elems = 2048;   /* the optimizer streams through 3 segment slots, not the whole state */
     offload_memory mh, ms;
     offload_memory_need(&host, &mh);
     offload_memory_need(&ssd, &ms);
@@ -213,6 +221,7 @@ static void test_memory_budgets(void **state) {
     assert_true(mh.optimizer_state == 12 * P);          /* master, m, v in memory */
     assert_true(ms.optimizer_state < mh.optimizer_state);
     assert_true(ms.checkpoints == 0 && mh.checkpoints > 0);
+    assert_true(mh.gradients == 4 * P && ms.gradients < mh.gradients);
     assert_true(ms.host < mh.host);
     assert_true(mh.host == mh.optimizer_state + mh.compute_weights + mh.checkpoints + mh.gradients + mh.staging);
     st_error err = {0};
@@ -230,16 +239,60 @@ static void test_memory_budgets(void **state) {
     offload_trainer_free(t);
 }
 
-static void test_unsupported_placements_refused(void **state) {
+/* offload_traffic_per_step predicts, byte for byte, what a steady
+ * iteration moves through the store, for each schedule and placement. */
+static void test_traffic_estimate_is_exact(void **state) {
+    (void)state;
+    train_config tc = small_config(GPT_MIXED_BF16, 0);
+    int32_t *tok = make_tokens(&tc);
+    const size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    for (int k = 0; k < 2; k++)
+        for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
+            snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
+            assert_non_null(mkdtemp(store_dir));
+            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .store_paths = store_paths,
+                                 .n_store_paths = 1, .segment_elems = 2048};
+            oc.weights_on_ssd = oc.acts_on_ssd = pl == ALL_SSD || pl == MIXED;
+            oc.optim_on_ssd = oc.grads_on_ssd = pl == ALL_SSD || pl == GRADS;
+            offload_traffic want;
+            st_error err = {0};
+            assert_int_equal(offload_traffic_per_step(&oc, &want, &err), ST_OK);
+            assert_true(want.total_read > 0 && want.total_written > 0);
+            offload_trainer *t;
+            assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
+            offload_stats before, after;
+            for (int s = 0; s < 2; s++) {
+                assert_int_equal(offload_trainer_step(t, tok + s * per, NULL, &err), ST_OK);
+                assert_int_equal(offload_trainer_sync(t, &err), ST_OK);
+                if (s == 0) offload_trainer_stats(t, &before);
+            }
+            offload_trainer_stats(t, &after);
+            for (int kind = 0; kind < STORE_KIND_COUNT; kind++) {
+                if (kind == STORE_MANIFEST) continue;
+                assert_int_equal(after.bytes_read[kind] - before.bytes_read[kind], want.read[kind]);
+                assert_int_equal(after.bytes_written[kind] - before.bytes_written[kind], want.written[kind]);
+            }
+            offload_trainer_free(t);
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
+            assert_int_equal(system(cmd), 0);
+        }
+    free(tok);
+}
+
+static void test_bad_placements_refused(void **state) {
     (void)state;
     offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .grads_on_ssd = 1};
     offload_trainer *t;
     st_error err = {0};
-    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EUNSUPPORTED);
-    assert_non_null(strstr(err.msg, "gradients"));
-    oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .acts_on_ssd = 1};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);   /* no store directory */
     assert_non_null(strstr(err.msg, "store directory"));
+    oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .acts_on_ssd = 1};
+    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "store directory"));
+    oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .segment_elems = 1000};
+    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "2048"));
 }
 
 int main(void) {
@@ -248,7 +301,8 @@ int main(void) {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_eval_matches),
         cmocka_unit_test(test_memory_budgets),
-        cmocka_unit_test(test_unsupported_placements_refused),
+        cmocka_unit_test(test_traffic_estimate_is_exact),
+        cmocka_unit_test(test_bad_placements_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

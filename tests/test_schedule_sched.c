@@ -62,9 +62,10 @@ static void test_weights_read_per_micro_batch_horizontal(void **state) {
         sched_counts c;
         sched_count(&l, &c);
         assert_int_equal(c.weight_loads, 10 * M);
-        /* gradient accumulators go out and back between micro-batches */
-        assert_int_equal(c.grad_saves, 5 * (M - 1));
-        assert_int_equal(c.grad_loads, 5 * (M - 1));
+        /* gradient accumulators go out after every micro-batch and come
+         * back for the next one, and after the last for the optimizer */
+        assert_int_equal(c.grad_saves, 5 * M);
+        assert_int_equal(c.grad_loads, 5 * M);
         sched_list_free(&l);
     }
 }
@@ -168,7 +169,7 @@ static void check_optimizer_cover(sched_kind k, double alpha, int clip) {
             assert_true(t->lo >= 0 && t->hi <= 1 && t->lo <= t->hi);
         }
         for (int i = 0; i < flush.n; i++)
-            if (flush.tasks[i].unit == u) deferred_next += flush.tasks[i].hi - flush.tasks[i].lo;
+            if (flush.tasks[i].op == TASK_OPTIMIZE && flush.tasks[i].unit == u) deferred_next += flush.tasks[i].hi - flush.tasks[i].lo;
         assert_float_equal(now + deferred_next, 1.0, 1e-12);
         assert_float_equal(deferred_prev, deferred_next, 1e-12);
         double expect_deferred = clip && k == SCHED_VERTICAL ? 1.0 : alpha;
@@ -203,6 +204,53 @@ static void test_optimizer_shares(void **state) {
             for (int clip = 0; clip < 2; clip++) check_optimizer_cover((sched_kind)k, alphas[a], clip);
 }
 
+/* With gradients on the SSD, every step reads gradients that are in memory:
+ * it depends on a load of its unit's gradients covering its share, or on
+ * the unit's last gradient term with no save in between that gave the
+ * buffer up. Vertical parks only the deferred share, horizontal the whole
+ * accumulator after every micro-batch. */
+static void check_grads_reach_steps(sched_kind k, double alpha, int clip, int deferred_in) {
+    sched_params p = params(k, 4, 3, alpha, clip, 1);
+    sched_list l = build(&p, deferred_in);
+    double saved_share[4] = {0};
+    for (int i = 0; i < l.n; i++) {
+        const sched_task *t = &l.tasks[i];
+        if (t->op == TASK_SAVE_GRAD) saved_share[t->unit] += t->hi - t->lo;
+        if (t->op != TASK_OPTIMIZE) continue;
+        int covered = 0;
+        for (int j = i - 1; j >= 0 && !covered; j--) {
+            const sched_task *s = &l.tasks[j];
+            if (s->unit != t->unit && !(t->unit == 0 && (s->op == TASK_HEAD || s->op == TASK_EMBED_BACKWARD))) continue;
+            if (s->op == TASK_LOAD_GRAD) {
+                assert_true(s->lo <= t->lo && s->hi >= t->hi);
+                assert_true(depends(&l, i, j));
+                covered = 1;
+            } else if (s->op == TASK_BLOCK_BACKWARD || s->op == TASK_EMBED_BACKWARD) {
+                assert_true(depends(&l, i, j));
+                covered = 1;
+            } else if (s->op == TASK_SAVE_GRAD) {
+                break;   /* parked before this step without a load: not in memory */
+            }
+        }
+        assert_true(covered);
+    }
+    double share = sched_deferred_share(&p);
+    for (int u = 0; u < 4; u++) {
+        if (k == SCHED_VERTICAL) assert_float_equal(saved_share[u], share, 1e-12);
+        else assert_float_equal(saved_share[u], 3.0, 1e-12);   /* M whole accumulators */
+    }
+    sched_list_free(&l);
+}
+
+static void test_gradients_on_ssd(void **state) {
+    (void)state;
+    const double alphas[] = {0.0, 0.25, 1.0};
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 3; a++)
+            for (int clip = 0; clip < 2; clip++)
+                for (int d = 0; d < 2; d++) check_grads_reach_steps((sched_kind)k, alphas[a], clip, d);
+}
+
 static void test_bad_params(void **state) {
     (void)state;
     st_error err = {0};
@@ -223,6 +271,7 @@ int main(void) {
         cmocka_unit_test(test_structure_all_variants),
         cmocka_unit_test(test_snake_order),
         cmocka_unit_test(test_optimizer_shares),
+        cmocka_unit_test(test_gradients_on_ssd),
         cmocka_unit_test(test_bad_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,37 +3,46 @@
  * lists of strata/schedule.h, one iteration per call, with the optimizer
  * step split per unit and partly deferred into the next iteration's forward.
  *
- * This is the engine of SSD-offloaded training (issue 5), built in steps.
- * What runs today: both schedules (vertical snake, horizontal), any alpha,
- * clipping on or off, fp32 or mixed precision; compute weights, master
- * weights with Adam moments, and activation checkpoints each in host memory
- * or in the SSD store (strata/store.h); gradients in host memory. Its
- * results match the in-memory trainer (strata/train.h): bit for bit for the
- * horizontal schedule, up to the rounding of a different gradient summation
- * order for the vertical one, wherever the state lives.
+ * This is the engine of SSD-offloaded training (issue 5). It runs both
+ * schedules (vertical snake, horizontal), any alpha, clipping on or off, fp32
+ * or mixed precision, with each kind of state in host memory or in the SSD
+ * store (strata/store.h): compute weights, master weights with Adam moments,
+ * activation checkpoints, and gradient accumulators. Its results match the
+ * in-memory trainer (strata/train.h): bit for bit for the horizontal
+ * schedule, up to the rounding of a different gradient summation order for
+ * the vertical one, wherever the state lives.
  *
- * Optimizer steps (TASK_OPTIMIZE: read master weights and moments, step,
- * write them and the new compute weights back) run on a worker thread, in
- * list order, while compute goes on; a unit's weights are loaded only after
+ * Three threads of work go on at once. The compute thread runs the list's
+ * tasks in order. Optimizer steps (TASK_OPTIMIZE) run on a worker thread, in
+ * list order: each streams its share of a unit through three slots of
+ * segment buffers (read ahead, step, write behind) and writes the new
+ * compute weights in the same pass; a unit's weights are loaded only after
  * its pending steps finish. So the deferred share (alpha) of each unit
  * overlaps the next forward, and with alpha < 1 and no clipping the rest
- * overlaps backward.
+ * overlaps backward. The I/O engine moves bytes beside both: after each
+ * load of weights, checkpoints or gradients, the next load of that kind is
+ * started when its inputs are final, and saves of checkpoints and gradients
+ * are written behind compute.
  *
- * After each weight or checkpoint load, the next load of the same kind is
- * started asynchronously when its inputs are final (its dependencies have
- * run and no optimizer step of that unit is pending), into a second weight
- * buffer or a free checkpoint buffer, so reads overlap compute. Saves of
- * checkpoints are still synchronous, and gradients cannot go to the SSD
- * (asking is refused with ST_EUNSUPPORTED). Memory: every buffer is allocated once, in
- * offload_trainer_create, and counted by offload_memory_need; budgets given
- * in the config are checked there first, and a configuration that does not
- * fit is refused with ST_ENOMEM saying how much it needs and for what.
+ * Gradients on the SSD (grads_on_ssd) means memory holds gradient buffers
+ * for a few units, not for the model: the embedding unit's, and three
+ * shared by the blocks (the one being accumulated, one read ahead, one that
+ * a queued optimizer step still reads). A gradient that must outlive its
+ * buffer (horizontal's accumulators between micro-batches, the deferred
+ * share) is parked in the store.
+ *
+ * Memory: every buffer is allocated once, in offload_trainer_create, and
+ * counted by offload_memory_need; budgets given in the config are checked
+ * there first, and a configuration that does not fit is refused with
+ * ST_ENOMEM saying how much it needs and for what.
  *
  * On the SSD each unit u is stored as up to two parts: elements [0, s_u)
  * stepped during backward and [s_u, n_u) deferred (alpha), with s_u a
  * multiple of 2048 elements so that both parts read back into one aligned
- * buffer. Tensors: weights[u, part] (bf16, or f32 in fp32 mode), master,
- * adam_m, adam_v [u, part] (f32), activations[u, m] (f32, volatile).
+ * buffer; weights and optimizer state are stored per segment of a part
+ * (segment_elems). Tensors: weights[u, p*65536+j] (bf16, or f32 in fp32
+ * mode), master, adam_m, adam_v [u, p*65536+j] (f32), grads[u, p] (f32,
+ * volatile), activations[u, m] (f32, volatile).
  *
  *     offload_config oc = {.train = tc, .schedule = SCHED_VERTICAL, .alpha = 0.25};
  *     offload_trainer *t;
@@ -58,12 +67,14 @@ typedef struct offload_config {
     sched_kind schedule;
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     int weights_on_ssd, optim_on_ssd, acts_on_ssd;   /* each: 1 = in the SSD store, 0 = host memory */
-    int grads_on_ssd;                                /* not supported yet: must be 0 */
+    int grads_on_ssd;                                /* gradient accumulators: a few units' buffers, parked in the store */
     const char *const *store_paths;                  /* store directories (one per drive), when anything is on the SSD */
     int n_store_paths;
     uint64_t mem_device;   /* budget for the compute working set (0: none) */
     uint64_t mem_host;     /* budget for state kept in host memory and I/O staging (0: none) */
     const char *trace_path;   /* write a Chrome trace here (lanes: compute, optimizer, each SSD path), or NULL */
+    size_t segment_elems;     /* elements per store segment of weights and optimizer state, a multiple of
+                                 2048 (0: 2M, 8 MiB of f32); the optimizer streams one segment at a time */
 } offload_config;
 
 /* What the executor allocates for a configuration, by budget. */
@@ -75,10 +86,21 @@ typedef struct offload_memory {
     uint64_t optimizer_state;    /* master weights and Adam moments, or their staging buffers */
     uint64_t compute_weights;    /* the compute copy when it stays in memory */
     uint64_t checkpoints;        /* activation checkpoints of every block and micro-batch when in memory */
-    uint64_t gradients;          /* fp32 gradients (always in memory for now) */
+    uint64_t gradients;          /* fp32 gradients: all of them, or a few units' buffers when on the SSD */
     uint64_t staging;            /* I/O staging and initialization */
 } offload_memory;
 void offload_memory_need(const offload_config *cfg, offload_memory *out);
+
+/* SSD bytes one steady-state iteration moves (padding included: what the
+ * drive sees), by kind of tensor (strata/store.h's store_kind); the
+ * deferred work arriving from the previous iteration is counted, the
+ * set-up is not. The least traffic a schedule and placement must move: the
+ * I/O side of the roofline bound, and how --offload auto ranks placements. */
+typedef struct offload_traffic {
+    uint64_t read[STORE_KIND_COUNT], written[STORE_KIND_COUNT];
+    uint64_t total_read, total_written;
+} offload_traffic;
+st_status offload_traffic_per_step(const offload_config *cfg, offload_traffic *out, st_error *err);
 
 typedef struct offload_trainer offload_trainer;
 
@@ -101,8 +123,8 @@ st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 long offload_trainer_steps_done(const offload_trainer *t);
 /* Where the time went since creation, and what moved. The compute thread
- * computes, or waits on the SSD (its loads and saves are synchronous), or
- * waits for the optimizer; the worker's time (optimizer_s, of which
+ * computes, or waits on the SSD (for loads not read ahead in time, and
+ * for buffers still being written), or waits for the optimizer; the worker's time (optimizer_s, of which
  * worker_io_s on the SSD) overlaps compute unless compute waited for it. */
 typedef struct offload_stats {
     long steps;
@@ -118,7 +140,10 @@ typedef struct offload_stats {
     uint64_t bytes_written[STORE_KIND_COUNT];
 } offload_stats;
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out);
-/* Waits for the optimizer and finishes the trace file (also done by free). */
+/* Waits for the optimizer's queued steps and for every save still being
+ * written behind: afterwards nothing is in flight. */
+st_status offload_trainer_sync(offload_trainer *t, st_error *err);
+/* Syncs and finishes the trace file (also done by free). */
 st_status offload_trainer_close_trace(offload_trainer *t, st_error *err);
 
 /* Bytes moved to and from the SSD store so far (0 without a store). */

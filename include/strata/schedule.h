@@ -51,8 +51,8 @@ typedef enum task_op {
     TASK_EMBED_BACKWARD,   /* mb: unit 0 gradients += from dact[mb] */
     TASK_SAVE_ACT,         /* unit, mb: act[unit][mb] to the SSD */
     TASK_LOAD_ACT,         /* unit, mb: act[unit][mb] from the SSD */
-    TASK_SAVE_GRAD,        /* unit: gradient accumulator to the SSD */
-    TASK_LOAD_GRAD,        /* unit: gradient accumulator from the SSD */
+    TASK_SAVE_GRAD,        /* unit, [lo, hi): that share of the gradient accumulator to the SSD */
+    TASK_LOAD_GRAD,        /* unit, [lo, hi): that share of the gradient accumulator from the SSD */
     TASK_GRAD_NORM,        /* the global gradient norm (all units complete) */
     TASK_OPTIMIZE,         /* unit, [lo, hi): AdamW on those elements, new compute weights */
     TASK_OP_COUNT
@@ -70,7 +70,7 @@ typedef struct sched_task {
     task_op op;
     int unit;              /* -1 when none */
     int mb;                /* micro-batch, -1 when none */
-    double lo, hi;         /* TASK_OPTIMIZE: share of the unit's elements, [lo, hi) of [0, 1) */
+    double lo, hi;         /* TASK_OPTIMIZE, TASK_SAVE_GRAD, TASK_LOAD_GRAD: share of the unit's elements, [lo, hi) of [0, 1) */
     int deferred;          /* TASK_OPTIMIZE: work of the previous iteration, done in this forward */
     int n_deps;
     int deps[SCHED_MAX_DEPS];

@@ -66,11 +66,13 @@ static const opt_def opt_defs[] = {
     {"precision", OPT_STR, O(precision), "P       fp32 or mixed (bf16 compute weights, fp32 master)"},
     {"recompute", OPT_FLAG, O(recompute), "        keep only block inputs, recompute in backward (default)"},
     {"no-recompute", OPT_NOFLAG, O(recompute), "        keep all activations (faster, more memory)"},
-    {"schedule", OPT_STR, O(schedule), "S       memory (default: all state in RAM), vertical or horizontal (the\n"
-                                       "                        schedule executor: units streamed, optimizer per unit)"},
+    {"schedule", OPT_STR, O(schedule), "S       vertical (default), horizontal (the schedule executor: units\n"
+                                       "                          streamed, optimizer per unit), or memory (the plain\n"
+                                       "                          in-memory trainer)"},
     {"alpha", OPT_DOUBLE, O(alpha), "X       executor: share of each unit's optimizer step deferred to the next forward"},
-    {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts, none, or auto\n"
-                                     "                        (default: the least SSD traffic that fits the budgets)"},
+    {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts,grads,\n"
+                                     "                          none, or auto (default: the least SSD traffic that fits\n"
+                                     "                          the budgets)"},
     {"store", OPT_STR, O(store), "DIRS    store directories, comma separated, one per drive (default RUN_DIR/store)"},
     {"mem-device", OPT_STR, O(mem_device), "SIZE    executor: budget for the compute working set (e.g. 512M; default none)"},
     {"trace", OPT_STR, O(trace), "FILE    executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"},
@@ -317,7 +319,7 @@ int cmd_train(int argc, char **argv) {
     train_opts o = {.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
                     .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
                     .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
-                    .eval_batches = 8, .log_every = 10, .schedule = "memory", .offload = "auto"};
+                    .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
     st_error err = {0};
     cJSON *config_doc = NULL;
     /* The config file first, so that flags override it. */
@@ -398,23 +400,24 @@ int cmd_train(int argc, char **argv) {
         cJSON_Delete(config_doc);
         return cli_usage_error("train", "--schedule must be memory, vertical or horizontal, not '%s'", o.schedule);
     }
-    int on_ssd[3] = {0, 0, 0};   /* weights, optim, acts */
+    static const char *state_names[4] = {"weights", "optim", "acts", "grads"};
+    int on_ssd[4] = {0, 0, 0, 0};   /* weights, optim, acts, grads */
     const int auto_offload = !strcmp(o.offload, "auto");
     if (strcmp(o.offload, "none") != 0 && !auto_offload) {
-        static const char *names[3] = {"weights", "optim", "acts"};
         char list[256];
         snprintf(list, sizeof list, "%s", o.offload);
         for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             int found = 0;
-            for (int k = 0; k < 3; k++)
-                if (!strcmp(tok, names[k])) on_ssd[k] = found = 1;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(tok, state_names[k])) on_ssd[k] = found = 1;
             if (!found) {
                 cJSON_Delete(config_doc);
-                return cli_usage_error("train", "--offload: unknown state '%s' (weights, optim, acts, none or auto)", tok);
+                return cli_usage_error("train", "--offload: unknown state '%s' (weights, optim, acts, grads, none or auto)",
+                                       tok);
             }
         }
     }
-    int any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2];
+    int any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2] || on_ssd[3];
     char auto_list[64] = "";
     if ((any_ssd || o.alpha > 0) && !executor) {
         cJSON_Delete(config_doc);
@@ -422,7 +425,7 @@ int cmd_train(int argc, char **argv) {
     }
     if (executor && !o.recompute) {
         cJSON_Delete(config_doc);
-        return cli_usage_error("train", "the schedule executor always recomputes activations; drop --no-recompute");
+        return cli_usage_error("train", "the schedule executor always recomputes activations; drop --no-recompute or use --schedule memory");
     }
     if (o.alpha < 0 || o.alpha > 1) {
         cJSON_Delete(config_doc);
@@ -526,32 +529,39 @@ int cmd_train(int argc, char **argv) {
                 paths[n_paths++] = tok;
         }
         if (auto_offload && (mem_host || mem_device)) {
-            /* the placement with the least SSD traffic that fits the budgets */
-            static const int candidates[][3] = {{0, 0, 0}, {0, 0, 1}, {0, 1, 0}, {0, 1, 1}, {1, 1, 0}, {1, 1, 1}};
+            /* Of the 16 placements, the one that fits the budgets with the
+             * least SSD traffic per step (then: the fewest kinds moved) */
             int found = -1, smallest = 0;
-            uint64_t smallest_host = UINT64_MAX;
-            for (int cand = 0; cand < 6 && found < 0; cand++) {
-                offload_config probe = {.train = tc, .weights_on_ssd = candidates[cand][0],
-                                        .optim_on_ssd = candidates[cand][1], .acts_on_ssd = candidates[cand][2]};
+            uint64_t smallest_host = UINT64_MAX, best_traffic = UINT64_MAX;
+            for (int cand = 0; cand < 16; cand++) {
+                offload_config probe = {.train = tc, .schedule = kind, .alpha = o.alpha,
+                                        .weights_on_ssd = cand & 1, .optim_on_ssd = (cand >> 1) & 1,
+                                        .acts_on_ssd = (cand >> 2) & 1, .grads_on_ssd = (cand >> 3) & 1};
                 offload_memory need;
+                offload_traffic traffic;
                 offload_memory_need(&probe, &need);
-                if ((!mem_host || need.host <= mem_host) && (!mem_device || need.device <= mem_device)) found = cand;
                 if (need.host < smallest_host) smallest_host = need.host, smallest = cand;
+                if ((mem_host && need.host > mem_host) || (mem_device && need.device > mem_device)) continue;
+                if (offload_traffic_per_step(&probe, &traffic, &err) != ST_OK) goto fail;
+                const uint64_t bytes = traffic.total_read + traffic.total_written;
+                if (bytes < best_traffic || (bytes == best_traffic && __builtin_popcount((unsigned)cand) <
+                                                                         __builtin_popcount((unsigned)found)))
+                    best_traffic = bytes, found = cand;
             }
             /* nothing fits: take the smallest, and let the executor say what it needs */
             if (found < 0) found = smallest;
-            for (int k = 0; k < 3; k++) on_ssd[k] = candidates[found][k];
-            any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2];
-            static const char *kind_names[3] = {"weights", "optim", "acts"};
-            for (int k = 0; k < 3; k++)
+            for (int k = 0; k < 4; k++) on_ssd[k] = (found >> k) & 1;
+            any_ssd = found != 0;
+            for (int k = 0; k < 4; k++)
                 if (on_ssd[k]) {
                     if (auto_list[0]) strcat(auto_list, ",");
-                    strcat(auto_list, kind_names[k]);
+                    strcat(auto_list, state_names[k]);
                 }
             o.offload = auto_list[0] ? auto_list : "none";
         }
         offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = on_ssd[0],
-                             .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .store_paths = paths,
+                             .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .grads_on_ssd = on_ssd[3],
+                             .store_paths = paths,
                              .n_store_paths = n_paths, .mem_device = mem_device, .mem_host = mem_host,
                              .trace_path = o.trace};
         offload_memory need;

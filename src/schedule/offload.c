@@ -12,8 +12,38 @@
 #include "strata/trace.h"
 
 /* Activation buffers when checkpoints live on the SSD. A vertical forward
- * holds a block's input and output, plus the one kept at a snake turn. */
-#define ACT_POOL 4
+ * holds a block's input and output, one kept at a snake turn, a prefetch,
+ * and saves still being written behind. */
+#define ACT_POOL 6
+/* Gradient buffers when gradients live on the SSD: buffer 0 is the embedding
+ * unit's (it collects terms from the head at the start of backward to the
+ * embedding at its end), the others are shared by blocks: the one being
+ * accumulated, one read ahead, and ones queued optimizer steps still read. */
+#define GRAD_POOL 4
+/* The optimizer streams a part of a unit in segments through OPT_SLOTS sets
+ * of buffers: one being stepped, one read ahead, one written behind. */
+#define OPT_SLOTS 3
+#define SEGMENT_DEFAULT ((size_t)1 << 21)   /* elements: 8 MiB of f32 per tensor */
+#define SEGMENT_STRIDE 65536                /* store index of segment j of part p: p * stride + j */
+
+typedef struct opt_slot {
+    float *buf[3];             /* master, m, v of one segment (when on the SSD) */
+    unsigned char *wout;       /* its new compute weights (when on the SSD) */
+    store_op rd[3], wr[4];
+    int n_rd, n_wr;
+    double rd_t0, wr_t0;       /* when they were started, for the trace */
+    int u, part;
+    size_t seg;
+} opt_slot;
+
+typedef struct grad_buf {
+    float *data;               /* element e of the unit at data[e] */
+    int held;                  /* the compute thread still uses it (under lock) */
+    int jobs;                  /* queued optimizer jobs that read it (under lock) */
+    store_op rd[2], wr[2];     /* a read ahead into it, saves from it */
+    int n_rd, n_wr;
+    int wr_unit;               /* unit whose save is in flight from it */
+} grad_buf;
 
 struct offload_trainer {
     offload_config cfg;
@@ -24,24 +54,30 @@ struct offload_trainer {
     size_t n, NC;                      /* parameters; floats of one activation [B,T,C] */
     size_t *split;                     /* [L+1]: elements of part 0 (stepped during backward) */
     size_t wsz;                        /* bytes per compute weight: 2 (bf16) or 4 */
+    size_t seg;                        /* elements per store segment of weights and optimizer state */
+    int max_segs;                      /* segments of the largest unit, both parts */
     store *st;                         /* the SSD tier, NULL when everything is in memory */
     /* host state (NULL when that kind lives on the SSD) */
     float *master, *m, *v;             /* optimizer state, unit layout */
     st_bf16 *w16;                      /* compute weights, mixed precision */
     float *w32;                        /* compute weights, fp32 (== master when that is in memory) */
-    float *grads;                      /* always in memory */
+    float *grads;                      /* all gradients, when they stay in memory */
+    grad_buf gpool[GRAD_POOL];         /* else these, when they live on the SSD */
+    int *grad_of;                      /* [L+1]: the gpool buffer holding the unit's gradients, or -1 */
     /* buffers for the SSD tier */
     unsigned char *wbuf[2];            /* a unit's compute weights read back; the other one prefetches */
     int wbuf_unit[2];                  /* unit whose read is in flight into wbuf[b], or -1 */
-    store_op wop[2][2];                /* those reads, one per part */
+    store_op *wop[2];                  /* those reads, one per segment */
     int wop_n[2];
     int wcur;                          /* the buffer compute reads now */
-    float *obuf[3];                    /* one part of master, m, v */
-    unsigned char *pbuf;               /* one part of new compute weights */
+    opt_slot oslot[OPT_SLOTS];         /* the optimizer's streaming buffers */
+    float *sbuf;                       /* one segment of f32: initialization and read_params */
     float *act_pool[ACT_POOL];
     int act_free[ACT_POOL], n_act_free;
     store_op act_op[ACT_POOL];         /* a prefetch read into act_pool[i] */
     int act_op_pending[ACT_POOL];
+    store_op act_wr[ACT_POOL];         /* a save from act_pool[i], written behind */
+    int act_wr_pending[ACT_POOL], act_wr_u[ACT_POOL], act_wr_m[ACT_POOL];
     /* compute */
     float *unit32;                     /* the loaded unit's weights widened to f32 (mixed) */
     float *weights;                    /* the loaded unit's f32 weights */
@@ -55,6 +91,9 @@ struct offload_trainer {
     char *grads_fresh;                 /* [L+1]: zeroed in this iteration yet */
     int *last_grad_task;               /* [L+1] per list */
     int *next_compute;                 /* per list: the next compute task after i (or n) */
+    int *next_grad_load;               /* per list: the next LOAD_GRAD after i (or n) */
+    int *unit_next_use;                /* [L+1] scratch for the release analysis */
+    char *grad_release;                /* per list: the unit's gradient buffer is released after task i */
     float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation, made on first use */
     int next_cap;
     float clip_scale_now;
@@ -87,9 +126,10 @@ typedef struct opt_job {
     sched_task task;
     float lr, scale;
     long step_t;
+    int grad_buf;              /* gpool index the job reads, or -1 (all gradients in memory) */
 } opt_job;
 
-static st_status optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t, st_error *err);
+static st_status optimize(offload_trainer *t, const opt_job *job, st_error *err);
 
 /* ---- the optimizer worker --------------------------------------------------------- */
 
@@ -104,7 +144,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&t->lock);
         st_error err = {0};
         double t0 = st_now();
-        st_status s = optimize(t, &job.task, job.lr, job.scale, job.step_t, &err);
+        st_status s = optimize(t, &job, &err);
         double t1 = st_now();
         if (t->tr) {
             char name[64];
@@ -117,6 +157,7 @@ static void *worker_main(void *arg) {
         t->job_head = (t->job_head + 1) % t->job_cap;
         t->job_count--;
         t->unit_pending[job.task.unit]--;
+        if (job.grad_buf >= 0) t->gpool[job.grad_buf].jobs--;
         if (s != ST_OK && t->worker_status == ST_OK) {
             t->worker_status = s;
             t->worker_error = err;
@@ -128,11 +169,13 @@ static void *worker_main(void *arg) {
 }
 
 static void enqueue_optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t) {
+    const int gb = t->grad_of ? t->grad_of[k->unit] : -1;
     pthread_mutex_lock(&t->lock);
     while (t->job_count == t->job_cap) pthread_cond_wait(&t->job_done, &t->lock);
-    t->jobs[(t->job_head + t->job_count) % t->job_cap] = (opt_job){*k, lr, scale, step_t};
+    t->jobs[(t->job_head + t->job_count) % t->job_cap] = (opt_job){*k, lr, scale, step_t, gb};
     t->job_count++;
     t->unit_pending[k->unit]++;
+    if (gb >= 0) t->gpool[gb].jobs++;
     pthread_cond_signal(&t->job_ready);
     pthread_mutex_unlock(&t->lock);
 }
@@ -168,9 +211,35 @@ static void part_range(const offload_trainer *t, int u, int part, size_t *lo, si
 
 static store_key key(store_kind k, int u, int index) { return (store_key){k, u, index}; }
 
-/* A blocking store read or write, timed (for the summary) and traced on
- * every SSD path's lane (a tensor is striped over all of them). on_worker:
- * called from the optimizer thread rather than the compute thread. */
+/* Weights and optimizer state are stored per segment: each part of a unit is
+ * cut into runs of t->seg elements, so that the optimizer can stream them. */
+static size_t seg_count(const offload_trainer *t, int u, int part) {
+    size_t lo, hi;
+    part_range(t, u, part, &lo, &hi);
+    return (hi - lo + t->seg - 1) / t->seg;
+}
+
+static void seg_range(const offload_trainer *t, int u, int part, size_t j, size_t *lo, size_t *hi) {
+    size_t plo, phi;
+    part_range(t, u, part, &plo, &phi);
+    *lo = plo + j * t->seg;
+    *hi = *lo + t->seg < phi ? *lo + t->seg : phi;
+}
+
+static store_key seg_key(store_kind k, int u, int part, size_t j) {
+    return key(k, u, part * SEGMENT_STRIDE + (int)j);
+}
+
+/* Traces an SSD transfer on every path's lane (a tensor is striped over all). */
+static void trace_ssd(offload_trainer *t, const char *what, store_key k, double t0, double t1) {
+    if (!t->tr) return;
+    char name[96], kb[48];
+    snprintf(name, sizeof name, "%s %s", what, store_key_name(k, kb, sizeof kb));
+    for (int p = 0; p < t->cfg.n_store_paths; p++) trace_span(t->tr, t->lane_ssd0 + p, name, t0, t1);
+}
+
+/* A blocking store read or write, timed (for the summary) and traced.
+ * on_worker: called from the optimizer thread rather than the compute one. */
 static st_status store_io(offload_trainer *t, int write, store_key k, void *buf, uint64_t bytes, int on_worker,
                           st_error *err) {
     double t0 = st_now();
@@ -178,17 +247,43 @@ static st_status store_io(offload_trainer *t, int write, store_key k, void *buf,
     double t1 = st_now();
     if (on_worker) t->stats.worker_io_s += t1 - t0, t->worker_bytes += bytes;
     else t->stats.compute_io_s += t1 - t0, t->stats.bytes_blocking += bytes;
-    if (t->tr) {
-        char name[96], kb[48];
-        snprintf(name, sizeof name, "%s %s", write ? "write" : "read", store_key_name(k, kb, sizeof kb));
-        for (int p = 0; p < t->cfg.n_store_paths; p++) trace_span(t->tr, t->lane_ssd0 + p, name, t0, t1);
-    }
+    trace_ssd(t, write ? "write" : "read", k, t0, t1);
+    return s;
+}
+
+/* Waits for an asynchronous transfer the compute thread started; the time
+ * it still had to wait counts as blocking I/O. */
+static st_status compute_wait(offload_trainer *t, store_op *op, const char *what, st_error *err) {
+    double t0 = st_now();
+    st_status s = store_op_wait(op, err);
+    double t1 = st_now();
+    t->stats.compute_io_s += t1 - t0;
+    if (t->tr && t1 - t0 > 1e-4) trace_span(t->tr, t->lane_compute, what, t0, t1);
     return s;
 }
 
 /* ---- activations ----------------------------------------------------------------- */
 
 static float **slot(offload_trainer *t, int u, int m) { return &t->act_slot[(size_t)(u - 1) * t->M + m]; }
+
+static st_status wait_act_write(offload_trainer *t, int i, st_error *err) {
+    if (!t->act_wr_pending[i]) return ST_OK;
+    t->act_wr_pending[i] = 0;
+    return compute_wait(t, &t->act_wr[i], "wait for checkpoint save", err);
+}
+
+/* A read of act[u][m] may start once its save is on the SSD. */
+static st_status wait_act_saved(offload_trainer *t, int u, int m, st_error *err) {
+    for (int i = 0; i < ACT_POOL; i++)
+        if (t->act_wr_pending[i] && t->act_wr_u[i] == u && t->act_wr_m[i] == m) return wait_act_write(t, i, err);
+    return ST_OK;
+}
+
+static int act_index(const offload_trainer *t, const float *buf) {
+    for (int i = 0; i < ACT_POOL; i++)
+        if (t->act_pool[i] == buf) return i;
+    return -1;
+}
 
 /* A buffer for a new version of act[u][m]. */
 static st_status act_make(offload_trainer *t, int u, int m, float **out, st_error *err) {
@@ -199,45 +294,236 @@ static st_status act_make(offload_trainer *t, int u, int m, float **out, st_erro
     }
     if (t->n_act_free == 0)
         return st_fail(err, ST_ENOMEM, "activation buffers exhausted at act[%d][%d] (a schedule bug)", u, m);
-    *s = *out = t->act_pool[t->act_free[--t->n_act_free]];
+    int i = t->act_free[--t->n_act_free];
+    st_status st = wait_act_write(t, i, err);   /* its previous contents may still be going out */
+    if (st != ST_OK) return st;
+    *s = *out = t->act_pool[i];
     return ST_OK;
 }
 
-/* act[u][m] is on the SSD and not needed in memory until loaded again. */
+/* act[u][m] is on the SSD (or going there) and not needed in memory until
+ * loaded again. */
 static void act_drop(offload_trainer *t, int u, int m) {
     float **s = slot(t, u, m);
     if (!t->cfg.acts_on_ssd || !*s) return;
-    for (int i = 0; i < ACT_POOL; i++)
-        if (t->act_pool[i] == *s) t->act_free[t->n_act_free++] = i;
+    int i = act_index(t, *s);
+    if (i >= 0) t->act_free[t->n_act_free++] = i;
     *s = NULL;
+}
+
+/* Starts writing act[u][m] behind compute. */
+static st_status act_save(offload_trainer *t, int u, int m, st_error *err) {
+    int i = act_index(t, *slot(t, u, m));
+    if (i < 0) return st_fail(err, ST_EINVAL, "act[%d][%d] is not in a checkpoint buffer (a schedule bug)", u, m);
+    st_status s = wait_act_saved(t, u, m, err);   /* an older save of it, from another buffer */
+    if (s == ST_OK) s = wait_act_write(t, i, err);
+    if (s != ST_OK) return s;
+    double t0 = st_now();
+    const uint64_t bytes = store_padded_bytes(t->NC * 4);
+    s = store_write_async(t->st, key(STORE_ACTIVATIONS, u, m), t->act_pool[i], bytes, &t->act_wr[i], err);
+    if (s != ST_OK) return s;
+    t->act_wr_pending[i] = 1, t->act_wr_u[i] = u, t->act_wr_m[i] = m;
+    t->stats.bytes_overlapped += bytes;
+    trace_ssd(t, "start write", key(STORE_ACTIVATIONS, u, m), t0, st_now());
+    return ST_OK;
+}
+
+/* ---- gradients --------------------------------------------------------------------- */
+
+static float *unit_grads(offload_trainer *t, int u) {
+    if (t->grads) return t->grads + gpt_unit_offset(&t->c, u);
+    return t->grad_of[u] >= 0 ? t->gpool[t->grad_of[u]].data : NULL;
+}
+
+/* The gpool buffers a unit may use: its own for the embedding unit, the
+ * shared ones for blocks. */
+static void grad_class(int u, int *lo, int *hi) {
+    *lo = u == 0 ? 0 : 1;
+    *hi = u == 0 ? 1 : GRAD_POOL;
+}
+
+static st_status wait_grad_writes(offload_trainer *t, int i, st_error *err) {
+    st_status s = ST_OK;
+    for (int k = 0; k < t->gpool[i].n_wr; k++) {
+        st_status r = compute_wait(t, &t->gpool[i].wr[k], "wait for gradient save", s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    t->gpool[i].n_wr = 0;
+    return s;
+}
+
+/* Waits until no save of unit u's gradients is in flight (a read of them,
+ * or a new save, may then start). */
+static st_status wait_grads_saved(offload_trainer *t, int u, st_error *err) {
+    for (int i = 0; i < GRAD_POOL; i++)
+        if (t->gpool[i].n_wr && t->gpool[i].wr_unit == u) return wait_grad_writes(t, i, err);
+    return ST_OK;
+}
+
+/* Takes a gradient buffer for unit u. blocking: waits for queued optimizer
+ * steps to give one back; else (a read ahead) takes one only when another
+ * stays free for the compute thread, and sets *got. */
+static st_status grad_acquire(offload_trainer *t, int u, int blocking, int *got, st_error *err) {
+    int lo, hi, pick = -1;
+    grad_class(u, &lo, &hi);
+    *got = 0;
+    double t0 = st_now();
+    pthread_mutex_lock(&t->lock);
+    for (;;) {
+        int n_free = 0, jobs = 0;
+        for (int i = lo; i < hi; i++) {
+            if (!t->gpool[i].held && t->gpool[i].jobs == 0) {
+                if (pick < 0) pick = i;
+                n_free++;
+            }
+            jobs += t->gpool[i].jobs;
+        }
+        if (!blocking && (n_free == 0 || (hi - lo > 1 && n_free < 2))) pick = -1;
+        if (pick >= 0 || !blocking) break;
+        if (jobs == 0) {
+            pthread_mutex_unlock(&t->lock);
+            return st_fail(err, ST_ENOMEM, "gradient buffers exhausted at unit %d (a schedule bug)", u);
+        }
+        pthread_cond_wait(&t->job_done, &t->lock);
+    }
+    if (pick >= 0) t->gpool[pick].held = 1;
+    pthread_mutex_unlock(&t->lock);
+    t->stats.optimizer_wait_s += st_now() - t0;
+    if (pick < 0) return ST_OK;
+    st_status s = wait_grad_writes(t, pick, err);   /* its previous contents may still be going out */
+    if (s != ST_OK) return s;
+    t->grad_of[u] = pick;
+    *got = 1;
+    return ST_OK;
+}
+
+/* The compute thread is done with unit u's buffer; queued optimizer steps
+ * may still read it, and it is free once they are done. */
+static void grad_release(offload_trainer *t, int u) {
+    if (!t->grad_of || t->grad_of[u] < 0) return;
+    pthread_mutex_lock(&t->lock);
+    t->gpool[t->grad_of[u]].held = 0;
+    pthread_cond_broadcast(&t->job_done);
+    pthread_mutex_unlock(&t->lock);
+    t->grad_of[u] = -1;
+}
+
+/* The parts of unit u inside the share [lo, hi). */
+static void grad_parts(const offload_trainer *t, const sched_task *k, int *p0, int *p1) {
+    const size_t a = bound(t, k->unit, k->lo), b = bound(t, k->unit, k->hi);
+    *p0 = a < t->split[k->unit] ? 0 : 1;
+    *p1 = b > t->split[k->unit] ? 1 : 0;
+}
+
+/* Starts reading the share of unit u's gradients a LOAD_GRAD names into the
+ * unit's buffer. */
+static st_status grad_start_read(offload_trainer *t, const sched_task *k, st_error *err) {
+    grad_buf *g = &t->gpool[t->grad_of[k->unit]];
+    int p0, p1;
+    grad_parts(t, k, &p0, &p1);
+    st_status s = wait_grads_saved(t, k->unit, err);
+    for (int part = p0; part <= p1 && s == ST_OK; part++) {
+        size_t lo, hi;
+        part_range(t, k->unit, part, &lo, &hi);
+        if (lo == hi) continue;
+        s = store_read_async(t->st, key(STORE_GRADS, k->unit, part), g->data + lo, store_padded_bytes((hi - lo) * 4),
+                             &g->rd[g->n_rd], err);
+        if (s == ST_OK) g->n_rd++;
+    }
+    return s;
+}
+
+static st_status grad_wait_read(offload_trainer *t, int u, st_error *err) {
+    grad_buf *g = &t->gpool[t->grad_of[u]];
+    st_status s = ST_OK;
+    for (int k = 0; k < g->n_rd; k++) {
+        st_status r = compute_wait(t, &g->rd[k], "wait for gradients", s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    g->n_rd = 0;
+    return s;
+}
+
+static uint64_t grad_share_bytes(const offload_trainer *t, const sched_task *k) {
+    int p0, p1;
+    uint64_t bytes = 0;
+    grad_parts(t, k, &p0, &p1);
+    for (int part = p0; part <= p1; part++) {
+        size_t lo, hi;
+        part_range(t, k->unit, part, &lo, &hi);
+        if (lo != hi) bytes += store_padded_bytes((hi - lo) * 4);
+    }
+    return bytes;
+}
+
+/* TASK_LOAD_GRAD: read ahead already, or read now. */
+static st_status load_grads(offload_trainer *t, const sched_task *k, st_error *err) {
+    st_status s;
+    int got;
+    if (t->grad_of[k->unit] >= 0 && t->gpool[t->grad_of[k->unit]].n_rd > 0) {
+        t->stats.bytes_overlapped += grad_share_bytes(t, k);
+    } else {
+        if (t->grad_of[k->unit] < 0 && (s = grad_acquire(t, k->unit, 1, &got, err)) != ST_OK) return s;
+        if ((s = grad_start_read(t, k, err)) != ST_OK) return s;
+        t->stats.bytes_blocking += grad_share_bytes(t, k);
+    }
+    return grad_wait_read(t, k->unit, err);
+}
+
+/* TASK_SAVE_GRAD: writes the share behind compute. */
+static st_status save_grads(offload_trainer *t, const sched_task *k, st_error *err) {
+    const int u = k->unit;
+    if (t->grad_of[u] < 0) return st_fail(err, ST_EINVAL, "save of unit %d's gradients, which are not in memory", u);
+    st_status s = wait_grads_saved(t, u, err);
+    grad_buf *g = &t->gpool[t->grad_of[u]];
+    int p0, p1;
+    grad_parts(t, k, &p0, &p1);
+    double t0 = st_now();
+    for (int part = p0; part <= p1 && s == ST_OK; part++) {
+        size_t lo, hi;
+        part_range(t, u, part, &lo, &hi);
+        if (lo == hi) continue;
+        s = store_write_async(t->st, key(STORE_GRADS, u, part), g->data + lo, store_padded_bytes((hi - lo) * 4),
+                              &g->wr[g->n_wr], err);
+        if (s == ST_OK) g->n_wr++, g->wr_unit = u;
+    }
+    if (s == ST_OK) {
+        t->stats.bytes_overlapped += grad_share_bytes(t, k);
+        trace_ssd(t, "start write", key(STORE_GRADS, u, p0), t0, st_now());
+    }
+    return s;
 }
 
 /* ---- creation ---------------------------------------------------------------------- */
 
 /* Creates unit u's tensors in the store and writes their initial state from
- * the unit's fp32 weights (moments start at zero). */
+ * the unit's fp32 weights (moments start at zero), segment by segment. */
 static st_status init_store_unit(offload_trainer *t, int u, const float *unit, st_error *err) {
+    static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
     st_status s = ST_OK;
     for (int part = 0; part < 2 && s == ST_OK; part++) {
-        size_t lo, hi;
-        part_range(t, u, part, &lo, &hi);
-        if (lo == hi) continue;
-        const size_t len = hi - lo;
-        if (t->cfg.weights_on_ssd) {
-            if ((s = store_create_tensor(t->st, key(STORE_WEIGHTS, u, part), len * t->wsz, STORE_TIER_SSD, 0, err)))
-                return s;
-            if (t->wsz == 2) gpt_f32_to_bf16(unit + lo, (st_bf16 *)t->pbuf, len);
-            else memcpy(t->pbuf, unit + lo, len * 4);
-            if ((s = store_io(t, 1, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), 0, err)))
-                return s;
-        }
-        if (t->cfg.optim_on_ssd) {
-            static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
-            for (int k = 0; k < 3 && s == ST_OK; k++) {
-                if ((s = store_create_tensor(t->st, key(kinds[k], u, part), len * 4, STORE_TIER_SSD, 0, err))) return s;
-                if (k == 0) memcpy(t->obuf[0], unit + lo, len * 4);
-                else memset(t->obuf[0], 0, len * 4);
-                s = store_io(t, 1, key(kinds[k], u, part), t->obuf[0], store_padded_bytes(len * 4), 0, err);
+        size_t plo, phi;
+        part_range(t, u, part, &plo, &phi);
+        if (plo < phi && t->cfg.grads_on_ssd)
+            s = store_create_tensor(t->st, key(STORE_GRADS, u, part), (phi - plo) * 4, STORE_TIER_SSD, STORE_VOLATILE,
+                                    err);
+        for (size_t j = 0; j < seg_count(t, u, part) && s == ST_OK; j++) {
+            size_t lo, hi;
+            seg_range(t, u, part, j, &lo, &hi);
+            const size_t len = hi - lo;
+            if (t->cfg.weights_on_ssd) {
+                store_key k = seg_key(STORE_WEIGHTS, u, part, j);
+                if ((s = store_create_tensor(t->st, k, len * t->wsz, STORE_TIER_SSD, 0, err))) return s;
+                if (t->wsz == 2) gpt_f32_to_bf16(unit + lo, (st_bf16 *)t->sbuf, len);
+                else memcpy(t->sbuf, unit + lo, len * 4);
+                if ((s = store_io(t, 1, k, t->sbuf, store_padded_bytes(len * t->wsz), 0, err))) return s;
+            }
+            for (int i = 0; t->cfg.optim_on_ssd && i < 3 && s == ST_OK; i++) {
+                store_key k = seg_key(kinds[i], u, part, j);
+                if ((s = store_create_tensor(t->st, k, len * 4, STORE_TIER_SSD, 0, err))) return s;
+                if (i == 0) memcpy(t->sbuf, unit + lo, len * 4);
+                else memset(t->sbuf, 0, len * 4);
+                s = store_io(t, 1, k, t->sbuf, store_padded_bytes(len * 4), 0, err);
             }
         }
     }
@@ -271,6 +557,10 @@ static void traffic(const offload_trainer *t, uint64_t out[2][STORE_KIND_COUNT])
 static void *alloc_io(size_t bytes) { return st_alloc_aligned(4096, store_padded_bytes(bytes) + 4096); }
 static uint64_t io_bytes(size_t bytes) { return store_padded_bytes(bytes) + 4096; }
 
+static size_t segment_elems(const offload_config *cfg) {
+    return cfg->segment_elems ? cfg->segment_elems : SEGMENT_DEFAULT;
+}
+
 /* What offload_trainer_create allocates, by budget: the device (the compute
  * working set) and the host (state kept in memory, I/O staging). */
 void offload_memory_need(const offload_config *cfg, offload_memory *out) {
@@ -278,7 +568,10 @@ void offload_memory_need(const offload_config *cfg, offload_memory *out) {
     const uint64_t P = gpt_num_params(c), M = (uint64_t)cfg->train.grad_accum, L1 = (uint64_t)c->n_layer + 1;
     const uint64_t NC = (uint64_t)cfg->train.B * (uint64_t)cfg->train.T * (uint64_t)c->d_model;
     const uint64_t wsz = cfg->train.precision == GPT_MIXED_BF16 ? 2 : 4;
-    uint64_t max_unit = gpt_unit_numel(c, 0) > gpt_unit_numel(c, 1) ? gpt_unit_numel(c, 0) : gpt_unit_numel(c, 1);
+    const uint64_t unit0 = gpt_unit_numel(c, 0), block = gpt_unit_numel(c, 1);
+    const uint64_t max_unit = unit0 > block ? unit0 : block;
+    uint64_t seg = segment_elems(cfg);
+    if (seg > (max_unit + 2047) / 2048 * 2048) seg = (max_unit + 2047) / 2048 * 2048;
     uint64_t scratch = gpt_block_scratch_numel(c, cfg->train.B, cfg->train.T);
     uint64_t head = gpt_head_scratch_numel(c, cfg->train.B, cfg->train.T);
     if (head > scratch) scratch = head;
@@ -290,12 +583,15 @@ void offload_memory_need(const offload_config *cfg, offload_memory *out) {
                     (cfg->acts_on_ssd ? ACT_POOL * io_bytes(NC * 4) : 0);
     m.device = m.unit_weights + m.activations;
     /* host: what is placed there, the gradients, the I/O staging buffers */
-    const int any_ssd = cfg->weights_on_ssd || cfg->optim_on_ssd || cfg->acts_on_ssd;
-    m.optimizer_state = cfg->optim_on_ssd ? 3 * io_bytes(max_unit * 4) : 3 * P * 4;
+    const int any_ssd = cfg->weights_on_ssd || cfg->optim_on_ssd || cfg->acts_on_ssd || cfg->grads_on_ssd;
+    m.optimizer_state = cfg->optim_on_ssd ? OPT_SLOTS * 3 * io_bytes(seg * 4) : 3 * P * 4;
     m.compute_weights = cfg->weights_on_ssd ? 0 : wsz == 2 ? P * 2 : cfg->optim_on_ssd ? P * 4 : 0;
     m.checkpoints = cfg->acts_on_ssd ? 0 : L1 * M * NC * 4;
-    m.gradients = P * 4;
-    m.staging = (any_ssd ? 2 * io_bytes(max_unit * 4) : 0) + max_unit * 4;   /* + one unit for initialization */
+    m.gradients = cfg->grads_on_ssd ? io_bytes(unit0 * 4) + (GRAD_POOL - 1) * io_bytes(block * 4) : P * 4;
+    /* the optimizer's new compute weights per slot, one segment for set-up
+     * and read-back, one unit for initialization */
+    m.staging = (cfg->weights_on_ssd ? OPT_SLOTS * io_bytes(seg * wsz) : 0) + (any_ssd ? io_bytes(seg * 4) : 0) +
+                max_unit * 4;
     m.host = m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging;
     *out = m;
 }
@@ -325,47 +621,118 @@ static st_status check_budgets(const offload_config *cfg, st_error *err) {
     return ST_OK;
 }
 
+/* The shape of a run: sizes, the task lists, the parts and segments of
+ * every unit. What creation and the traffic estimate share. */
+static st_status layout_build(offload_trainer *t, const offload_config *cfg, st_error *err) {
+    st_status s;
+    t->cfg = *cfg;
+    t->c = cfg->train.model;
+    t->L1 = t->c.n_layer + 1;
+    t->M = cfg->train.grad_accum;
+    t->B = cfg->train.B;
+    t->T = cfg->train.T;
+    t->n = gpt_num_params(&t->c);
+    t->NC = (size_t)t->B * t->T * t->c.d_model;
+    t->wsz = cfg->train.precision == GPT_MIXED_BF16 ? 2 : 4;
+    t->sp = (sched_params){.kind = cfg->schedule, .n_units = t->L1, .micro_batches = t->M, .alpha = cfg->alpha,
+                           .clipping = cfg->train.clip > 0, .weights_on_ssd = cfg->weights_on_ssd,
+                           .optim_on_ssd = cfg->optim_on_ssd, .acts_on_ssd = cfg->acts_on_ssd,
+                           .grads_on_ssd = cfg->grads_on_ssd};
+    if ((s = sched_build(&t->sp, 0, &t->first, err)) != ST_OK || (s = sched_build(&t->sp, 1, &t->steady, err)) != ST_OK ||
+        (s = sched_build_flush(&t->sp, &t->flush, err)) != ST_OK)
+        return s;
+    /* Part 0 of a unit ends on a multiple of 2048 elements, so that part 1
+     * starts 4096-byte aligned in a buffer in bf16 and in f32 alike. */
+    const double share = sched_deferred_share(&t->sp);
+    if (!(t->split = malloc(sizeof(size_t) * (size_t)t->L1))) return st_fail(err, ST_ENOMEM, "out of memory");
+    size_t max_unit = 0;
+    for (int u = 0; u < t->L1; u++) {
+        size_t n = unit_n(t, u);
+        t->split[u] = share <= 0 ? n : share >= 1 ? 0 : (size_t)((double)n * (1.0 - share)) / 2048 * 2048;
+        if (n > max_unit) max_unit = n;
+    }
+    t->seg = segment_elems(cfg);
+    if (t->seg > (max_unit + 2047) / 2048 * 2048) t->seg = (max_unit + 2047) / 2048 * 2048;
+    for (int u = 0; u < t->L1; u++) {
+        int segs = (int)(seg_count(t, u, 0) + seg_count(t, u, 1));
+        if (segs > t->max_segs) t->max_segs = segs;
+    }
+    if ((size_t)t->max_segs >= SEGMENT_STRIDE)
+        return st_fail(err, ST_EINVAL, "segment size %zu cuts a unit into too many segments", t->seg);
+    return ST_OK;
+}
+
+/* Bytes a part [a, b) of unit u moves per kind of tensor, by segments. */
+static uint64_t seg_bytes(const offload_trainer *t, int u, size_t a, size_t b, size_t elem) {
+    uint64_t bytes = 0;
+    for (int part = 0; part < 2; part++)
+        for (size_t j = 0; j < seg_count(t, u, part); j++) {
+            size_t lo, hi;
+            seg_range(t, u, part, j, &lo, &hi);
+            if (lo >= a && hi <= b) bytes += store_padded_bytes((hi - lo) * elem);
+        }
+    return bytes;
+}
+
+st_status offload_traffic_per_step(const offload_config *cfg, offload_traffic *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    offload_trainer *t = calloc(1, sizeof *t);
+    if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
+    st_status s = layout_build(t, cfg, err);
+    const sched_list *l = &t->steady;
+    for (int i = 0; s == ST_OK && i < l->n; i++) {
+        const sched_task *k = &l->tasks[i];
+        const int u = k->unit;
+        switch (k->op) {
+        case TASK_LOAD_WEIGHTS:
+            if (cfg->weights_on_ssd) out->read[STORE_WEIGHTS] += seg_bytes(t, u, 0, unit_n(t, u), t->wsz);
+            break;
+        case TASK_SAVE_ACT: out->written[STORE_ACTIVATIONS] += store_padded_bytes(t->NC * 4); break;
+        case TASK_LOAD_ACT: out->read[STORE_ACTIVATIONS] += store_padded_bytes(t->NC * 4); break;
+        case TASK_SAVE_GRAD: out->written[STORE_GRADS] += grad_share_bytes(t, k); break;
+        case TASK_LOAD_GRAD: out->read[STORE_GRADS] += grad_share_bytes(t, k); break;
+        case TASK_OPTIMIZE: {
+            const size_t a = bound(t, u, k->lo), b = bound(t, u, k->hi);
+            if (cfg->optim_on_ssd)
+                for (int kind = STORE_MASTER; kind <= STORE_ADAM_V; kind++) {
+                    out->read[kind] += seg_bytes(t, u, a, b, 4);
+                    out->written[kind] += seg_bytes(t, u, a, b, 4);
+                }
+            if (cfg->weights_on_ssd) out->written[STORE_WEIGHTS] += seg_bytes(t, u, a, b, t->wsz);
+            break;
+        }
+        default: break;
+        }
+    }
+    for (int kind = 0; kind < STORE_KIND_COUNT; kind++) {
+        out->total_read += out->read[kind];
+        out->total_written += out->written[kind];
+    }
+    offload_trainer_free(t);
+    return s;
+}
+
 st_status offload_trainer_create(offload_trainer **out, const offload_config *cfg_in, const float *init,
                                  st_error *err) {
     *out = NULL;
     offload_config cfg = *cfg_in;
     st_status s = train_config_check(&cfg.train, err);
     if (s != ST_OK) return s;
-    if (cfg.grads_on_ssd)
-        return st_fail(err, ST_EUNSUPPORTED, "gradients on the SSD are not implemented yet; they stay in host memory");
-    const int any_ssd = cfg.weights_on_ssd || cfg.optim_on_ssd || cfg.acts_on_ssd;
+    const int any_ssd = cfg.weights_on_ssd || cfg.optim_on_ssd || cfg.acts_on_ssd || cfg.grads_on_ssd;
     if (any_ssd && cfg.n_store_paths < 1)
         return st_fail(err, ST_EINVAL, "state placed on the SSD needs at least one store directory");
+    if (cfg.segment_elems % 2048 != 0)
+        return st_fail(err, ST_EINVAL, "segment size %zu is not a multiple of 2048 elements", cfg.segment_elems);
     if ((s = check_budgets(&cfg, err)) != ST_OK) return s;
     offload_trainer *t = calloc(1, sizeof *t);
     if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
-    t->cfg = cfg;
-    t->c = cfg.train.model;
-    t->L1 = t->c.n_layer + 1;
-    t->M = cfg.train.grad_accum;
-    t->B = cfg.train.B;
-    t->T = cfg.train.T;
-    t->n = gpt_num_params(&t->c);
-    t->NC = (size_t)t->B * t->T * t->c.d_model;
-    t->wsz = cfg.train.precision == GPT_MIXED_BF16 ? 2 : 4;
-    t->sp = (sched_params){.kind = cfg.schedule, .n_units = t->L1, .micro_batches = t->M, .alpha = cfg.alpha,
-                           .clipping = cfg.train.clip > 0, .weights_on_ssd = cfg.weights_on_ssd,
-                           .optim_on_ssd = cfg.optim_on_ssd, .acts_on_ssd = cfg.acts_on_ssd};
-    if ((s = sched_build(&t->sp, 0, &t->first, err)) != ST_OK || (s = sched_build(&t->sp, 1, &t->steady, err)) != ST_OK ||
-        (s = sched_build_flush(&t->sp, &t->flush, err)) != ST_OK) {
+    if ((s = layout_build(t, &cfg, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
     }
-    /* Part 0 of a unit ends on a multiple of 2048 elements, so that part 1
-     * starts 4096-byte aligned in a buffer in bf16 and in f32 alike. */
-    const double share = sched_deferred_share(&t->sp);
-    t->split = malloc(sizeof(size_t) * (size_t)t->L1);
     size_t max_unit = 0;
-    for (int u = 0; t->split && u < t->L1; u++) {
-        size_t n = unit_n(t, u);
-        t->split[u] = share <= 0 ? n : share >= 1 ? 0 : (size_t)((double)n * (1.0 - share)) / 2048 * 2048;
-        if (n > max_unit) max_unit = n;
-    }
+    for (int u = 0; u < t->L1; u++)
+        if (unit_n(t, u) > max_unit) max_unit = unit_n(t, u);
     const size_t bytes = t->n * sizeof(float);
     size_t scratch = gpt_block_scratch_numel(&t->c, t->B, t->T), head = gpt_head_scratch_numel(&t->c, t->B, t->T);
     if (head > scratch) scratch = head;
@@ -373,8 +740,10 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     if (!cfg.optim_on_ssd) {
         ok &= (t->master = st_alloc_aligned(64, bytes)) && (t->m = st_alloc_aligned(64, bytes)) &&
               (t->v = st_alloc_aligned(64, bytes));
-    } else {
-        for (int k = 0; k < 3; k++) ok &= (t->obuf[k] = alloc_io(max_unit * 4)) != NULL;
+    }
+    for (int i = 0; i < OPT_SLOTS; i++) {
+        for (int k = 0; cfg.optim_on_ssd && k < 3; k++) ok &= (t->oslot[i].buf[k] = alloc_io(t->seg * 4)) != NULL;
+        if (cfg.weights_on_ssd) ok &= (t->oslot[i].wout = alloc_io(t->seg * t->wsz)) != NULL;
     }
     if (!cfg.weights_on_ssd) {
         if (t->wsz == 2) ok &= (t->w16 = st_alloc_aligned(64, t->n * sizeof(st_bf16))) != NULL;
@@ -383,10 +752,11 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     } else {
         for (int b = 0; b < 2; b++) {
             ok &= (t->wbuf[b] = alloc_io(max_unit * t->wsz)) != NULL;
+            ok &= (t->wop[b] = calloc((size_t)t->max_segs, sizeof(store_op))) != NULL;
             t->wbuf_unit[b] = -1;
         }
     }
-    if (any_ssd) ok &= (t->pbuf = alloc_io(max_unit * 4)) != NULL && (t->obuf[0] || (t->obuf[0] = alloc_io(max_unit * 4)));
+    if (any_ssd) ok &= (t->sbuf = alloc_io(t->seg * 4)) != NULL;
     if (t->wsz == 2) ok &= (t->unit32 = st_alloc_aligned(64, max_unit * sizeof(float))) != NULL;
     t->act_slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *));
     ok &= t->act_slot != NULL;
@@ -399,7 +769,14 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         ok &= (t->acts_host = st_alloc_aligned(64, (size_t)t->L1 * (size_t)t->M * t->NC * sizeof(float))) != NULL;
         for (size_t i = 0; ok && i < (size_t)t->L1 * (size_t)t->M; i++) t->act_slot[i] = t->acts_host + i * t->NC;
     }
-    ok &= (t->grads = st_alloc_aligned(64, bytes)) != NULL;
+    if (cfg.grads_on_ssd) {
+        ok &= (t->grad_of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
+        ok &= (t->unit_next_use = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
+        for (int u = 0; ok && u < t->L1; u++) t->grad_of[u] = -1;
+        for (int i = 0; i < GRAD_POOL; i++) ok &= (t->gpool[i].data = alloc_io(unit_n(t, i == 0 ? 0 : 1) * 4)) != NULL;
+    } else {
+        ok &= (t->grads = st_alloc_aligned(64, bytes)) != NULL;
+    }
     ok &= (t->dact = st_alloc_aligned(64, (size_t)t->M * t->NC * sizeof(float))) != NULL;
     ok &= (t->block_acts = st_alloc_aligned(64, gpt_block_acts_numel(&t->c, t->B, t->T) * sizeof(float))) != NULL;
     ok &= (t->scratch = st_alloc_aligned(64, scratch * sizeof(float))) != NULL;
@@ -427,7 +804,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         memset(t->m, 0, bytes);
         memset(t->v, 0, bytes);
     }
-    memset(t->grads, 0, bytes);
+    if (t->grads) memset(t->grads, 0, bytes);
     if (any_ssd) {
         store_config sc = store_default_config();
         sc.paths = t->cfg.store_paths;
@@ -471,12 +848,34 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     pthread_cond_init(&t->job_ready, NULL);
     pthread_cond_init(&t->job_done, NULL);
     if (pthread_create(&t->worker, NULL, worker_main, t) != 0) {
+        pthread_mutex_destroy(&t->lock);
+        pthread_cond_destroy(&t->job_ready);
+        pthread_cond_destroy(&t->job_done);
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "cannot start the optimizer thread");
     }
     t->worker_started = 1;
     *out = t;
     return ST_OK;
+}
+
+/* Waits for every transfer still in flight from or into a buffer; nothing
+ * is freed under I/O. */
+static void drain_io(offload_trainer *t) {
+    for (int b = 0; b < 2; b++) {
+        for (int i = 0; i < t->wop_n[b]; i++) store_op_wait(&t->wop[b][i], NULL);
+        t->wop_n[b] = 0;
+    }
+    for (int i = 0; i < ACT_POOL; i++) {
+        if (t->act_op_pending[i]) store_op_wait(&t->act_op[i], NULL);
+        if (t->act_wr_pending[i]) store_op_wait(&t->act_wr[i], NULL);
+        t->act_op_pending[i] = t->act_wr_pending[i] = 0;
+    }
+    for (int i = 0; i < GRAD_POOL; i++) {
+        for (int k = 0; k < t->gpool[i].n_rd; k++) store_op_wait(&t->gpool[i].rd[k], NULL);
+        for (int k = 0; k < t->gpool[i].n_wr; k++) store_op_wait(&t->gpool[i].wr[k], NULL);
+        t->gpool[i].n_rd = t->gpool[i].n_wr = 0;
+    }
 }
 
 void offload_trainer_free(offload_trainer *t) {
@@ -491,6 +890,7 @@ void offload_trainer_free(offload_trainer *t) {
         pthread_cond_destroy(&t->job_ready);
         pthread_cond_destroy(&t->job_done);
     }
+    drain_io(t);
     free(t->jobs);
     free(t->unit_pending);
     trace_close(t->tr, NULL);
@@ -504,14 +904,18 @@ void offload_trainer_free(offload_trainer *t) {
     st_free_aligned(t->v);
     st_free_aligned(t->w16);
     st_free_aligned(t->grads);
+    for (int i = 0; i < GRAD_POOL; i++) st_free_aligned(t->gpool[i].data);
+    free(t->grad_of);
+    free(t->unit_next_use);
     for (int b = 0; b < 2; b++) {
-        for (int i = 0; i < t->wop_n[b]; i++) store_op_wait(&t->wop[b][i], NULL);   /* never free a buffer under I/O */
         st_free_aligned(t->wbuf[b]);
+        free(t->wop[b]);
     }
-    for (int i = 0; i < ACT_POOL; i++)
-        if (t->act_op_pending[i]) store_op_wait(&t->act_op[i], NULL);
-    for (int k = 0; k < 3; k++) st_free_aligned(t->obuf[k]);
-    st_free_aligned(t->pbuf);
+    for (int i = 0; i < OPT_SLOTS; i++) {
+        for (int k = 0; k < 3; k++) st_free_aligned(t->oslot[i].buf[k]);
+        st_free_aligned(t->oslot[i].wout);
+    }
+    st_free_aligned(t->sbuf);
     for (int i = 0; i < ACT_POOL; i++) st_free_aligned(t->act_pool[i]);
     st_free_aligned(t->unit32);
     st_free_aligned(t->acts_host);
@@ -527,6 +931,8 @@ void offload_trainer_free(offload_trainer *t) {
     free(t->grads_fresh);
     free(t->last_grad_task);
     free(t->next_compute);
+    free(t->next_grad_load);
+    free(t->grad_release);
     st_free_aligned(t->eval_buf);
     free(t);
 }
@@ -539,14 +945,15 @@ st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *
         return ST_OK;
     }
     for (int u = 0; u < t->L1; u++)
-        for (int part = 0; part < 2; part++) {
-            size_t lo, hi;
-            part_range(t, u, part, &lo, &hi);
-            if (lo == hi) continue;
-            st_status s = store_io(t, 0, key(STORE_MASTER, u, part), t->obuf[0], store_padded_bytes((hi - lo) * 4), 0, err);
-            if (s != ST_OK) return s;
-            memcpy(out + gpt_unit_offset(&t->c, u) + lo, t->obuf[0], (hi - lo) * 4);
-        }
+        for (int part = 0; part < 2; part++)
+            for (size_t j = 0; j < seg_count(t, u, part); j++) {
+                size_t lo, hi;
+                seg_range(t, u, part, j, &lo, &hi);
+                st_status s = store_io(t, 0, seg_key(STORE_MASTER, u, part, j), t->sbuf,
+                                       store_padded_bytes((hi - lo) * 4), 0, err);
+                if (s != ST_OK) return s;
+                memcpy(out + gpt_unit_offset(&t->c, u) + lo, t->sbuf, (hi - lo) * 4);
+            }
     return ST_OK;
 }
 
@@ -561,13 +968,18 @@ void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t
 
 /* ---- tasks ----------------------------------------------------------------------- */
 
-static float *unit_grads(offload_trainer *t, int u) { return t->grads + gpt_unit_offset(&t->c, u); }
-
 /* Gradients of unit u are about to receive this iteration's first term. */
-static void touch_grads(offload_trainer *t, int u) {
-    if (t->grads_fresh[u]) return;
+static st_status touch_grads(offload_trainer *t, int u, st_error *err) {
+    if (t->grads_fresh[u]) return unit_grads(t, u) ? ST_OK : st_fail(err, ST_EINVAL, "unit %d's gradients are not in memory (a schedule bug)", u);
+    if (t->grad_of) {
+        int got;
+        if (t->grad_of[u] >= 0) return st_fail(err, ST_EINVAL, "unit %d's gradient buffer is still taken (a schedule bug)", u);
+        st_status s = grad_acquire(t, u, 1, &got, err);
+        if (s != ST_OK) return s;
+    }
     memset(unit_grads(t, u), 0, unit_n(t, u) * sizeof(float));
     t->grads_fresh[u] = 1;
+    return ST_OK;
 }
 
 /* After a gradient task: when it was the unit's last, take its sum of squares. */
@@ -578,44 +990,30 @@ static void after_grad_task(offload_trainer *t, int u, int task) {
 /* Waits for the reads in flight into weight buffer b. */
 static st_status wait_weight_reads(offload_trainer *t, int b, st_error *err) {
     st_status s = ST_OK;
-    double t0 = st_now();
     for (int i = 0; i < t->wop_n[b]; i++) {
-        st_status r = store_op_wait(&t->wop[b][i], s == ST_OK ? err : NULL);
+        st_status r = compute_wait(t, &t->wop[b][i], "wait for weights", s == ST_OK ? err : NULL);
         if (s == ST_OK) s = r;
-    }
-    if (t->wop_n[b]) {
-        double t1 = st_now();
-        t->stats.compute_io_s += t1 - t0;   /* the part of the read that was not hidden */
-        if (t->tr && t1 - t0 > 1e-4) trace_span(t->tr, t->lane_compute, "wait for weights", t0, t1);
     }
     t->wop_n[b] = 0;
     return s;
 }
 
-/* Starts reading unit u's compute weights into buffer b. */
+/* Starts reading unit u's compute weights into buffer b, segment by segment. */
 static st_status start_weight_reads(offload_trainer *t, int b, int u, st_error *err) {
-    for (int part = 0; part < 2; part++) {
-        size_t lo, hi;
-        part_range(t, u, part, &lo, &hi);
-        if (lo == hi) continue;
-        const uint64_t bytes = store_padded_bytes((hi - lo) * t->wsz);
-        store_op *op = &t->wop[b][t->wop_n[b]];
-        st_status s = store_read_async(t->st, key(STORE_WEIGHTS, u, part), t->wbuf[b] + lo * t->wsz, bytes, op, err);
-        if (s != ST_OK) return s;
-        t->wop_n[b]++;
-    }
+    double t0 = st_now();
+    for (int part = 0; part < 2; part++)
+        for (size_t j = 0; j < seg_count(t, u, part); j++) {
+            size_t lo, hi;
+            seg_range(t, u, part, j, &lo, &hi);
+            store_op *op = &t->wop[b][t->wop_n[b]];
+            st_status s = store_read_async(t->st, seg_key(STORE_WEIGHTS, u, part, j), t->wbuf[b] + lo * t->wsz,
+                                           store_padded_bytes((hi - lo) * t->wsz), op, err);
+            if (s != ST_OK) return s;
+            t->wop_n[b]++;
+        }
     t->wbuf_unit[b] = u;
+    trace_ssd(t, "start read", seg_key(STORE_WEIGHTS, u, 0, 0), t0, st_now());
     return ST_OK;
-}
-
-static uint64_t unit_weight_bytes(const offload_trainer *t, int u) {
-    uint64_t bytes = 0;
-    for (int part = 0; part < 2; part++) {
-        size_t lo, hi;
-        part_range(t, u, part, &lo, &hi);
-        if (lo != hi) bytes += store_padded_bytes((hi - lo) * t->wsz);
-    }
-    return bytes;
 }
 
 static st_status load_weights(offload_trainer *t, int u, st_error *err) {
@@ -627,13 +1025,13 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
         /* prefetched (or being prefetched) into one buffer? else read it now */
         int b = t->wbuf_unit[0] == u ? 0 : t->wbuf_unit[1] == u ? 1 : -1;
         if (b >= 0) {
-            t->stats.bytes_overlapped += unit_weight_bytes(t, u);
+            t->stats.bytes_overlapped += seg_bytes(t, u, 0, unit_n(t, u), t->wsz);
         } else {
             for (int k = 0; k < 2; k++)   /* a prefetch of another unit is abandoned */
                 if ((s = wait_weight_reads(t, k, err)) != ST_OK) return s;
             b = 0;
             if ((s = start_weight_reads(t, b, u, err)) != ST_OK) return s;
-            t->stats.bytes_blocking += unit_weight_bytes(t, u);
+            t->stats.bytes_blocking += seg_bytes(t, u, 0, unit_n(t, u), t->wsz);
         }
         if ((s = wait_weight_reads(t, b, err)) != ST_OK) return s;
         t->wbuf_unit[b] = -1;
@@ -656,7 +1054,7 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
 static int ready_to_prefetch(offload_trainer *t, const sched_list *l, int i, int j) {
     const sched_task *k = &l->tasks[j];
     for (int d = 0; d < k->n_deps; d++)
-        if (k->deps[d] >= i) return 0;
+        if (k->deps[d] > i) return 0;
     if (k->op != TASK_LOAD_WEIGHTS) return 1;   /* only weights are written by the optimizer */
     pthread_mutex_lock(&t->lock);
     int pending = t->unit_pending[k->unit];
@@ -664,8 +1062,9 @@ static int ready_to_prefetch(offload_trainer *t, const sched_list *l, int i, int
     return pending == 0;
 }
 
-/* After task i: start reading what the next weight load and the next
- * checkpoint load will need, while compute goes on. */
+/* After task i: start reading what the next weight load, the next
+ * checkpoint load and the next gradient load will need, while compute goes
+ * on (one ahead of each kind). */
 static st_status prefetch(offload_trainer *t, const sched_list *l, int i, st_error *err) {
     st_status s = ST_OK;
     if (t->cfg.weights_on_ssd && l->tasks[i].op == TASK_LOAD_WEIGHTS) {
@@ -681,8 +1080,12 @@ static st_status prefetch(offload_trainer *t, const sched_list *l, int i, st_err
         if (j < l->n && t->n_act_free > 0 && ready_to_prefetch(t, l, i, j)) {
             const sched_task *k = &l->tasks[j];
             float **sl = slot(t, k->unit, k->mb);
-            if (!*sl) {
+            if (!*sl && (s = wait_act_saved(t, k->unit, k->mb, err)) == ST_OK) {
                 int idx = t->act_free[--t->n_act_free];
+                if ((s = wait_act_write(t, idx, err)) != ST_OK) {
+                    t->act_free[t->n_act_free++] = idx;
+                    return s;
+                }
                 *sl = t->act_pool[idx];
                 s = store_read_async(t->st, key(STORE_ACTIVATIONS, k->unit, k->mb), *sl,
                                      store_padded_bytes(t->NC * 4), &t->act_op[idx], err);
@@ -691,58 +1094,158 @@ static st_status prefetch(offload_trainer *t, const sched_list *l, int i, st_err
             }
         }
     }
+    if (s == ST_OK && t->grad_of) {
+        const int j = t->next_grad_load[i];
+        if (j < l->n && t->grad_of[l->tasks[j].unit] < 0 && ready_to_prefetch(t, l, i, j)) {
+            int got;
+            s = grad_acquire(t, l->tasks[j].unit, 0, &got, err);
+            if (s == ST_OK && got) s = grad_start_read(t, &l->tasks[j], err);
+        }
+    }
     return s;
 }
 
 /* If a prefetch read into buf is in flight, waits for it and sets *ready. */
 static st_status wait_act_prefetch(offload_trainer *t, float *buf, int *ready, st_error *err) {
     *ready = 0;
-    for (int i = 0; i < ACT_POOL; i++) {
-        if (t->act_pool[i] != buf || !t->act_op_pending[i]) continue;
-        double t0 = st_now();
-        st_status s = store_op_wait(&t->act_op[i], err);
-        double t1 = st_now();
-        t->stats.compute_io_s += t1 - t0;
-        t->stats.bytes_overlapped += store_padded_bytes(t->NC * 4);
-        if (t->tr && t1 - t0 > 1e-4) trace_span(t->tr, t->lane_compute, "wait for checkpoint", t0, t1);
-        t->act_op_pending[i] = 0;
-        *ready = s == ST_OK;
-        return s;
+    int i = act_index(t, buf);
+    if (i < 0 || !t->act_op_pending[i]) return ST_OK;
+    st_status s = compute_wait(t, &t->act_op[i], "wait for checkpoint", err);
+    t->stats.bytes_overlapped += store_padded_bytes(t->NC * 4);
+    t->act_op_pending[i] = 0;
+    *ready = s == ST_OK;
+    return s;
+}
+
+/* ---- the optimizer: a part of a unit, streamed in segments ----------------------- */
+
+static const store_kind optim_kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
+
+/* Waits for a slot's reads (writes = 0) or writes (1); the time spent is the
+ * worker's I/O that its AdamW did not hide. */
+static st_status slot_wait(offload_trainer *t, opt_slot *sl, int writes, st_error *err) {
+    int *n = writes ? &sl->n_wr : &sl->n_rd;
+    if (*n == 0) return ST_OK;
+    st_status s = ST_OK;
+    double t0 = st_now();
+    for (int i = 0; i < *n; i++) {
+        st_status r = store_op_wait(writes ? &sl->wr[i] : &sl->rd[i], s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    double t1 = st_now();
+    *n = 0;
+    t->stats.worker_io_s += t1 - t0;
+    if (t->tr) {
+        char name[80];
+        snprintf(name, sizeof name, "optimizer %s u%d p%d s%zu", writes ? "write" : "read", sl->u, sl->part, sl->seg);
+        for (int p = 0; p < t->cfg.n_store_paths; p++)
+            trace_span(t->tr, t->lane_ssd0 + p, name, writes ? sl->wr_t0 : sl->rd_t0, t1);
+    }
+    return s;
+}
+
+/* Starts reading segment j's master weights and moments into a slot. */
+static st_status slot_read(offload_trainer *t, opt_slot *sl, int u, int part, size_t j, st_error *err) {
+    size_t lo, hi;
+    seg_range(t, u, part, j, &lo, &hi);
+    sl->u = u, sl->part = part, sl->seg = j, sl->rd_t0 = st_now();
+    for (int i = 0; t->cfg.optim_on_ssd && i < 3; i++) {
+        const uint64_t bytes = store_padded_bytes((hi - lo) * 4);
+        st_status s = store_read_async(t->st, seg_key(optim_kinds[i], u, part, j), sl->buf[i], bytes, &sl->rd[sl->n_rd], err);
+        if (s != ST_OK) return s;
+        sl->n_rd++;
+        t->worker_bytes += bytes;
     }
     return ST_OK;
 }
 
-static st_status optimize(offload_trainer *t, const sched_task *k, float lr, float scale, long step_t, st_error *err) {
-    static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
-    const int u = k->unit;
-    const size_t off = gpt_unit_offset(&t->c, u), a = bound(t, u, k->lo), b = bound(t, u, k->hi);
-    if (a >= b) return ST_OK;
-    const int part = a == 0 && t->split[u] > 0 ? 0 : 1;
-    const size_t len = b - a;
-    st_status s;
-    float *p, *mm, *vv;
-    if (t->cfg.optim_on_ssd) {
-        for (int i = 0; i < 3; i++)
-            if ((s = store_io(t, 0, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), 1, err))) return s;
-        p = t->obuf[0], mm = t->obuf[1], vv = t->obuf[2];
-    } else {
-        p = t->master + off + a, mm = t->m + off + a, vv = t->v + off + a;
+/* Starts writing a stepped segment back: state, then new compute weights. */
+static st_status slot_write(offload_trainer *t, opt_slot *sl, st_error *err) {
+    size_t lo, hi;
+    seg_range(t, sl->u, sl->part, sl->seg, &lo, &hi);
+    sl->wr_t0 = st_now();
+    for (int i = 0; i < 4; i++) {
+        store_key k;
+        const void *buf;
+        uint64_t bytes;
+        if (i < 3) {
+            if (!t->cfg.optim_on_ssd) continue;
+            k = seg_key(optim_kinds[i], sl->u, sl->part, sl->seg), buf = sl->buf[i], bytes = (hi - lo) * 4;
+        } else {
+            if (!t->cfg.weights_on_ssd) continue;
+            k = seg_key(STORE_WEIGHTS, sl->u, sl->part, sl->seg), buf = sl->wout, bytes = (hi - lo) * t->wsz;
+        }
+        bytes = store_padded_bytes(bytes);
+        st_status s = store_write_async(t->st, k, buf, bytes, &sl->wr[sl->n_wr], err);
+        if (s != ST_OK) return s;
+        sl->n_wr++;
+        t->worker_bytes += bytes;
     }
+    return ST_OK;
+}
+
+/* AdamW on elements [lo, hi) of unit u, from and to host memory or a slot. */
+static void step_elements(offload_trainer *t, const opt_job *job, opt_slot *sl, size_t lo, size_t hi) {
+    const int u = job->task.unit;
+    const size_t off = gpt_unit_offset(&t->c, u), len = hi - lo;
+    const float *g = (job->grad_buf >= 0 ? t->gpool[job->grad_buf].data : t->grads + off) + lo;
+    float *p = sl && t->cfg.optim_on_ssd ? sl->buf[0] : t->master + off + lo;
+    float *mm = sl && t->cfg.optim_on_ssd ? sl->buf[1] : t->m + off + lo;
+    float *vv = sl && t->cfg.optim_on_ssd ? sl->buf[2] : t->v + off + lo;
     /* the new bf16 compute weights are written in the optimizer's pass */
     st_bf16 *out16 = NULL;
-    if (t->wsz == 2) out16 = t->cfg.weights_on_ssd ? (st_bf16 *)t->pbuf : t->w16 + off + a;
-    adamw_step_range(&t->c, u, a, b, &t->cfg.train.adam, lr, scale, step_t, p, t->grads + off + a, mm, vv, out16);
+    if (t->wsz == 2) out16 = t->cfg.weights_on_ssd ? (st_bf16 *)sl->wout : t->w16 + off + lo;
+    adamw_step_range(&t->c, u, lo, hi, &t->cfg.train.adam, job->lr, job->scale, job->step_t, p, g, mm, vv, out16);
     if (t->wsz == 4) {   /* fp32: the compute weights are a copy of the master */
-        if (t->cfg.weights_on_ssd) memcpy(t->pbuf, p, len * 4);
-        else if (t->w32 != t->master) memcpy(t->w32 + off + a, p, len * 4);
+        if (t->cfg.weights_on_ssd) memcpy(sl->wout, p, len * 4);
+        else if (t->w32 != t->master) memcpy(t->w32 + off + lo, p, len * 4);
     }
-    if (t->cfg.optim_on_ssd)
-        for (int i = 0; i < 3; i++)
-            if ((s = store_io(t, 1, key(kinds[i], u, part), t->obuf[i], store_padded_bytes(len * 4), 1, err))) return s;
-    if (t->cfg.weights_on_ssd &&
-        (s = store_io(t, 1, key(STORE_WEIGHTS, u, part), t->pbuf, store_padded_bytes(len * t->wsz), 1, err)))
-        return s;
-    return ST_OK;
+}
+
+/* One TASK_OPTIMIZE job (on the worker). With state on the SSD its part of
+ * the unit streams through OPT_SLOTS slots: segment j+1 is read ahead while
+ * j is stepped, and j-1 is still being written behind. */
+static st_status optimize(offload_trainer *t, const opt_job *job, st_error *err) {
+    const sched_task *k = &job->task;
+    const int u = k->unit;
+    const size_t a = bound(t, u, k->lo), b = bound(t, u, k->hi);
+    if (a >= b) return ST_OK;
+    if (!t->cfg.optim_on_ssd && !t->cfg.weights_on_ssd) {
+        step_elements(t, job, NULL, a, b);
+        return ST_OK;
+    }
+    const int part = a < t->split[u] ? 0 : 1;
+    const size_t nseg = seg_count(t, u, part);
+    st_status s = slot_read(t, &t->oslot[0], u, part, 0, err);
+    for (size_t j = 0; j < nseg && s == ST_OK; j++) {
+        opt_slot *cur = &t->oslot[j % OPT_SLOTS];
+        if (j + 1 < nseg) {
+            opt_slot *next = &t->oslot[(j + 1) % OPT_SLOTS];
+            if ((s = slot_wait(t, next, 1, err)) != ST_OK || (s = slot_read(t, next, u, part, j + 1, err)) != ST_OK) break;
+        }
+        if ((s = slot_wait(t, cur, 0, err)) != ST_OK) break;
+        size_t lo, hi;
+        seg_range(t, u, part, j, &lo, &hi);
+        step_elements(t, job, cur, lo, hi);
+        s = slot_write(t, cur, err);
+    }
+    /* the job is done when its writes are: the unit's next weight load reads them */
+    for (int i = 0; i < OPT_SLOTS; i++) {
+        st_status r = slot_wait(t, &t->oslot[i], 0, s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+        r = slot_wait(t, &t->oslot[i], 1, s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    return s;
+}
+
+/* The unit whose gradient buffer a task uses, or -1. */
+static int grad_unit(const sched_task *k) {
+    switch (k->op) {
+    case TASK_HEAD: case TASK_EMBED_BACKWARD: return 0;
+    case TASK_BLOCK_BACKWARD: case TASK_SAVE_GRAD: case TASK_LOAD_GRAD: case TASK_OPTIMIZE: return k->unit;
+    default: return -1;
+    }
 }
 
 /* The activation a compute task reads, or 0 for none. */
@@ -760,23 +1263,50 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
     const float grad_scale = 1.0f / (float)t->M;
     if (t->next_cap < l->n + 1) {
         int *nc = realloc(t->next_compute, sizeof(int) * (size_t)(l->n + 1));
-        if (!nc) return st_fail(err, ST_ENOMEM, "out of memory");
-        t->next_compute = nc;
+        if (nc) t->next_compute = nc;
+        int *ng = nc ? realloc(t->next_grad_load, sizeof(int) * (size_t)(l->n + 1)) : NULL;
+        if (ng) t->next_grad_load = ng;
+        char *gr = ng ? realloc(t->grad_release, (size_t)(l->n + 1)) : NULL;
+        if (!gr) return st_fail(err, ST_ENOMEM, "out of memory");
+        t->grad_release = gr;
         t->next_cap = l->n + 1;
     }
-    t->next_compute[l->n] = l->n;
-    for (int i = l->n - 1; i >= 0; i--)
+    t->next_compute[l->n] = t->next_grad_load[l->n] = l->n;
+    for (int i = l->n - 1; i >= 0; i--) {
         t->next_compute[i] = task_op_resource(l->tasks[i].op) == RES_COMPUTE ? i : t->next_compute[i + 1];
+        t->next_grad_load[i] = i + 1 < l->n && l->tasks[i + 1].op == TASK_LOAD_GRAD ? i + 1 : t->next_grad_load[i + 1];
+    }
     for (int u = 0; u < t->L1; u++) t->last_grad_task[u] = -1;
     for (int i = 0; i < l->n; i++) {
         task_op op = l->tasks[i].op;
         if (op == TASK_HEAD || op == TASK_BLOCK_BACKWARD || op == TASK_EMBED_BACKWARD) t->last_grad_task[l->tasks[i].unit] = i;
+    }
+    /* With gradients on the SSD, the compute thread gives a unit's buffer
+     * back after its save, after its step unless a save of the rest
+     * follows, and after its last use in the list. */
+    if (t->grad_of) {
+        int *next_use = t->unit_next_use;
+        for (int u = 0; u < t->L1; u++) next_use[u] = -1;
+        for (int i = l->n - 1; i >= 0; i--) {
+            const sched_task *k = &l->tasks[i];
+            const int u = grad_unit(k);
+            t->grad_release[i] = 0;
+            if (u < 0) continue;
+            const int next = next_use[u];
+            t->grad_release[i] = k->op == TASK_SAVE_GRAD || next < 0 || l->tasks[next].op == TASK_LOAD_GRAD ||
+                                 (k->op == TASK_OPTIMIZE && l->tasks[next].op != TASK_SAVE_GRAD);
+            next_use[u] = i;
+        }
     }
     st_status s = ST_OK;
     for (int i = 0; i < l->n && s == ST_OK; i++) {
         const sched_task *k = &l->tasks[i];
         const int u = k->unit, m = k->mb;
         float *out = NULL;
+        const int gu = grad_unit(k);
+        if (gu >= 0 && k->op != TASK_SAVE_GRAD && k->op != TASK_LOAD_GRAD && k->op != TASK_OPTIMIZE &&
+            (s = touch_grads(t, gu, err)) != ST_OK)
+            break;
         const double task_start = st_now();
         const int is_compute = task_op_resource(k->op) == RES_COMPUTE;
         switch (k->op) {
@@ -797,7 +1327,6 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         }
         case TASK_HEAD: {
-            touch_grads(t, 0);
             gpt_embed_w w = gpt_embed_view(c, t->weights), g = gpt_embed_view(c, unit_grads(t, 0));
             t->mb_loss[m] = gpt_head_forward_backward(c, &w, &g, t->B, t->T, *slot(t, t->L1, m),
                                                       t->targets + (size_t)m * BT, grad_scale,
@@ -806,7 +1335,6 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         }
         case TASK_BLOCK_BACKWARD: {
-            touch_grads(t, u);
             gpt_block_w w = gpt_block_view(c, t->weights), g = gpt_block_view(c, unit_grads(t, u));
             gpt_block_acts a = gpt_block_acts_view(c, t->B, t->T, t->block_acts);
             const float *x = *slot(t, u, m);
@@ -819,14 +1347,13 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             break;
         }
         case TASK_EMBED_BACKWARD: {
-            touch_grads(t, 0);
             gpt_embed_w g = gpt_embed_view(c, unit_grads(t, 0));
             gpt_embed_backward(c, &g, t->B, t->T, t->inputs + (size_t)m * BT, t->dact + (size_t)m * t->NC);
             after_grad_task(t, 0, i);
             break;
         }
         case TASK_SAVE_ACT: {
-            s = store_io(t, 1, key(STORE_ACTIVATIONS, u, m), *slot(t, u, m), store_padded_bytes(t->NC * 4), 0, err);
+            s = act_save(t, u, m, err);
             /* keep it only when the next compute task reads it (a snake turn) */
             int next = t->next_compute[i], cu;
             if (s == ST_OK && !(next < l->n && consumed_act(t, &l->tasks[next], &cu) && cu == u && l->tasks[next].mb == m))
@@ -837,6 +1364,7 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             if ((s = act_make(t, u, m, &out, err))) break;
             int ready = 0;
             if ((s = wait_act_prefetch(t, out, &ready, err)) || ready) break;
+            if ((s = wait_act_saved(t, u, m, err))) break;
             s = store_io(t, 0, key(STORE_ACTIVATIONS, u, m), out, store_padded_bytes(t->NC * 4), 0, err);
             break;
         }
@@ -846,7 +1374,17 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
             t->clip_scale_now = clip_scale(sqrt(sum), t->cfg.train.clip);
             break;
         }
+        case TASK_SAVE_GRAD:
+            s = save_grads(t, k, err);
+            break;
+        case TASK_LOAD_GRAD:
+            s = load_grads(t, k, err);
+            break;
         case TASK_OPTIMIZE:
+            if (t->grad_of && t->grad_of[u] < 0) {
+                s = st_fail(err, ST_EINVAL, "step of unit %d, whose gradients are not in memory (a schedule bug)", u);
+                break;
+            }
             if (k->deferred) enqueue_optimize(t, k, t->prev_lr, t->prev_scale, t->prev_t);
             else enqueue_optimize(t, k, lr, t->clip_scale_now, step_t);
             break;
@@ -862,9 +1400,11 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
                 trace_span(t->tr, t->lane_compute, name, task_start, task_end);
             }
         }
-        /* an activation read from the SSD is dropped once its reader is done */
+        /* an activation read from the SSD is dropped once its reader is
+         * done, a gradient buffer once the compute thread is */
         int cu;
         if (s == ST_OK && consumed_act(t, k, &cu)) act_drop(t, cu, m);
+        if (s == ST_OK && t->grad_of && t->grad_release[i]) grad_release(t, gu);
         if (s == ST_OK) s = prefetch(t, l, i, err);
     }
     return s;
@@ -971,8 +1511,21 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     }
 }
 
-st_status offload_trainer_close_trace(offload_trainer *t, st_error *err) {
+st_status offload_trainer_sync(offload_trainer *t, st_error *err) {
     st_status s = wait_optimizer(t, -1, err);
+    for (int i = 0; i < ACT_POOL; i++) {
+        st_status r = wait_act_write(t, i, s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    for (int i = 0; i < GRAD_POOL; i++) {
+        st_status r = wait_grad_writes(t, i, s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    return s;
+}
+
+st_status offload_trainer_close_trace(offload_trainer *t, st_error *err) {
+    st_status s = offload_trainer_sync(t, err);
     if (s != ST_OK) return s;
     s = trace_close(t->tr, err);
     t->tr = NULL;

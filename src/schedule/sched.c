@@ -89,18 +89,31 @@ static void made_act(gen *g, int u, int m, int producer) {
     if (g->p->acts_on_ssd) *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
 }
 
-/* Gradients of unit u in memory before accumulating into them or stepping. */
-static int need_grads(gen *g, int u) {
+/* Sets a SAVE_GRAD or LOAD_GRAD task's share of the unit, [lo, hi). */
+static int with_share(gen *g, int t, double lo, double hi) {
+    if (t >= 0) {
+        g->l->tasks[t].lo = lo;
+        g->l->tasks[t].hi = hi;
+    }
+    return t;
+}
+
+/* Gradients of unit u, share [lo, hi), in memory before accumulating into
+ * them or stepping them: loads them when a SAVE_GRAD parked them. Loading
+ * all of them ends the parking; loading a part (horizontal's immediate step)
+ * leaves the rest (the deferred part) on the SSD. */
+static int need_grads(gen *g, int u, double lo, double hi) {
     if (g->grad_saved[u] == -1) return g->grad_last[u];
-    int t = emit(g, TASK_LOAD_GRAD, u, -1, &g->grad_saved[u], 1);
-    g->grad_saved[u] = -1;
+    int t = with_share(g, emit(g, TASK_LOAD_GRAD, u, -1, &g->grad_saved[u], 1), lo, hi);
+    if (lo <= 0.0 && hi >= 1.0) g->grad_saved[u] = -1;
     g->grad_last[u] = t;
     return t;
 }
 
-static void park_grads(gen *g, int u) {
+/* Parks the share [lo, hi) of unit u's gradients on the SSD until needed. */
+static void park_grads(gen *g, int u, double lo, double hi) {
     if (!g->p->grads_on_ssd) return;
-    g->grad_saved[u] = emit(g, TASK_SAVE_GRAD, u, -1, &g->grad_last[u], 1);
+    g->grad_saved[u] = with_share(g, emit(g, TASK_SAVE_GRAD, u, -1, &g->grad_last[u], 1), lo, hi);
 }
 
 static int emit_optimize(gen *g, int u, double lo, double hi, int deferred, const int *deps, int n) {
@@ -119,8 +132,9 @@ static void emit_deferred(gen *g, int u) {
     if (u >= g->L1 || !g->deferred_pending[u]) return;
     g->deferred_pending[u] = 0;
     double share = sched_deferred_share(g->p);
-    int deps[1] = {need_grads(g, u)};
+    int deps[1] = {need_grads(g, u, 1.0 - share, 1.0)};
     emit_optimize(g, u, 1.0 - share, 1.0, 1, deps, 1);
+    g->grad_saved[u] = -1;   /* consumed: this iteration accumulates afresh */
 }
 
 static int load_weights(gen *g, int u) {
@@ -130,15 +144,16 @@ static int load_weights(gen *g, int u) {
 }
 
 /* A unit's gradients are complete: step the share that is not deferred and
- * keep the rest for the next iteration. norm: the GRAD_NORM task the step
- * must wait for (clipping), or -1. */
+ * keep the rest for the next iteration (parked on the SSD when gradients
+ * live there; horizontal's are there already). norm: the GRAD_NORM task the
+ * step must wait for (clipping), or -1. */
 static void grads_complete(gen *g, int u, int norm) {
     double share = sched_deferred_share(g->p);
     if (share < 1.0) {
-        int deps[2] = {need_grads(g, u), norm};
+        int deps[2] = {need_grads(g, u, 0.0, 1.0 - share), norm};
         emit_optimize(g, u, 0.0, 1.0 - share, 0, deps, 2);
     }
-    if (share > 0.0) park_grads(g, u);
+    if (share > 0.0 && g->grad_saved[u] == -1) park_grads(g, u, 1.0 - share, 1.0);
 }
 
 /* With clipping: the global norm, once every gradient is complete. Compute
@@ -211,19 +226,21 @@ static void build_horizontal(gen *g) {
             made_act(g, u + 1, m, emit(g, TASK_BLOCK_FORWARD, u, m, deps, 2));
         }
         lw = load_weights(g, 0);
-        int deps[3] = {lw, need_act(g, L1, m), need_grads(g, 0)};
+        int deps[3] = {lw, need_act(g, L1, m), need_grads(g, 0, 0.0, 1.0)};
         int t = emit(g, TASK_HEAD, 0, m, deps, 3);
         g->dact_prod[m] = g->grad_last[0] = t;
         for (int u = L1 - 1; u >= 1; u--) {
             lw = load_weights(g, u);
-            int bdeps[4] = {lw, need_act(g, u, m), g->dact_prod[m], need_grads(g, u)};
+            int bdeps[4] = {lw, need_act(g, u, m), g->dact_prod[m], need_grads(g, u, 0.0, 1.0)};
             t = emit(g, TASK_BLOCK_BACKWARD, u, m, bdeps, 4);
             g->dact_prod[m] = g->grad_last[u] = t;
-            if (m < M - 1) park_grads(g, u);   /* accumulators between micro-batches */
+            /* accumulators wait on the SSD for the next micro-batch, and
+             * after the last one for the optimizer: memory holds one block's */
+            park_grads(g, u, 0.0, 1.0);
         }
         int edeps[2] = {g->dact_prod[m], g->grad_last[0]};
         g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, edeps, 2);
-        if (m < M - 1) park_grads(g, 0);
+        park_grads(g, 0, 0.0, 1.0);
     }
     /* the optimizer over every unit, after the last micro-batch */
     int norm = grad_norm(g);
