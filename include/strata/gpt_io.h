@@ -34,6 +34,13 @@ st_status gpt_load_safetensors(const char *path, int n_head, gpt_config *cfg, fl
  * BF16 or F16, atomically (temporary file, fsync, rename). */
 st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const float *params,
                                safetensors_dtype dtype, st_error *err);
+/* The same, fetching the weights one unit at a time (gpt.h's unit layout):
+ * read_unit(ctx, u, out, err) fills out with unit u's gpt_unit_numel
+ * floats. Memory: one unit, whatever the model's size; for weights that
+ * live on an SSD (strata/offload.h). */
+typedef st_status (*gpt_unit_reader)(void *ctx, int unit, float *out, st_error *err);
+st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
+                                       safetensors_dtype dtype, st_error *err);
 /* Writes a transformers GPT2LMHeadModel config.json for cfg. */
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err);
 

@@ -117,6 +117,9 @@ st_status offload_trainer_flush(offload_trainer *t, st_error *err);
  * completed step after a flush) into out, reading them from the SSD when
  * they live there. */
 st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err);
+/* The same for one unit (gpt_unit_numel floats into out): what saving a
+ * model larger than memory reads, one unit at a time. */
+st_status offload_trainer_read_unit(offload_trainer *t, int unit, float *out, st_error *err);
 /* Mean loss on tokens[B][T+1] (B, T at most the training micro-batch's) with
  * the weights of the last completed step: flushes deferred work first, then
  * runs a forward pass unit by unit, loading weights as training does. */

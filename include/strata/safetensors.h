@@ -148,6 +148,14 @@ typedef struct safetensors_entry {
  * target the same path at once. */
 st_status safetensors_write(const char *path, const safetensors_entry *entries, size_t n,
                             const char *const *metadata_kv, st_error *err);
+/* The same for data produced one tensor at a time (a model larger than
+ * memory): fill(ctx, i, &data, err) is called just before entry i is
+ * written and gives its data, which must stay valid until the next call;
+ * entries[i].data is not used. An error from fill fails the write as above. */
+typedef st_status (*safetensors_fill_fn)(void *ctx, size_t i, const void **data, st_error *err);
+st_status safetensors_write_streamed(const char *path, const safetensors_entry *entries, size_t n,
+                                     const char *const *metadata_kv, safetensors_fill_fn fill, void *ctx,
+                                     st_error *err);
 
 #ifdef __cplusplus
 }

@@ -179,7 +179,6 @@ static void format_duration(double s, char *buf, size_t n) {
 typedef struct engine {
     trainer *mem;
     offload_trainer *off;
-    float *params;   /* executor: a host copy of the weights, for saving */
     size_t n;
     int vocab;
 } engine;
@@ -200,19 +199,14 @@ static st_status engine_eval(engine *e, const int32_t *tokens, int B, int T, flo
     return offload_trainer_eval(e->off, tokens, B, T, loss, err);
 }
 
-/* The fp32 weights of the last completed step (the executor flushes its
- * deferred optimizer work and copies them out of the store). */
-static st_status engine_params(engine *e, const float **out, st_error *err) {
-    if (e->mem) {
-        *out = trainer_params(e->mem);
-        return ST_OK;
-    }
-    st_status s = offload_trainer_flush(e->off, err);
-    if (s != ST_OK) return s;
-    if (!e->params && !(e->params = st_alloc_aligned(64, e->n * sizeof(float))))
-        return st_fail(err, ST_ENOMEM, "out of memory for a copy of the weights");
-    *out = e->params;
-    return offload_trainer_read_params(e->off, e->params, err);
+/* Unit u's fp32 weights of the last completed step (gpt_unit_reader): the
+ * executor has flushed its deferred optimizer work first (save_weights). */
+static st_status engine_read_unit(void *ctx, int u, float *out, st_error *err) {
+    engine *e = ctx;
+    if (e->off) return offload_trainer_read_unit(e->off, u, out, err);
+    const gpt_config *c = &trainer_config(e->mem)->model;
+    memcpy(out, trainer_params(e->mem) + gpt_unit_offset(c, u), gpt_unit_numel(c, u) * sizeof(float));
+    return ST_OK;
 }
 
 static long engine_steps_done(const engine *e) {
@@ -222,13 +216,11 @@ static long engine_steps_done(const engine *e) {
 static void engine_free(engine *e) {
     trainer_free(e->mem);
     offload_trainer_free(e->off);
-    st_free_aligned(e->params);
 }
 
 static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, st_error *err) {
-    const float *w = NULL;
-    st_status s = engine_params(e, &w, err);
-    return s == ST_OK ? run_dir_save_weights(rd, cfg, w, err) : s;
+    st_status s = e->off ? offload_trainer_flush(e->off, err) : ST_OK;
+    return s == ST_OK ? run_dir_save_weights(rd, cfg, engine_read_unit, e, err) : s;
 }
 
 /* Where an executor run's time went and what it moved through the store. */
@@ -571,6 +563,14 @@ int cmd_train(int argc, char **argv) {
                st_format_bytes((double)need.host, hv, sizeof hv));
         printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s\n", o.schedule, o.alpha, any_ssd ? o.offload : "nothing",
                any_ssd ? " in " : "", any_ssd ? (o.store ? o.store : default_store) : "");
+        offload_traffic traffic;
+        if (any_ssd && offload_traffic_per_step(&oc, &traffic, &err) == ST_OK) {
+            char tr[32], tw[32];
+            printf("SSD traffic per step of this schedule and placement: %s read, %s written (%llu, %llu bytes)\n",
+                   st_format_bytes((double)traffic.total_read, tr, sizeof tr),
+                   st_format_bytes((double)traffic.total_written, tw, sizeof tw),
+                   (unsigned long long)traffic.total_read, (unsigned long long)traffic.total_written);
+        }
         if (offload_trainer_create(&eng.off, &oc, init, &err) != ST_OK) goto fail;
     } else if (trainer_create(&eng.mem, &tc, init, &err) != ST_OK) {
         goto fail;
@@ -612,10 +612,11 @@ int cmd_train(int argc, char **argv) {
             goto fail;
         if (run_dir_log_metrics(rd, &err,
                                 do_eval ? "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
-                                          "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f, \"val_loss\": %.6f}"
+                                          "\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"elapsed_s\": %.3f, "
+                                          "\"val_loss\": %.6f}"
                                         : "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
-                                          "\"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}",
-                                step, st.loss, st.lr, st.grad_norm, tok_s, elapsed, val_loss) != ST_OK)
+                                          "\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"elapsed_s\": %.3f}",
+                                step, st.loss, st.lr, st.grad_norm, tok_s, st.seconds, elapsed, val_loss) != ST_OK)
             goto fail;
         char el[32], et[32];
         format_duration(elapsed, el, sizeof el);

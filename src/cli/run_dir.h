@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "strata/gpt_io.h"
 #include "strata/model.h"
 
 typedef struct run_dir run_dir;
@@ -25,7 +26,9 @@ typedef struct run_dir run_dir;
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err);
 /* Appends one line to metrics.jsonl (printf format, no newline needed). */
 st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, const float *params, st_error *err);
+/* model.safetensors (F32, Hugging Face names) and config.json; the weights
+ * are fetched one unit at a time, so a model larger than memory saves too. */
+st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx, st_error *err);
 /* Draws loss.png from metrics.jsonl with gnuplot; msg says what happened
  * (a missing gnuplot is reported, not an error). */
 void run_dir_plot(run_dir *rd, char *msg, size_t cap);

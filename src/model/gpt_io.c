@@ -183,18 +183,46 @@ st_status gpt_load_safetensors(const char *path, int n_head, gpt_config *cfg, fl
     return ST_OK;
 }
 
-st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const float *params,
-                               safetensors_dtype dtype, st_error *err) {
+/* Streaming state: which unit is in buf, and where each entry lives. */
+typedef struct unit_feed {
+    const gpt_config *cfg;
+    gpt_unit_reader read_unit;
+    void *ctx;
+    float *buf;
+    int loaded;              /* unit in buf, or -1 */
+    int *entry_unit;
+    size_t *entry_offset;    /* within its unit */
+} unit_feed;
+
+static st_status feed_entry(void *ctx, size_t i, const void **data, st_error *err) {
+    unit_feed *f = ctx;
+    const int u = f->entry_unit[i];
+    if (f->loaded != u) {
+        st_status s = f->read_unit(f->ctx, u, f->buf, err);
+        if (s != ST_OK) return s;
+        f->loaded = u;
+    }
+    *data = f->buf + f->entry_offset[i];
+    return ST_OK;
+}
+
+st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
+                                       safetensors_dtype dtype, st_error *err) {
     if (dtype != SAFETENSORS_F32 && dtype != SAFETENSORS_BF16 && dtype != SAFETENSORS_F16)
         return st_fail(err, ST_EINVAL, "%s: weights can be saved as F32, BF16 or F16, not %s", path,
                        safetensors_dtype_name(dtype));
-    size_t n = 0, cap = GPT_EMBED_TENSORS + (size_t)cfg->n_layer * GPT_BLOCK_TENSORS;
+    size_t n = 0, cap = GPT_EMBED_TENSORS + (size_t)cfg->n_layer * GPT_BLOCK_TENSORS, max_unit = 0;
+    for (int u = 0; u < gpt_num_units(cfg); u++)
+        if (gpt_unit_numel(cfg, u) > max_unit) max_unit = gpt_unit_numel(cfg, u);
     safetensors_entry *e = calloc(cap, sizeof *e);
     char (*names)[64] = calloc(cap, sizeof *names);
-    if (!e || !names) {
-        free(e);
-        free(names);
-        return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
+    unit_feed f = {.cfg = cfg, .read_unit = read_unit, .ctx = ctx, .loaded = -1,
+                   .buf = st_alloc_aligned(64, max_unit * sizeof(float)),
+                   .entry_unit = malloc(cap * sizeof(int)), .entry_offset = malloc(cap * sizeof(size_t))};
+    st_status s = ST_OK;
+    if (!e || !names || !f.buf || !f.entry_unit || !f.entry_offset) {
+        s = st_fail(err, ST_ENOMEM, "%s: out of memory", path);
+        goto done;
     }
     for (int u = 0; u < gpt_num_units(cfg); u++) {
         for (int i = 0; i < gpt_unit_tensor_count(u); i++, n++) {
@@ -202,16 +230,39 @@ st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const fl
             if (u == 0) snprintf(names[n], sizeof names[n], "%s", ti.name);
             else snprintf(names[n], sizeof names[n], "h.%d.%s", u - 1, ti.name);
             e[n] = (safetensors_entry){.name = names[n], .dtype = dtype, .ndim = ti.ndim,
-                                       .shape = {ti.shape[0], ti.shape[1]},
-                                       .data = params + gpt_unit_offset(cfg, u) + ti.offset, .from_f32 = 1};
+                                       .shape = {ti.shape[0], ti.shape[1]}, .from_f32 = 1};
+            f.entry_unit[n] = u;
+            f.entry_offset[n] = ti.offset;
         }
     }
     /* transformers refuses safetensors files without format=pt. */
     const char *meta[] = {"format", "pt", NULL};
-    st_status s = safetensors_write(path, e, n, meta, err);
+    s = safetensors_write_streamed(path, e, n, meta, feed_entry, &f, err);
+done:
     free(e);
     free(names);
+    st_free_aligned(f.buf);
+    free(f.entry_unit);
+    free(f.entry_offset);
     return s;
+}
+
+typedef struct params_in_memory {
+    const gpt_config *cfg;
+    const float *params;
+} params_in_memory;
+
+static st_status copy_unit(void *ctx, int u, float *out, st_error *err) {
+    (void)err;
+    const params_in_memory *p = ctx;
+    memcpy(out, p->params + gpt_unit_offset(p->cfg, u), gpt_unit_numel(p->cfg, u) * sizeof(float));
+    return ST_OK;
+}
+
+st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const float *params,
+                               safetensors_dtype dtype, st_error *err) {
+    params_in_memory p = {cfg, params};
+    return gpt_save_safetensors_by_unit(path, cfg, copy_unit, &p, dtype, err);
 }
 
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err) {

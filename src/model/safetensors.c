@@ -915,7 +915,8 @@ static void sb_json_string(strbuf *b, const char *s) {
     sb_add(b, "\"", 1);
 }
 
-static st_status check_entry(const char *path, const safetensors_entry *e, size_t i, uint64_t *nbytes, st_error *err) {
+static st_status check_entry(const char *path, const safetensors_entry *e, size_t i, int streamed, uint64_t *nbytes,
+                             st_error *err) {
     shown_name a;
     if (!e->name) return st_fail(err, ST_EINVAL, "%s: entry %zu has no name", path, i);
     const char *nm = show(&a, e->name);
@@ -943,7 +944,7 @@ static st_status check_entry(const char *path, const safetensors_entry *e, size_
     if (overflow || __builtin_mul_overflow(numel, (uint64_t)dtype_info[e->dtype].size, nbytes) ||
         *nbytes >= SAFETENSORS_MAX_INTEGER)
         return st_fail(err, ST_EINVAL, "%s: tensor '%s': too many bytes", path, nm);
-    if (*nbytes && !e->data) return st_fail(err, ST_EINVAL, "%s: tensor '%s': NULL data", path, nm);
+    if (*nbytes && !e->data && !streamed) return st_fail(err, ST_EINVAL, "%s: tensor '%s': NULL data", path, nm);
     return ST_OK;
 }
 
@@ -1048,6 +1049,12 @@ static st_status sync_parent_dir(const char *path, st_error *err) {
 
 st_status safetensors_write(const char *path, const safetensors_entry *entries, size_t n,
                             const char *const *metadata_kv, st_error *err) {
+    return safetensors_write_streamed(path, entries, n, metadata_kv, NULL, NULL, err);
+}
+
+st_status safetensors_write_streamed(const char *path, const safetensors_entry *entries, size_t n,
+                                     const char *const *metadata_kv, safetensors_fill_fn fill, void *ctx,
+                                     st_error *err) {
     if (!path) return st_fail(err, ST_EINVAL, "safetensors_write: NULL path");
     if (n && !entries) return st_fail(err, ST_EINVAL, "%s: NULL entries", path);
     st_status s = check_metadata(path, metadata_kv, err);
@@ -1064,7 +1071,7 @@ st_status safetensors_write(const char *path, const safetensors_entry *entries, 
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((s = check_entry(path, &entries[i], i, &nbytes[i], err)) != ST_OK) goto done;
+        if ((s = check_entry(path, &entries[i], i, fill != NULL, &nbytes[i], err)) != ST_OK) goto done;
         names[i] = entries[i].name;
     }
     int64_t dup;
@@ -1093,8 +1100,17 @@ st_status safetensors_write(const char *path, const safetensors_entry *entries, 
         s = st_fail_errno(err, errno, "%s: writing the header to %s failed", path, tmp);
         goto done;
     }
-    for (size_t i = 0; i < n; i++)
-        if (nbytes[i] && (s = write_entry(fd, path, &entries[i], nbytes[i], &bounce, err)) != ST_OK) goto done;
+    for (size_t i = 0; i < n; i++) {
+        if (!nbytes[i]) continue;
+        safetensors_entry e = entries[i];
+        if (fill && (s = fill(ctx, i, &e.data, err)) != ST_OK) goto done;
+        if (!e.data) {
+            shown_name a;
+            s = st_fail(err, ST_EINVAL, "%s: tensor '%s': NULL data", path, show(&a, e.name));
+            goto done;
+        }
+        if ((s = write_entry(fd, path, &e, nbytes[i], &bounce, err)) != ST_OK) goto done;
+    }
     if (fsync(fd) != 0) {
         s = st_fail_errno(err, errno, "%s: fsync of %s failed", path, tmp);
         goto done;

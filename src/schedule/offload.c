@@ -937,23 +937,30 @@ void offload_trainer_free(offload_trainer *t) {
     free(t);
 }
 
-st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err) {
-    st_status ws = wait_optimizer(t, -1, err);
-    if (ws != ST_OK) return ws;
+st_status offload_trainer_read_unit(offload_trainer *t, int u, float *out, st_error *err) {
+    if (u < 0 || u >= t->L1) return st_fail(err, ST_EINVAL, "unit %d out of range [0, %d)", u, t->L1);
+    st_status s = wait_optimizer(t, u, err);
+    if (s != ST_OK) return s;
     if (t->master) {
-        memcpy(out, t->master, t->n * sizeof(float));
+        memcpy(out, t->master + gpt_unit_offset(&t->c, u), unit_n(t, u) * sizeof(float));
         return ST_OK;
     }
-    for (int u = 0; u < t->L1; u++)
-        for (int part = 0; part < 2; part++)
-            for (size_t j = 0; j < seg_count(t, u, part); j++) {
-                size_t lo, hi;
-                seg_range(t, u, part, j, &lo, &hi);
-                st_status s = store_io(t, 0, seg_key(STORE_MASTER, u, part, j), t->sbuf,
-                                       store_padded_bytes((hi - lo) * 4), 0, err);
-                if (s != ST_OK) return s;
-                memcpy(out + gpt_unit_offset(&t->c, u) + lo, t->sbuf, (hi - lo) * 4);
-            }
+    for (int part = 0; part < 2; part++)
+        for (size_t j = 0; j < seg_count(t, u, part); j++) {
+            size_t lo, hi;
+            seg_range(t, u, part, j, &lo, &hi);
+            s = store_io(t, 0, seg_key(STORE_MASTER, u, part, j), t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err);
+            if (s != ST_OK) return s;
+            memcpy(out + lo, t->sbuf, (hi - lo) * 4);
+        }
+    return ST_OK;
+}
+
+st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err) {
+    for (int u = 0; u < t->L1; u++) {
+        st_status s = offload_trainer_read_unit(t, u, out + gpt_unit_offset(&t->c, u), err);
+        if (s != ST_OK) return s;
+    }
     return ST_OK;
 }
 
