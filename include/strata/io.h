@@ -46,6 +46,9 @@
  *
  * Faults. io_engine_set_fault makes the engine fail or shorten chosen
  * operations, to test what callers do with errors; see io_fault.
+ *
+ * Measuring. io_bench times sequential writes, reads and both at once on
+ * a set of directories (strata iobench, strata probe).
  */
 #ifndef STRATA_IO_H
 #define STRATA_IO_H
@@ -244,6 +247,54 @@ typedef struct io_preflight_path {
  * too little space ST_ENOSPC with the shortfall in the message. */
 st_status io_preflight(io_preflight_path *paths, int n, int allow_buffered, char *warning, size_t warning_cap,
                        st_error *err);
+
+/* ---- bandwidth measurement -------------------------------------------------
+ * Sequential transfers of a test file in each directory, every directory at
+ * once, the way fio measures a drive: what `strata iobench` prints and what
+ * `strata probe` records for the simulator. Passes, in this order: write the
+ * whole file (then fdatasync, not timed); read it back; mixed: read its
+ * first half while writing its second half, requests alternating so that
+ * both directions are in flight together (what an optimizer streaming its
+ * state sees). Preflight first; the file is removed afterwards unless keep.
+ *
+ *     io_bench_config c = io_bench_default_config();
+ *     c.dirs = dirs; c.n_dirs = 2; c.size = 256 << 20;
+ *     io_bench_result r;
+ *     if (io_bench(&c, &r, &err)) ...
+ *     double read_gbps = c.size / r.read_s[0] / 1e9;
+ */
+#define IO_BENCH_MAX_PATHS 16
+typedef struct io_bench_config {
+    const char *const *dirs;   /* one per drive */
+    int n_dirs;
+    const char *file_name;     /* test file in each directory (a plain name) */
+    uint64_t size;             /* bytes per directory, a multiple of 4096 */
+    uint64_t block;            /* transfer size, a multiple of 4096 */
+    int queue_depth;           /* transfers in flight per directory */
+    io_engine_kind kind;
+    int register_buffers;
+    int allow_buffered;        /* a directory without O_DIRECT: buffered, with a warning (else an error) */
+    int write, read, mixed;    /* which passes run; read alone needs the file from an earlier run */
+    int keep;                  /* leave the test files behind */
+} io_bench_config;
+
+/* file "strata-iobench.dat", 1 GiB, 1 MiB blocks, queue depth 8, io_uring
+ * when available, registered buffers, write and read passes. */
+io_bench_config io_bench_default_config(void);
+
+typedef struct io_bench_result {
+    double write_s[IO_BENCH_MAX_PATHS];        /* per directory: its share of the pass */
+    double read_s[IO_BENCH_MAX_PATHS];
+    double mixed_read_s[IO_BENCH_MAX_PATHS];   /* until the mixed pass's last read / write finished */
+    double mixed_write_s[IO_BENCH_MAX_PATHS];
+    uint64_t mixed_read_bytes, mixed_write_bytes;   /* per directory */
+    double write_total_s, read_total_s, mixed_total_s;   /* every directory together */
+    io_engine_info engine;
+    char warning[512];         /* from the preflight (buffered paths), or "" */
+} io_bench_result;
+
+/* A missing test file in a read-only run is ST_ENOENT, a short one ST_EINVAL. */
+st_status io_bench(const io_bench_config *cfg, io_bench_result *out, st_error *err);
 
 #ifdef __cplusplus
 }

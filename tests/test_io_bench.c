@@ -1,0 +1,70 @@
+/* test_io_bench.c - the bandwidth measurement shared by `strata iobench` and
+ * `strata probe`: every pass times each path, the mixed pass moves half the
+ * file each way, the test file goes unless kept, and bad settings or a
+ * missing file are refused with a message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "strata/io.h"
+
+static void test_passes(void **state) {
+    (void)state;
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
+    snprintf(b, sizeof b, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
+    assert_non_null(mkdtemp(a));
+    assert_non_null(mkdtemp(b));
+    const char *dirs[2] = {a, b};
+    io_bench_config c = io_bench_default_config();
+    c.dirs = dirs;
+    c.n_dirs = 2;
+    c.size = 1 << 20;
+    c.block = 64 << 10;
+    c.queue_depth = 4;
+    c.mixed = 1;
+    c.keep = 1;
+    io_bench_result r;
+    st_error err = {0};
+    assert_int_equal(io_bench(&c, &r, &err), ST_OK);
+    for (int p = 0; p < 2; p++) {
+        assert_true(r.write_s[p] > 0 && r.read_s[p] > 0 && r.mixed_read_s[p] > 0 && r.mixed_write_s[p] > 0);
+        assert_true(r.write_s[p] <= r.write_total_s && r.read_s[p] <= r.read_total_s);
+    }
+    assert_true(r.mixed_read_bytes + r.mixed_write_bytes == c.size && r.mixed_read_bytes == c.size / 2);
+    /* kept: a read-only pass over it works, and then the file goes */
+    c.write = c.mixed = 0;
+    c.keep = 0;
+    assert_int_equal(io_bench(&c, &r, &err), ST_OK);
+    char f[300];
+    snprintf(f, sizeof f, "%s/strata-iobench.dat", a);
+    assert_int_equal(access(f, F_OK), 0);   /* a read-only run leaves what it did not write */
+    unlink(f);
+    snprintf(f, sizeof f, "%s/strata-iobench.dat", b);
+    unlink(f);
+    /* now missing */
+    assert_int_equal(io_bench(&c, &r, &err), ST_ENOENT);
+    assert_non_null(strstr(err.msg, "strata-iobench.dat does not exist"));
+    /* bad settings */
+    c.read = 1;
+    c.size = 1000;
+    assert_int_equal(io_bench(&c, &r, &err), ST_EINVAL);
+    c.size = 1 << 20;
+    c.file_name = "../x";
+    assert_int_equal(io_bench(&c, &r, &err), ST_EINVAL);
+    c.file_name = "strata-iobench.dat";
+    c.n_dirs = 0;
+    assert_int_equal(io_bench(&c, &r, &err), ST_EINVAL);
+    rmdir(a);
+    rmdir(b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_passes)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
