@@ -7,6 +7,8 @@
 #
 #   bench/offload_schedules.sh [STRATA] [MODEL] [HOST_BUDGET] [STEPS] [OUT_DIR]
 #   defaults: build/strata gpt2-350m 1G 3 bench/results/offload
+#   RESUME=1 keeps the runs (and the bandwidth measurement) that finished in
+#   OUT_DIR before and runs the rest.
 #
 # Everything on the SSD (weights, optimizer state, checkpoints, gradients),
 # O_DIRECT through the store, mixed precision, no clipping (so that vertical
@@ -37,23 +39,32 @@ PY=/usr/bin/python3
 [ -x "$STRATA" ] || { echo "no strata binary at $STRATA (build first)" >&2; exit 1; }
 [ -d "$DATA" ] || { echo "no dataset at $DATA: run scripts/demo.sh or scripts/make_corpus.sh + strata prepare" >&2; exit 1; }
 mkdir -p "$OUT"
-rm -rf "$OUT"/run-* "$OUT"/iobench
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
-# one training run; its log and metrics stay in $OUT/run-NAME
+# One training run; its log and metrics stay in $OUT/run-NAME, its store
+# (as large as the model's state) is deleted afterwards. A run that already
+# finished in $OUT is kept (RESUME=1, e.g. after fixing a failed run).
 train() {
     local name=$1 seq=$2 mb=$3; shift 3
+    if [ "${RESUME:-0}" = 1 ] && grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
+        log "run $name: kept from before"
+        return
+    fi
     log "run $name"
     "$STRATA" train --model "$MODEL" --data "$DATA" --batch "$SEQS" --micro-batch "$mb" --seq "$seq" \
         --steps "$STEPS" --precision mixed --clip 0 --eval-batches 1 --eval-every 0 \
         --run-dir "$OUT/run-$name" --overwrite "$@" >"$OUT/run-$name.log" 2>&1 ||
         { echo "run $name failed:" >&2; tail -5 "$OUT/run-$name.log" >&2; exit 1; }
+    rm -rf "$OUT/run-$name/store"
 }
 
-log "SSD bandwidth (strata iobench, O_DIRECT, 2 GiB, in the directory the stores use)"
-mkdir -p "$OUT/iobench"
-"$STRATA" iobench --path "$OUT/iobench" --size 2G >"$OUT/iobench.log" 2>&1
-rm -rf "$OUT/iobench"
+if [ "${RESUME:-0}" != 1 ] || [ ! -s "$OUT/iobench.log" ]; then
+    log "SSD bandwidth (strata iobench, O_DIRECT, 2 GiB, in the directory the stores use)"
+    rm -rf "$OUT"/run-* "$OUT/iobench"
+    mkdir -p "$OUT/iobench"
+    "$STRATA" iobench --path "$OUT/iobench" --size 2G >"$OUT/iobench.log" 2>&1
+    rm -rf "$OUT/iobench"
+fi
 cat "$OUT/iobench.log" >&2
 
 ssd="weights,optim,acts,grads"

@@ -18,6 +18,10 @@
  *   strata/schedule.h     an iteration as a task list (vertical, horizontal)
  *   strata/offload.h      the executor: task lists against host memory and the SSD store
  *   strata/trace.h        Chrome trace files
+ *   strata/hw.h           hardware descriptions (JSON) for the simulator
+ *   strata/probe.h        measuring this machine into one
+ *   strata/sim.h          the simulator: task lists replayed against a machine, the roofline bound
+ *   strata/planner.h      choosing schedule, micro-batch, placement and alpha by simulating candidates
  */
 #ifndef STRATA_H
 #define STRATA_H
@@ -36,4 +40,8 @@
 #include "strata/schedule.h"
 #include "strata/offload.h"
 #include "strata/trace.h"
+#include "strata/hw.h"
+#include "strata/probe.h"
+#include "strata/sim.h"
+#include "strata/planner.h"
 #endif

@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "strata.h"
@@ -23,6 +24,22 @@ static void test_one_header_gives_every_layer(void **state) {
     assert_int_equal(st_crc32c(0, "123456789", 9), 0xe3069283u);   /* the CRC32C check value */
     assert_string_equal(store_kind_name(STORE_MASTER), "master");
     assert_int_equal(safetensors_dtype_size(SAFETENSORS_BF16), 2);
+    /* the plan layer: a machine described, a configuration simulated */
+    hw_desc hw;
+    const char *text = "{\"name\": \"m\", \"compute\": {\"matmul_gflops\": 100, \"other_gbps\": 10, \"cores\": 2},"
+                       "\"ssd\": [{\"read_gbps\": 1, \"write_gbps\": 2}], \"optimizer\": {\"adamw_params_per_s_per_thread\": 5e8},"
+                       "\"memory\": {\"device_bytes\": 1e10, \"host_bytes\": 1e10}}";
+    assert_int_equal(hw_parse_json(text, strlen(text), "m.json", &hw, &err), ST_OK);
+    sim_config sc = sim_default_config();
+    sc.model = c;
+    sc.B = 1;
+    sc.T = 64;
+    sc.M = 2;
+    sc.weights_on_ssd = 1;
+    sim_result r;
+    assert_int_equal(sim_run(&hw, &sc, &r, &err), ST_OK);
+    assert_true(r.iter_s > 0 && r.bytes_read[STORE_WEIGHTS] > 0);
+    assert_true(hw_probe_defaults().reps > 0);
 }
 
 int main(void) {

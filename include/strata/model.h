@@ -53,7 +53,12 @@ typedef struct gpt_config {
 
 /* "gpt2-124m" (also "gpt2"), "gpt2-350m", "gpt2-774m", "gpt2-1.5b", and the
  * small shapes "gpt2-tiny" (about 0.5M block params, for tests) and
- * "gpt2-mini" (6 layers of 384, about 10M block params plus 19M embedding). */
+ * "gpt2-mini" (6 layers of 384, about 10M block params plus 19M embedding),
+ * all at context 1024; and, for sizing runs by simulation, the GPT-3 paper's
+ * / OPT's shapes with the GPT-2 architecture and vocabulary at context 2048:
+ * "gpt-6.7b" (32 layers of 4096, 32 heads), "gpt-13b" (40 x 5120, 40),
+ * "gpt-30b" (48 x 7168, 56), "gpt-65b" (80 x 8192, 64: LLaMA-65B's depth and
+ * width) and "gpt-175b" (96 x 12288, 96). */
 st_status gpt_config_from_name(gpt_config *cfg, const char *name, st_error *err);
 /* Validates the shape (positive, d_model divisible by n_head, sane sizes) and
  * fills padded_vocab. Every config that reaches a kernel went through here. */

@@ -118,6 +118,15 @@ typedef struct store_config {
     uint64_t reserve_bytes;     /* free space preflight demands, over all paths (by weight) */
     int skip_checksums;         /* 1: do not verify CRCs on read (they are still written) */
     int allow_buffered;         /* 1: paths without O_DIRECT use buffered I/O (warning) */
+    int read_only;              /* 1: inspect an existing store (mode must be STORE_OPEN_EXISTING):
+                                   nothing on the paths is created, written or removed (no preflight
+                                   probe file, no cleanup of a crashed commit's temporary manifest),
+                                   the data files are opened read-only, the lock is shared (a
+                                   process with the store open for work still excludes it: ST_EEXIST),
+                                   persistent host-tier tensors are read from their committed slot
+                                   on disk (reported as STORE_TIER_SSD, no host budget needed), and
+                                   creating, deleting, writing, marking dirty and committing fail
+                                   with ST_EINVAL. For checks: store_scrub_each, store_locate. */
     io_engine *engine;          /* shared engine (must outlive the store; the store adds
                                    its paths to it), or NULL: the store makes its own from `io` */
     io_engine_config io;
@@ -215,6 +224,40 @@ const void *store_user_meta(store *s, size_t *n);
  * skip_checksums is set). *bad_chunks counts mismatches; the error names
  * the first. */
 st_status store_scrub(store *s, uint64_t *bad_chunks, st_error *err);
+/* One bad chunk of a committed tensor, as store_scrub_each reports it. */
+typedef struct store_bad_chunk {
+    store_key key;
+    uint32_t chunk, n_chunks;   /* chunk index within the tensor, of n_chunks */
+    uint64_t tensor_offset;     /* chunk * chunk_bytes */
+    uint64_t len;               /* the chunk's real bytes (the last may be short) */
+    int path;                   /* store path index */
+    const char *file;           /* that path's data file (valid during the callback) */
+    uint64_t file_offset;       /* where the chunk starts in it */
+    st_status status;           /* ST_ECORRUPT: checksum mismatch; else the read failed (I/O) */
+    uint32_t crc_stored, crc_read;  /* ST_ECORRUPT: what the manifest says, what the disk holds */
+    const char *message;        /* the whole story in one line (valid during the callback) */
+} store_bad_chunk;
+
+typedef struct store_scrub_result {
+    uint64_t tensors;           /* committed tensors read */
+    uint64_t chunks;            /* their chunks */
+    uint64_t bytes;             /* their real bytes */
+    uint64_t bad_chunks;        /* checksum mismatches */
+    uint64_t unreadable_chunks; /* chunks whose read failed */
+    uint64_t damaged_tensors;   /* tensors with at least one bad or unreadable chunk */
+} store_scrub_result;
+
+typedef void (*store_bad_chunk_fn)(void *ctx, const store_bad_chunk *bad);
+
+/* store_scrub, reporting every bad chunk: reads every committed tensor
+ * (creation order) and calls bad(ctx, ...) on the calling thread for each
+ * chunk whose checksum does not match or whose read failed, in tensor
+ * order then chunk order (bad may be NULL). Keeps going after a bad chunk
+ * or a failed read. Returns ST_OK when everything matched; otherwise the
+ * first problem's status (ST_ECORRUPT for a mismatch) with err naming it.
+ * *result (may be NULL) receives the counts. Uncommitted versions and
+ * volatile tensors are not read. */
+st_status store_scrub_each(store *s, store_bad_chunk_fn bad, void *ctx, store_scrub_result *result, st_error *err);
 /* Turns read-side checksum checks on or off (off: faster, unprotected). */
 void store_set_verify(store *s, int on);
 

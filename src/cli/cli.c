@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -97,3 +98,76 @@ st_status cli_parse_size(const char *flag, const char *s, uint64_t *out, st_erro
 }
 
 int cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
+
+st_status cli_parse_schedule(const char *s, sched_kind *out, st_error *err) {
+    if (!strcmp(s, "vertical")) *out = SCHED_VERTICAL;
+    else if (!strcmp(s, "horizontal")) *out = SCHED_HORIZONTAL;
+    else return st_fail(err, ST_EINVAL, "--schedule must be vertical or horizontal, not '%s'", s);
+    return ST_OK;
+}
+
+st_status cli_parse_offload(const char *s, int allow_auto, cli_placement *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *choices = allow_auto ? "weights, optim, acts, grads, none or auto" : "weights, optim, acts, grads or none";
+    if (!strcmp(s, "none")) return ST_OK;
+    if (allow_auto && !strcmp(s, "auto")) {
+        out->is_auto = 1;
+        return ST_OK;
+    }
+    char list[256];
+    if (strlen(s) >= sizeof list) return st_fail(err, ST_EINVAL, "--offload: '%.40s...' is too long", s);
+    snprintf(list, sizeof list, "%s", s);
+    int *fields[4] = {&out->weights, &out->optim, &out->acts, &out->grads};
+    static const char *names[4] = {"weights", "optim", "acts", "grads"};
+    int any = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(tok, names[k])) *fields[k] = found = 1;
+        if (!found) return st_fail(err, ST_EINVAL, "--offload: unknown state '%s' (%s)", tok, choices);
+        any = 1;
+    }
+    if (!any) return st_fail(err, ST_EINVAL, "--offload: empty list (%s)", choices);
+    return ST_OK;
+}
+
+const char *cli_placement_name(const cli_placement *p, char *buf, size_t n) {
+    static const char *names[4] = {"weights", "optim", "acts", "grads"};
+    const int on[4] = {p->weights, p->optim, p->acts, p->grads};
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < 4; k++)
+        if (on[k] && len < n) len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", names[k]);
+    if (!buf[0]) snprintf(buf, n, "none");
+    return buf;
+}
+
+st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *err) {
+    if (f->n_layer || f->d_model || f->n_head) {
+        if (f->name)
+            return st_fail(err, ST_EINVAL, "give either --model or an explicit shape (--n-layer/--n-head/--d-model), not both");
+        if (!f->n_layer || !f->d_model || !f->n_head)
+            return st_fail(err, ST_EINVAL, "an explicit shape needs --n-layer, --n-head and --d-model");
+        *cfg = (gpt_config){.n_layer = (int)f->n_layer, .n_head = (int)f->n_head, .d_model = (int)f->d_model,
+                            .n_ctx = (int)(f->n_ctx ? f->n_ctx : f->seq), .vocab_size = (int)(f->vocab ? f->vocab : 50257)};
+        return gpt_config_check(cfg, err);
+    }
+    st_status s = gpt_config_from_name(cfg, f->name ? f->name : "gpt2-124m", err);
+    if (s != ST_OK) return s;
+    if (f->n_ctx) cfg->n_ctx = (int)f->n_ctx;
+    if (f->vocab) cfg->vocab_size = (int)f->vocab;
+    return gpt_config_check(cfg, err);
+}
+
+int cli_model_flag(const char *a, const char *v, cli_model_flags *f, st_status *s, st_error *err) {
+    *s = ST_OK;
+    if (!strcmp(a, "--model")) f->name = v;
+    else if (!strcmp(a, "--n-layer")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_layer, err);
+    else if (!strcmp(a, "--n-head")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_head, err);
+    else if (!strcmp(a, "--d-model")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->d_model, err);
+    else if (!strcmp(a, "--n-ctx")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_ctx, err);
+    else if (!strcmp(a, "--vocab")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->vocab, err);
+    else if (!strcmp(a, "--seq")) *s = cli_parse_int(a, v, 1, 1 << 20, &f->seq, err);
+    else return 0;
+    return 1;
+}

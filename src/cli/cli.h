@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 #include "strata/base.h"
+#include "strata/model.h"
+#include "strata/schedule.h"
 
 typedef struct cli_command {
     const char *name;
@@ -29,6 +31,35 @@ st_status cli_parse_int(const char *flag, const char *s, long min, long max, lon
 st_status cli_parse_u64(const char *flag, const char *s, uint64_t *out, st_error *err);
 st_status cli_parse_double(const char *flag, const char *s, double min, double max, double *out, st_error *err);
 st_status cli_parse_size(const char *flag, const char *s, uint64_t *out, st_error *err);
+
+/* Flag values that several commands share (train, simulate). */
+
+/* "vertical" or "horizontal" (--schedule). */
+st_status cli_parse_schedule(const char *s, sched_kind *out, st_error *err);
+
+/* --offload: a comma-separated list of weights, optim, acts, grads, or
+ * "none"; with allow_auto also "auto" (then *is_auto is set and nothing is
+ * placed). Names the bad item: "--offload: unknown state 'x' (...)". */
+typedef struct cli_placement {
+    int weights, optim, acts, grads;
+    int is_auto;
+} cli_placement;
+st_status cli_parse_offload(const char *s, int allow_auto, cli_placement *out, st_error *err);
+/* "weights,optim" or "none", for messages. */
+const char *cli_placement_name(const cli_placement *p, char *buf, size_t n);
+
+/* The model shape from --model NAME or an explicit --n-layer/--n-head/--d-model
+ * (with --n-ctx, default seq, and --vocab, default 50257), checked. Zero
+ * means the flag was not given; no name and no shape is gpt2-124m. */
+typedef struct cli_model_flags {
+    const char *name;
+    long n_layer, n_head, d_model, n_ctx, vocab;
+    long seq;
+} cli_model_flags;
+st_status cli_model_config(const cli_model_flags *f, gpt_config *out, st_error *err);
+/* When flag is one of --model, --n-layer, --n-head, --d-model, --n-ctx,
+ * --vocab, --seq: parses value into f, sets *status, and returns 1; else 0. */
+int cli_model_flag(const char *flag, const char *value, cli_model_flags *f, st_status *status, st_error *err);
 
 /* True when stdout is a terminal (live status lines) rather than a log. */
 int cli_stdout_is_tty(void);

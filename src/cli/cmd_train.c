@@ -21,6 +21,7 @@
 #include "strata/batches.h"
 #include "strata/gpt_io.h"
 #include "strata/offload.h"
+#include "strata/planner.h"
 #include "strata/train.h"
 
 typedef struct train_opts {
@@ -30,7 +31,7 @@ typedef struct train_opts {
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
     uint64_t seed;
-    const char *mem_device, *mem_host, *trace;
+    const char *mem_device, *mem_host, *trace, *plan, *hw;
     int recompute, overwrite;
 } train_opts;
 
@@ -77,6 +78,9 @@ static const opt_def opt_defs[] = {
     {"mem-device", OPT_STR, O(mem_device), "SIZE    executor: budget for the compute working set (e.g. 512M; default none)"},
     {"trace", OPT_STR, O(trace), "FILE    executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"},
     {"mem-host", OPT_STR, O(mem_host), "SIZE    executor: budget for state kept in host memory (e.g. 2G; default none)"},
+    {"plan", OPT_STR, O(plan), "auto    choose --schedule, --micro-batch, --offload and --alpha for --batch and the\n"
+                               "                          budgets by simulating the candidates (strata plan; needs --hw)"},
+    {"hw", OPT_STR, O(hw), "FILE    hardware description for --plan (write one with strata probe)"},
     {"threads", OPT_LONG, O(threads), "N       compute threads (default: all cores)"},
     {"seed", OPT_U64, O(seed), "S       initialization seed"},
     {"run-dir", OPT_STR, O(run_dir), "DIR     where metrics, plot and weights go"},
@@ -291,20 +295,9 @@ static st_status build_model_config(const train_opts *o, gpt_config *cfg, float 
                            "--init takes the model shape from the file; drop --model/--n-layer/--d-model/--n-ctx/--vocab");
         return gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
     }
-    if (o->n_layer || o->d_model || o->n_head) {
-        if (o->model)
-            return st_fail(err, ST_EINVAL, "give either --model or an explicit shape (--n-layer/--n-head/--d-model), not both");
-        if (!o->n_layer || !o->d_model || !o->n_head)
-            return st_fail(err, ST_EINVAL, "an explicit shape needs --n-layer, --n-head and --d-model");
-        *cfg = (gpt_config){.n_layer = (int)o->n_layer, .n_head = (int)o->n_head, .d_model = (int)o->d_model,
-                            .n_ctx = (int)(o->n_ctx ? o->n_ctx : o->seq), .vocab_size = (int)(o->vocab ? o->vocab : 50257)};
-        return gpt_config_check(cfg, err);
-    }
-    st_status s = gpt_config_from_name(cfg, o->model ? o->model : "gpt2-124m", err);
-    if (s != ST_OK) return s;
-    if (o->n_ctx) cfg->n_ctx = (int)o->n_ctx;
-    if (o->vocab) cfg->vocab_size = (int)o->vocab;
-    return gpt_config_check(cfg, err);
+    const cli_model_flags shape = {.name = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
+                                   .n_ctx = o->n_ctx, .vocab = o->vocab, .seq = o->seq};
+    return cli_model_config(&shape, cfg, err);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -386,30 +379,20 @@ int cmd_train(int argc, char **argv) {
     /* The schedule and what goes to the SSD. */
     int executor = 0;
     sched_kind kind = SCHED_VERTICAL;
-    if (!strcmp(o.schedule, "vertical")) executor = 1;
-    else if (!strcmp(o.schedule, "horizontal")) executor = 1, kind = SCHED_HORIZONTAL;
-    else if (strcmp(o.schedule, "memory") != 0) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--schedule must be memory, vertical or horizontal, not '%s'", o.schedule);
-    }
-    static const char *state_names[4] = {"weights", "optim", "acts", "grads"};
-    int on_ssd[4] = {0, 0, 0, 0};   /* weights, optim, acts, grads */
-    const int auto_offload = !strcmp(o.offload, "auto");
-    if (strcmp(o.offload, "none") != 0 && !auto_offload) {
-        char list[256];
-        snprintf(list, sizeof list, "%s", o.offload);
-        for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            int found = 0;
-            for (int k = 0; k < 4; k++)
-                if (!strcmp(tok, state_names[k])) on_ssd[k] = found = 1;
-            if (!found) {
-                cJSON_Delete(config_doc);
-                return cli_usage_error("train", "--offload: unknown state '%s' (weights, optim, acts, grads, none or auto)",
-                                       tok);
-            }
+    if (strcmp(o.schedule, "memory") != 0) {
+        if (cli_parse_schedule(o.schedule, &kind, &err) != ST_OK) {
+            cJSON_Delete(config_doc);
+            return cli_usage_error("train", "--schedule must be vertical, horizontal or memory, not '%s'", o.schedule);
         }
+        executor = 1;
     }
-    int any_ssd = on_ssd[0] || on_ssd[1] || on_ssd[2] || on_ssd[3];
+    cli_placement pl;   /* what lives on the SSD */
+    if (cli_parse_offload(o.offload, 1, &pl, &err) != ST_OK) {
+        cJSON_Delete(config_doc);
+        return cli_usage_error("train", "%s", err.msg);
+    }
+    int auto_offload = pl.is_auto;
+    int any_ssd = pl.weights || pl.optim || pl.acts || pl.grads;
     char auto_list[64] = "";
     if ((any_ssd || o.alpha > 0) && !executor) {
         cJSON_Delete(config_doc);
@@ -454,6 +437,52 @@ int cmd_train(int argc, char **argv) {
     tc.clip = (float)o.clip;
     tc.seed = o.seed;
     if (train_config_check(&tc, &err) != ST_OK) goto fail;
+    char plan_list[64];
+    if (o.plan) {
+        /* the planner decides the schedule, micro-batch, placement and alpha */
+        if (strcmp(o.plan, "auto") != 0) {
+            st_fail(&err, ST_EINVAL, "--plan: only 'auto' is known, not '%s'", o.plan);
+            goto fail;
+        }
+        if (!executor) {
+            st_fail(&err, ST_EINVAL, "--plan auto chooses the schedule; drop --schedule memory");
+            goto fail;
+        }
+        if (!o.hw) {
+            st_fail(&err, ST_EINVAL, "--plan auto needs --hw FILE, a description of this machine: write one with "
+                                     "'strata probe --store DIR --out FILE' (about 20 s, on an idle machine)");
+            goto fail;
+        }
+        hw_desc hw;
+        if (hw_load_json(o.hw, &hw, &err) != ST_OK) goto fail;
+        plan_request q = plan_default_request();
+        q.model = tc.model;
+        q.T = tc.T;
+        q.global_batch = (int)o.batch;
+        q.precision = tc.precision;
+        q.clipping = tc.clip > 0;
+        q.mem_device = mem_device;
+        q.mem_host = mem_host;
+        q.n_best = 1;
+        plan_result pr;
+        if (plan_search(&hw, &q, &pr, &err) != ST_OK) goto fail;
+        const plan_choice *best = &pr.best[0];
+        kind = best->config.schedule;
+        o.schedule = kind == SCHED_VERTICAL ? "vertical" : "horizontal";
+        o.micro_batch = tc.B = best->config.B;
+        tc.grad_accum = best->config.M;
+        o.alpha = best->config.alpha;
+        pl = (cli_placement){.weights = best->config.weights_on_ssd, .optim = best->config.optim_on_ssd,
+                             .acts = best->config.acts_on_ssd, .grads = best->config.grads_on_ssd};
+        o.offload = cli_placement_name(&pl, plan_list, sizeof plan_list);
+        any_ssd = pl.weights || pl.optim || pl.acts || pl.grads;
+        auto_offload = 0;
+        printf("plan (%s, %d candidates simulated): --schedule %s --micro-batch %d --alpha %.2f --offload %s; "
+               "predicted %.2f s per step (%.0f tokens/s), bound by %s\n",
+               hw.name, pr.simulated, o.schedule, tc.B, o.alpha, o.offload, best->result.iter_s,
+               best->result.tokens_per_s, sim_resource_name(best->result.bottleneck));
+        if (train_config_check(&tc, &err) != ST_OK) goto fail;
+    }
 
     char train_path[4096], val_path[4096];
     if (dataset_resolve(o.data, train_path, val_path, sizeof train_path, &err) != ST_OK) goto fail;
@@ -542,17 +571,13 @@ int cmd_train(int argc, char **argv) {
             }
             /* nothing fits: take the smallest, and let the executor say what it needs */
             if (found < 0) found = smallest;
-            for (int k = 0; k < 4; k++) on_ssd[k] = (found >> k) & 1;
+            pl = (cli_placement){.weights = found & 1, .optim = (found >> 1) & 1, .acts = (found >> 2) & 1,
+                                 .grads = (found >> 3) & 1};
             any_ssd = found != 0;
-            for (int k = 0; k < 4; k++)
-                if (on_ssd[k]) {
-                    if (auto_list[0]) strcat(auto_list, ",");
-                    strcat(auto_list, state_names[k]);
-                }
-            o.offload = auto_list[0] ? auto_list : "none";
+            o.offload = cli_placement_name(&pl, auto_list, sizeof auto_list);
         }
-        offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = on_ssd[0],
-                             .optim_on_ssd = on_ssd[1], .acts_on_ssd = on_ssd[2], .grads_on_ssd = on_ssd[3],
+        offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = pl.weights,
+                             .optim_on_ssd = pl.optim, .acts_on_ssd = pl.acts, .grads_on_ssd = pl.grads,
                              .store_paths = paths,
                              .n_store_paths = n_paths, .mem_device = mem_device, .mem_host = mem_host,
                              .trace_path = o.trace};

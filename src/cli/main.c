@@ -13,11 +13,19 @@ int cmd_iobench(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
+int cmd_simulate(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_fsck(int argc, char **argv);
 
 static const cli_command commands[] = {
     {"train", "train a GPT on a dataset (the main job)", cmd_train},
     {"eval", "mean next-token loss of a model on a token file", cmd_eval},
     {"sample", "generate text from a trained model", cmd_sample},
+    {"probe", "measure this machine into a hardware description (JSON)", cmd_probe},
+    {"simulate", "predict an offloaded training configuration on a described machine", cmd_simulate},
+    {"plan", "choose schedule, micro-batch, placement and alpha for a model on a described machine", cmd_plan},
+    {"fsck", "verify a run's tensor store: manifest and every checksum", cmd_fsck},
     {"iobench", "measure storage read/write bandwidth per path (vs fio)", cmd_iobench},
     {"prepare", "tokenize text files into a dataset for training", cmd_prepare},
     {"encode", "text on stdin to GPT-2 token ids", cmd_encode},

@@ -7,21 +7,30 @@
 
 typedef struct named_config {
     const char *name;
-    int n_layer, n_head, d_model;
+    int n_layer, n_head, d_model, n_ctx;
 } named_config;
 
+/* GPT-2's sizes (context 1024), and the GPT-3 paper's / OPT's larger shapes
+ * with the GPT-2 architecture and vocabulary at context 2048, for sizing
+ * runs by simulation (65B: LLaMA-65B's depth and width). */
 static const named_config named_configs[] = {
-    {"gpt2-124m", 12, 12, 768},
-    {"gpt2", 12, 12, 768},
-    {"gpt2-350m", 24, 16, 1024},
-    {"gpt2-774m", 36, 20, 1280},
-    {"gpt2-1.5b", 48, 25, 1600},
-    {"gpt2-mini", 6, 6, 384},
-    {"gpt2-tiny", 2, 4, 128},
+    {"gpt2-124m", 12, 12, 768, 1024},
+    {"gpt2", 12, 12, 768, 1024},
+    {"gpt2-350m", 24, 16, 1024, 1024},
+    {"gpt2-774m", 36, 20, 1280, 1024},
+    {"gpt2-1.5b", 48, 25, 1600, 1024},
+    {"gpt2-mini", 6, 6, 384, 1024},
+    {"gpt2-tiny", 2, 4, 128, 1024},
+    {"gpt-6.7b", 32, 32, 4096, 2048},
+    {"gpt-13b", 40, 40, 5120, 2048},
+    {"gpt-30b", 48, 56, 7168, 2048},
+    {"gpt-65b", 80, 64, 8192, 2048},
+    {"gpt-175b", 96, 96, 12288, 2048},
 };
 
 const char *gpt_config_names(void) {
-    return "gpt2-124m (gpt2), gpt2-350m, gpt2-774m, gpt2-1.5b, gpt2-mini, gpt2-tiny";
+    return "gpt2-124m (gpt2), gpt2-350m, gpt2-774m, gpt2-1.5b, gpt2-mini, gpt2-tiny, gpt-6.7b, gpt-13b, gpt-30b, gpt-65b, "
+           "gpt-175b";
 }
 
 st_status gpt_config_from_name(gpt_config *cfg, const char *name, st_error *err) {
@@ -29,7 +38,7 @@ st_status gpt_config_from_name(gpt_config *cfg, const char *name, st_error *err)
         const named_config *n = &named_configs[i];
         if (strcmp(name, n->name) != 0) continue;
         *cfg = (gpt_config){.n_layer = n->n_layer, .n_head = n->n_head, .d_model = n->d_model,
-                            .n_ctx = 1024, .vocab_size = 50257};
+                            .n_ctx = n->n_ctx, .vocab_size = 50257};
         return gpt_config_check(cfg, err);
     }
     return st_fail(err, ST_EINVAL, "unknown model '%s' (known: %s)", name, gpt_config_names());

@@ -223,6 +223,11 @@ st_status store_usable(store *s, st_error *err) {
     return ST_OK;
 }
 
+st_status store_writable(const store *s, const char *what, st_error *err) {
+    if (s->read_only) return st_fail(err, ST_EINVAL, "%s: the store in %s is open read-only", what, s->dirs[0]);
+    return ST_OK;
+}
+
 /* Queues one request per chunk of slot `slot` (whole tensor). */
 st_status store_submit_chunks(store *s, store_tensor *t, int slot, io_op opk, char *buf, store_op *op, st_error *err) {
     io_request *reqs = malloc((size_t)t->n_chunks * sizeof *reqs);
@@ -286,6 +291,7 @@ st_status store_write_async(store *s, store_key key, const void *buf, uint64_t b
     while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
     store_tensor *t = tensor_find(s, key);
     st_status st = store_usable(s, err);
+    if (st == ST_OK) st = store_writable(s, "write tensor", err);
     if (st == ST_OK && !t)
         st = st_fail(err, ST_ENOENT, "write tensor %s: no such tensor", store_key_name(key, name, sizeof name));
     if (st == ST_OK) st = check_buffer(t, buf, buf_bytes, "write", err);
@@ -386,12 +392,12 @@ st_status store_mark_dirty(store *s, store_key key, st_error *err) {
     pthread_mutex_lock(&s->mu);
     while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
     store_tensor *t = tensor_find(s, key);
-    st_status st = ST_OK;
-    if (!t) st = st_fail(err, ST_ENOENT, "mark tensor %s dirty: no such tensor", store_key_name(key, name, sizeof name));
-    else if (t->tier != STORE_TIER_HOST)
+    st_status st = store_writable(s, "mark tensor dirty", err);
+    if (st == ST_OK && !t) st = st_fail(err, ST_ENOENT, "mark tensor %s dirty: no such tensor", store_key_name(key, name, sizeof name));
+    else if (st == ST_OK && t->tier != STORE_TIER_HOST)
         st = st_fail(err, ST_EINVAL, "mark tensor %s dirty: only host-tier tensors are changed in place",
                      store_key_name(key, name, sizeof name));
-    else t->dirty = t->has_data = 1;
+    else if (st == ST_OK) t->dirty = t->has_data = 1;
     pthread_mutex_unlock(&s->mu);
     return st;
 }
@@ -482,6 +488,7 @@ st_status store_create_tensor(store *s, store_key key, uint64_t bytes, store_tie
     pthread_mutex_lock(&s->mu);
     while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
     st_status st = store_usable(s, err);
+    if (st == ST_OK) st = store_writable(s, "create tensor", err);
     if (st == ST_OK && tensor_find(s, key)) st = st_fail(err, ST_EEXIST, "create tensor %s: it already exists", name);
     store_tensor *t = NULL;
     /* The budget first: tensor_new allocates (and touches) the host memory. */
@@ -519,6 +526,7 @@ st_status store_delete_tensor(store *s, store_key key, st_error *err) {
     while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
     store_tensor *t = tensor_find(s, key);
     st_status st = store_usable(s, err);
+    if (st == ST_OK) st = store_writable(s, "delete tensor", err);
     if (st == ST_OK && !t) st = st_fail(err, ST_ENOENT, "delete tensor %s: no such tensor", store_key_name(key, name, sizeof name));
     if (st == ST_OK && (t->reads_inflight || t->write_inflight))
         st = st_fail(err, ST_EINVAL, "delete tensor %s: it has I/O in flight", store_key_name(key, name, sizeof name));

@@ -86,6 +86,7 @@ st_status store_commit(store *s, st_error *err) {
     pthread_mutex_lock(&s->mu);
     while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
     st_status st = store_usable(s, err);
+    if (st == ST_OK) st = store_writable(s, "commit", err);
     if (st != ST_OK) {
         pthread_mutex_unlock(&s->mu);
         return st;
@@ -208,11 +209,12 @@ const void *store_user_meta(store *s, size_t *n) {
 
 /* ---- scrub ---------------------------------------------------------------------- */
 
+enum { CHUNK_UNREAD = 0, CHUNK_GOOD, CHUNK_BAD };
+
 typedef struct scrub_ctx {
     store_op op;
-    atomic_ullong bad;
-    st_error first;
-    atomic_int have_first;
+    unsigned char *state;   /* per chunk: CHUNK_* (set on the engine thread) */
+    uint32_t *got;          /* per chunk: the CRC32C of what was read */
 } scrub_ctx;
 
 static st_status on_chunk_scrubbed(void *ctx, uint64_t i, st_error *err) {
@@ -221,81 +223,127 @@ static st_status on_chunk_scrubbed(void *ctx, uint64_t i, st_error *err) {
     const store_tensor *t = c->op.tensor;
     uint64_t len = tensor_chunk_len(s, t, i);
     counter_add(&s->bytes_read[t->key.kind][layout_chunk_path(&s->layout, i)], store_padded_bytes(len));
-    uint32_t got = st_crc32c(0, c->op.buf + i * s->layout.chunk_bytes, len);
-    if (got != t->crc[c->op.slot][i]) {
-        st_error e = {0};
-        store_chunk_mismatch(s, t, c->op.slot, i, got, &e);
-        atomic_fetch_add(&c->bad, 1);
-        int expected = 0;
-        if (atomic_compare_exchange_strong(&c->have_first, &expected, 1)) c->first = e;
-    }
+    c->got[i] = st_crc32c(0, c->op.buf + i * s->layout.chunk_bytes, len);
+    c->state[i] = c->got[i] == t->crc[c->op.slot][i] ? CHUNK_GOOD : CHUNK_BAD;
     (void)err;
-    return ST_OK;   /* keep going: count every bad chunk */
+    return ST_OK;   /* keep going: every chunk is checked */
 }
 
-st_status store_scrub(store *s, uint64_t *bad_chunks, st_error *err) {
-    uint64_t bad = 0;
-    st_status result = ST_OK;
-    pthread_mutex_lock(&s->mu);
-    while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
-    for (int i = 0; i < s->n_tensors; i++) {
-        store_tensor *t = s->list[i];
-        if (t->committed_slot < 0 || t->write_inflight) continue;
-        char *buf = st_alloc_aligned(STORE_ALIGN, (size_t)store_padded_bytes(t->bytes));
-        scrub_ctx *c = calloc(1, sizeof *c);
-        if (!buf || !c) {
-            st_free_aligned(buf);
-            free(c);
-            result = st_fail(err, ST_ENOMEM, "scrub: out of memory");
-            break;
-        }
-        t->reads_inflight++;
-        s->ops_inflight++;
+/* Reads tensor t's committed slot (t->reads_inflight and s->ops_inflight
+ * already counted; called without s->mu) and reports its bad chunks. */
+static st_status scrub_tensor(store *s, store_tensor *t, int slot, store_bad_chunk_fn bad, void *ctx,
+                              store_scrub_result *r, st_error *first, st_error *err) {
+    char *buf = st_alloc_aligned(STORE_ALIGN, (size_t)store_padded_bytes(t->bytes));
+    scrub_ctx *c = calloc(1, sizeof *c);
+    io_request *reqs = malloc((size_t)t->n_chunks * sizeof *reqs);
+    if (c) c->state = calloc(t->n_chunks, 1);
+    if (c) c->got = calloc(t->n_chunks, sizeof *c->got);
+    st_status st = ST_OK;
+    if (!buf || !c || !reqs || !c->state || !c->got) {
+        st = st_fail(err, ST_ENOMEM, "scrub: out of memory");
+        pthread_mutex_lock(&s->mu);
+        t->reads_inflight--;
+        s->ops_inflight--;
+        pthread_cond_broadcast(&s->changed);
         pthread_mutex_unlock(&s->mu);
+    } else {
         store_op_init(&c->op, s, t, buf, 0);
-        c->op.slot = t->committed_slot;
-        io_request *reqs = malloc((size_t)t->n_chunks * sizeof *reqs);
-        st_status st = reqs ? ST_OK : st_fail(err, ST_ENOMEM, "scrub: out of memory");
-        for (uint32_t k = 0; reqs && k < t->n_chunks; k++)
+        c->op.slot = slot;
+        for (uint32_t k = 0; k < t->n_chunks; k++)
             reqs[k] = (io_request){.op = IO_OP_READ, .file = s->data[layout_chunk_path(&s->layout, k)],
                                    .buf = buf + (uint64_t)k * s->layout.chunk_bytes,
                                    .len = store_padded_bytes(tensor_chunk_len(s, t, k)),
-                                   .offset = tensor_chunk_offset(s, t, c->op.slot, k), .on_done = on_chunk_scrubbed,
-                                   .ctx = c, .tag = k};
-        if (st == ST_OK) {
-            io_ticket_init(&c->op.ticket);
-            c->op.ticket.on_complete = store_on_op_finished;
-            c->op.ticket.on_complete_arg = &c->op;
-            st = io_submit(s->engine, reqs, t->n_chunks, &c->op.ticket, err);
-            if (st == ST_OK) st = io_ticket_wait(&c->op.ticket, err);
-            else {
-                pthread_mutex_lock(&s->mu);
-                t->reads_inflight--;
-                s->ops_inflight--;
-                pthread_mutex_unlock(&s->mu);
-            }
-        } else {
+                                   .offset = tensor_chunk_offset(s, t, slot, k), .on_done = on_chunk_scrubbed, .ctx = c,
+                                   .tag = k};
+        io_ticket_init(&c->op.ticket);
+        c->op.ticket.on_complete = store_on_op_finished;
+        c->op.ticket.on_complete_arg = &c->op;
+        st_error io_err = {0};
+        st_status io_st = io_submit(s->engine, reqs, t->n_chunks, &c->op.ticket, &io_err);
+        if (io_st == ST_OK) io_st = io_ticket_wait(&c->op.ticket, &io_err);
+        else {
             pthread_mutex_lock(&s->mu);
             t->reads_inflight--;
             s->ops_inflight--;
+            pthread_cond_broadcast(&s->changed);
             pthread_mutex_unlock(&s->mu);
         }
-        free(reqs);
-        if (st == ST_OK && c->have_first) {
-            if (result == ST_OK) {
-                result = ST_ECORRUPT;
-                if (err) *err = c->first;
+        r->tensors++;
+        r->chunks += t->n_chunks;
+        r->bytes += t->bytes;
+        int damaged = 0;
+        for (uint32_t k = 0; k < t->n_chunks; k++) {
+            if (c->state[k] == CHUNK_GOOD) continue;
+            if (c->state[k] == CHUNK_UNREAD && io_st == ST_OK) continue;   /* cannot happen: all finished */
+            char name[96], file[PATH_MAX];
+            int p = layout_chunk_path(&s->layout, k);
+            store_path_join(file, sizeof file, s->dirs[p], STORE_DATA_NAME);
+            store_bad_chunk b = {.key = t->key, .chunk = k, .n_chunks = t->n_chunks,
+                                 .tensor_offset = (uint64_t)k * s->layout.chunk_bytes,
+                                 .len = tensor_chunk_len(s, t, k), .path = p, .file = file,
+                                 .file_offset = tensor_chunk_offset(s, t, slot, k), .crc_stored = t->crc[slot][k]};
+            st_error e = {0};
+            if (c->state[k] == CHUNK_BAD) {
+                b.status = store_chunk_mismatch(s, t, slot, k, c->got[k], &e);
+                b.crc_read = c->got[k];
+                r->bad_chunks++;
+            } else {
+                b.status = st_fail(&e, io_st,
+                                   "could not read tensor %s at offset %llu (chunk %u of %u, %llu bytes) from %s "
+                                   "offset %llu: %s",
+                                   store_key_name(t->key, name, sizeof name), (unsigned long long)b.tensor_offset, k,
+                                   t->n_chunks, (unsigned long long)b.len, file, (unsigned long long)b.file_offset,
+                                   io_err.msg[0] ? io_err.msg : "I/O error");
+                r->unreadable_chunks++;
             }
-        } else if (st != ST_OK && result == ST_OK) {
-            result = st;
+            b.message = e.msg;
+            if (!first->status) *first = e;
+            damaged = 1;
+            if (bad) bad(ctx, &b);
         }
-        bad += atomic_load(&c->bad);
-        st_free_aligned(buf);
-        free(c);
+        r->damaged_tensors += (uint64_t)damaged;
+        /* A failure with no chunk left unread (or none known) still counts. */
+        if (io_st != ST_OK && !damaged && !first->status) *first = io_err;
+    }
+    free(reqs);
+    if (c) {
+        free(c->state);
+        free(c->got);
+    }
+    free(c);
+    st_free_aligned(buf);
+    return st;
+}
+
+st_status store_scrub_each(store *s, store_bad_chunk_fn bad, void *ctx, store_scrub_result *result, st_error *err) {
+    store_scrub_result r = {0};
+    st_error first = {0};
+    st_status st = ST_OK;
+    pthread_mutex_lock(&s->mu);
+    while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
+    for (int i = 0; i < s->n_tensors && st == ST_OK; i++) {
+        store_tensor *t = s->list[i];
+        if (t->committed_slot < 0 || t->write_inflight || t->n_slots == 0) continue;
+        int slot = t->committed_slot;
+        t->reads_inflight++;
+        s->ops_inflight++;
+        pthread_mutex_unlock(&s->mu);
+        st = scrub_tensor(s, t, slot, bad, ctx, &r, &first, err);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
-    if (bad_chunks) *bad_chunks = bad;
-    return result;
+    if (result) *result = r;
+    if (st != ST_OK) return st;
+    if (first.status) {
+        if (err) *err = first;
+        return first.status;
+    }
+    return ST_OK;
 }
 
+st_status store_scrub(store *s, uint64_t *bad_chunks, st_error *err) {
+    store_scrub_result r;
+    st_status st = store_scrub_each(s, NULL, NULL, &r, err);
+    if (bad_chunks) *bad_chunks = r.bad_chunks;
+    return st;
+}

@@ -130,6 +130,7 @@ struct store {
     store_layout layout;
     uint64_t ssd_budget, host_budget, ssd_used, host_used;
     int lock_fd;
+    int read_only;                          /* store_config.read_only */
 
     pthread_mutex_t mu;
     pthread_cond_t changed;                 /* ops finished, or a commit ended */
@@ -178,6 +179,8 @@ st_status store_chunk_mismatch(store *s, const store_tensor *t, int slot, uint64
 /* Tensor bookkeeping when an op's last chunk finished (an io_ticket hook). */
 void store_on_op_finished(io_ticket *ticket, void *arg);
 st_status store_usable(store *s, st_error *err);
+/* ST_EINVAL naming `what` when the store was opened read-only. */
+st_status store_writable(const store *s, const char *what, st_error *err);
 /* Queues one request per chunk of the tensor's slot (whole tensor). */
 st_status store_submit_chunks(store *s, store_tensor *t, int slot, io_op opk, char *buf, store_op *op, st_error *err);
 void store_op_init(store_op *op, store *s, store_tensor *t, void *buf, int write);

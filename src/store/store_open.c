@@ -239,7 +239,8 @@ static st_status open_existing(store *s, const char *manifest_path, st_error *er
     for (int p = 0; p < s->n_paths && st == ST_OK; p++) st = check_marker(s, p, err);
     uint64_t file_size[STORE_MAX_PATHS] = {0};
     for (int p = 0; p < s->n_paths && st == ST_OK; p++) {
-        st = io_file_open(s->engine, s->path_id[p], STORE_DATA_NAME, 0, &s->data[p], err);
+        st = io_file_open(s->engine, s->path_id[p], STORE_DATA_NAME, s->read_only ? IO_FILE_READ_ONLY : 0, &s->data[p],
+                          err);
         if (st == ST_OK) st = io_file_size(s->data[p], &file_size[p], err);
         s->reserved[p] = file_size[p];
     }
@@ -251,12 +252,15 @@ static st_status open_existing(store *s, const char *manifest_path, st_error *er
             st = st_fail(err, ST_ECORRUPT, "%s lists tensor %s twice", manifest_path, name);
             break;
         }
+        /* Read-only: a host-tier tensor is read from its committed slot on
+         * disk, like an SSD-tier one (same two-slot layout), without memory. */
+        store_tier tier = s->read_only ? STORE_TIER_SSD : (store_tier)mt->tier;
         /* The budget before tensor_new, which allocates the host memory. */
-        if (mt->tier == STORE_TIER_HOST && s->host_used + store_padded_bytes(mt->bytes) > s->host_budget) {
+        if (tier == STORE_TIER_HOST && s->host_used + store_padded_bytes(mt->bytes) > s->host_budget) {
             st = st_fail(err, ST_ENOMEM, "opening the store: host-tier tensor %s does not fit the host budget", name);
             break;
         }
-        store_tensor *t = tensor_new(s, mt->key, mt->bytes, (store_tier)mt->tier, mt->flags & ~(unsigned)STORE_VOLATILE);
+        store_tensor *t = tensor_new(s, mt->key, mt->bytes, tier, mt->flags & ~(unsigned)STORE_VOLATILE);
         if (!t) {
             st = st_fail(err, ST_ENOMEM, "opening the store: out of memory for tensor %s", name);
             break;
@@ -297,15 +301,54 @@ static st_status open_existing(store *s, const char *manifest_path, st_error *er
     return st;
 }
 
+/* Exclusive for work; shared when read-only, so that several checks may
+ * run at once while none can run beside a process working on the store. */
+/* The preflight of a read-only open: each path is a directory, and its data
+ * file is read with O_DIRECT where that works (from the drive, not the page
+ * cache), buffered where it does not. Writes nothing. */
+static st_status preflight_read_only(store *s, io_preflight_path *pre, st_error *err) {
+    for (int p = 0; p < s->n_paths; p++) {
+        struct stat sb;
+        if (stat(s->dirs[p], &sb) != 0) {
+            if (errno == ENOENT) return st_fail(err, ST_ENOENT, "storage path %s does not exist", s->dirs[p]);
+            return st_fail_errno(err, errno, "storage path %s", s->dirs[p]);
+        }
+        if (!S_ISDIR(sb.st_mode)) return st_fail(err, ST_EINVAL, "storage path %s is not a directory", s->dirs[p]);
+        char name[PATH_MAX];
+        store_path_join(name, sizeof name, s->dirs[p], STORE_DATA_NAME);
+        int fd = open(name, O_RDONLY | O_DIRECT | O_CLOEXEC);
+        pre[p].direct_ok = 0;
+        if (fd >= 0) {
+            void *buf = st_alloc_aligned(STORE_ALIGN, STORE_ALIGN);
+            pre[p].direct_ok = buf && pread(fd, buf, STORE_ALIGN, 0) >= 0;
+            st_free_aligned(buf);
+            close(fd);
+        }
+    }
+    return ST_OK;
+}
+
 static st_status lock_store(store *s, st_error *err) {
     char name[PATH_MAX];
     store_path_join(name, sizeof name, s->dirs[0], STORE_LOCK_NAME);
-    s->lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0) return st_fail_errno(err, errno, "create %s", name);
-    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    if (s->read_only) {
+        /* Every store has its lock file from its creation on; without one
+         * no process holds the store, and a read-only open creates nothing. */
+        s->lock_fd = open(name, O_RDONLY | O_CLOEXEC);
+        if (s->lock_fd < 0) return errno == ENOENT ? ST_OK : st_fail_errno(err, errno, "open %s", name);
+    } else {
+        s->lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (s->lock_fd < 0) return st_fail_errno(err, errno, "create %s", name);
+    }
+    if (flock(s->lock_fd, (s->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
         int en = errno;
         close(s->lock_fd);
         s->lock_fd = -1;
+        if (en == EWOULDBLOCK && s->read_only)
+            return st_fail(err, ST_EEXIST,
+                           "the store in %s is in use by another process (a training run?): check it when that "
+                           "process has ended",
+                           s->dirs[0]);
         if (en == EWOULDBLOCK) return st_fail(err, ST_EEXIST, "the store in %s is open in another process", s->dirs[0]);
         return st_fail_errno(err, en, "lock %s", name);
     }
@@ -319,6 +362,7 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
     store *s = calloc(1, sizeof *s);
     if (!s) return st_fail(err, ST_ENOMEM, "store: out of memory");
     s->lock_fd = -1;
+    s->read_only = cfg->read_only != 0;
     s->n_paths = cfg->n_paths;
     s->ssd_budget = cfg->ssd_budget_bytes;
     s->host_budget = cfg->host_budget_bytes;
@@ -326,6 +370,8 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->changed, NULL);
     st_status st = ST_OK;
+    if (s->read_only && cfg->mode != STORE_OPEN_EXISTING)
+        st = st_fail(err, ST_EINVAL, "a read-only store can only be opened (STORE_OPEN_EXISTING), not created");
     for (int p = 0; p < s->n_paths && st == ST_OK; p++) {
         if (!cfg->paths[p] || !cfg->paths[p][0] || strlen(cfg->paths[p]) > PATH_MAX - 64) {
             st = st_fail(err, ST_EINVAL, "store path %d is empty or too long", p);
@@ -342,7 +388,8 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
     memset(pre, 0, sizeof pre);
     for (int p = 0; p < s->n_paths && st == ST_OK; p++)
         pre[p] = (io_preflight_path){.dir = s->dirs[p], .need_bytes = cfg->reserve_bytes / (uint64_t)s->n_paths};
-    if (st == ST_OK) st = io_preflight(pre, s->n_paths, cfg->allow_buffered, warning, warning_cap, err);
+    if (st == ST_OK && s->read_only) st = preflight_read_only(s, pre, err);
+    else if (st == ST_OK) st = io_preflight(pre, s->n_paths, cfg->allow_buffered, warning, warning_cap, err);
     if (st == ST_OK) st = lock_store(s, err);
 
     char manifest_path[PATH_MAX];
@@ -367,7 +414,7 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
             if (exists) st = open_existing(s, manifest_path, err);
             else st = create_store(s, cfg, err);
         }
-        if (st == ST_OK) {
+        if (st == ST_OK && !s->read_only) {
             char tmp[PATH_MAX];
             store_path_join(tmp, sizeof tmp, s->dirs[0], STORE_MANIFEST_TMP);
             unlink(tmp);   /* left by a crash inside a commit: never part of the store */

@@ -146,7 +146,7 @@ check "auto placement: a budget nothing fits is refused with the smallest need" 
   grep -q "host budget 1000.0 KiB is too small: this placement needs 3.41 MiB" "$tmp/auto.log"
 expect_fail "train: --offload needs the executor" "need --schedule vertical or horizontal" run --run-dir "$tmp/o2" --offload acts --schedule memory
 expect_fail "train: unknown --offload state" "unknown state 'gradz'" run --run-dir "$tmp/o3" --schedule vertical --offload gradz
-expect_fail "train: unknown --schedule" "memory, vertical or horizontal" run --run-dir "$tmp/o4" --schedule diagonal
+expect_fail "train: unknown --schedule" "vertical, horizontal or memory" run --run-dir "$tmp/o4" --schedule diagonal
 
 expect_fail "train: a run directory holding a run is refused" "already holds a run.*--overwrite" run --run-dir "$tmp/run"
 check "  and the run in it is untouched" cmp -s "$tmp/run/metrics.jsonl" "$tmp/metrics.before"

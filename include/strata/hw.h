@@ -1,0 +1,142 @@
+/*
+ * strata/hw.h - a machine, described for the simulator and the planner
+ * (strata/sim.h): how fast it computes, moves bytes and steps the
+ * optimizer, and how much memory each tier has. `strata probe` measures this
+ * machine and writes one; a file for a machine Strata does not run on (a
+ * node of A100s with several NVMe drives) is written by hand.
+ *
+ * Units: rates in 10^9 per second (GFLOP/s, GB/s), AdamW in parameters per
+ * second, memory in bytes. The JSON file (hw_save_json writes exactly this
+ * shape; fields marked optional may be left out):
+ *
+ *   {
+ *     "name": "epyc-2c",
+ *     "compute": {
+ *       "backend": "cpu",              optional: "cpu" (default) or "gpu"
+ *       "matmul_gflops": 128.0,        sgemm at a GPT block's shapes (N x C x 3C, 4C, ...)
+ *       "head_matmul_gflops": 120.0,   optional: the LM head's (N x C x vocab); default matmul_gflops
+ *       "attention_gflops": 25.0,      optional: causal attention, softmax included; default matmul_gflops
+ *       "other_gbps": 9.5,             memory-bound passes: LayerNorm, GELU, residual, cross-entropy, bf16 widening
+ *       "cores": 2,
+ *       "task_overhead_s": 0.0003,     optional: fixed time per compute task (parallel regions, launches); default 0
+ *       "matmul_by_rows": [{"rows": 32, "gflops": 60}, {"rows": 1024, "gflops": 128}],
+ *                                      optional: sgemm rate by rows (B x T) of the block's products, rising
+ *                                      rows; a task's rate is interpolated in log(rows), clamped at the ends;
+ *                                      without it, matmul_gflops at any size
+ *       "head_by_rows": [...]          optional: the same for the head's products (rows of a chunk, at most 1024)
+ *     },
+ *     "host_device_gbps": 0,           optional: host <-> device link; 0: CPU backend (device memory is host memory)
+ *     "ssd": [                         one entry per store path; tensors are striped over all of them
+ *       {"path": "/nvme0/strata", "read_gbps": 1.2, "write_gbps": 2.5,
+ *        "mixed_read_gbps": 0.6, "mixed_write_gbps": 0.5}   mixed: while reads and writes run together;
+ *     ],                                                       optional, default half of each alone
+ *     "optimizer": {"adamw_params_per_s_per_thread": 6.6e8, "threads": 1},
+ *     "contention": {"compute_slowdown": 1.5, "optimizer_slowdown": 1.3},
+ *                                      optional, default 1: time factors for compute and for AdamW while
+ *                                      both run (on a CPU backend they share the cores)
+ *     "memory": {"device_bytes": 25000000000, "host_bytes": 25000000000},
+ *     "node": {"devices": 1, "interconnect_gbps": 0},   optional: data-parallel devices (gpu backend) and the
+ *                                      bandwidth one device's ring collectives (all-gather, reduce-scatter) reach
+ *                                      over their interconnect, per direction (NCCL's "bus bandwidth")
+ *     "probe": {...},                  optional: what `strata probe` measured, for the record
+ *     "note": "..."                    optional: free text, not kept
+ *   }
+ *
+ * Loading validates every field and names the first bad one:
+ * "hw.json: ssd[1].read_gbps: must be > 0", "hw.json: missing field
+ * compute.matmul_gflops", "hw.json: malformed JSON at line 3, column 7";
+ * unknown fields are refused (a misspelt optional field would otherwise be
+ * silently replaced by its default).
+ *
+ *     hw_desc hw;
+ *     if (hw_load_json("a100x4.json", &hw, &err) != ST_OK) return fail(&err);
+ *     printf("%s: %d SSD paths\n", hw.name, hw.n_ssd);
+ */
+#ifndef STRATA_HW_H
+#define STRATA_HW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HW_MAX_SSD 16
+#define HW_MAX_ROWS 8
+
+/* A rate measured at a number of rows (tokens) of a matrix product. */
+typedef struct hw_rate_at {
+    double rows, gflops;
+} hw_rate_at;
+
+typedef enum hw_backend { HW_BACKEND_CPU = 0, HW_BACKEND_GPU = 1 } hw_backend;
+
+typedef struct hw_ssd {
+    char path[256];              /* where it was measured, or "" */
+    double read_gbps, write_gbps;                /* sequential, O_DIRECT, each alone */
+    double mixed_read_gbps, mixed_write_gbps;    /* both at once; 0: half of each alone */
+} hw_ssd;
+
+/* What `strata probe` measured to set the compute rates: a block's forward
+ * and backward (recompute + backward, as the executor runs it) and the head
+ * at one shape. Informational; all zero when absent. */
+typedef struct hw_probe_record {
+    char model[32];
+    int B, T;
+    double block_forward_s, block_backward_s, head_s;
+    double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
+} hw_probe_record;
+
+typedef struct hw_desc {
+    char name[128];
+    hw_backend backend;
+    double matmul_gflops;
+    double head_matmul_gflops;   /* 0 (absent): matmul_gflops */
+    double attention_gflops;     /* 0 (absent): matmul_gflops */
+    double other_gbps;
+    int cores;
+    double task_overhead_s;      /* per compute task, >= 0 */
+    int n_matmul_rows, n_head_rows;
+    hw_rate_at matmul_by_rows[HW_MAX_ROWS];   /* rows rising; none: matmul_gflops */
+    hw_rate_at head_by_rows[HW_MAX_ROWS];     /* none: head_matmul_gflops (or matmul_gflops) */
+    double host_device_gbps;     /* 0 on a CPU backend */
+    int n_ssd;
+    hw_ssd ssd[HW_MAX_SSD];
+    double adamw_params_per_s;   /* per thread */
+    int adamw_threads;
+    double compute_slowdown;     /* >= 1 */
+    double optimizer_slowdown;   /* >= 1 */
+    uint64_t device_bytes, host_bytes;
+    int devices_per_node;
+    double interconnect_gbps;
+    hw_probe_record probe;
+} hw_desc;
+
+/* Parses and validates a description; name is what messages call the text
+ * (a file name). Never crashes on hostile input. */
+st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc *out, st_error *err);
+st_status hw_load_json(const char *path, hw_desc *out, st_error *err);
+/* The JSON text (malloc'd, free with free()); hw_parse_json gives back the
+ * same description. NULL when out of memory. */
+char *hw_to_json(const hw_desc *hw);
+/* Writes hw_to_json to path (through a temporary file and a rename). */
+st_status hw_save_json(const char *path, const hw_desc *hw, st_error *err);
+/* The same checks as loading, on a description built in code; name as above. */
+st_status hw_check(const hw_desc *hw, const char *name, st_error *err);
+
+/* GFLOP/s of a block's products at `rows` rows (the table, else matmul_gflops),
+ * and of the head's (its table, else head_matmul_gflops, else matmul_gflops). */
+double hw_matmul_gflops_at(const hw_desc *hw, double rows);
+double hw_head_gflops_at(const hw_desc *hw, double rows);
+
+/* Effective AdamW rate of the optimizer worker: per thread x threads. */
+double hw_adamw_rate(const hw_desc *hw);
+const char *hw_backend_name(hw_backend b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

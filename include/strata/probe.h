@@ -1,0 +1,69 @@
+/*
+ * strata/probe.h - measures this machine into a hardware description
+ * (strata/hw.h), the way the executor will use it: what `strata probe` runs.
+ *
+ *   compute      sgemm at a GPT block's shapes (forward and both backward
+ *                products, weighted as a block's forward + recompute +
+ *                backward runs them) at 16, 64, 256, ... rows up to the
+ *                probe's B x T -> matmul_by_rows, matmul_gflops (at B x T);
+ *                a bf16 round trip over a large array -> other_gbps; a
+ *                block's forward and backward (gpt_block_forward/backward,
+ *                as the executor runs them) at B x T and at 1 x 16 ->
+ *                attention_gflops and task_overhead_s, the pair that makes
+ *                the simulator's block times at both shapes the measured
+ *                ones (what the products and passes do not explain grows
+ *                with T for the attention, and is fixed for the overhead);
+ *                the head's products at 16 and 64 rows, and the whole head
+ *                (gpt_head_forward_backward) at B x T -> head_by_rows,
+ *                head_matmul_gflops
+ *   optimizer    AdamW on a thread of its own with 1 OpenMP thread, as the
+ *                executor's worker runs it -> adamw_params_per_s_per_thread
+ *   contention   the block again while AdamW runs beside it -> compute_slowdown,
+ *                and AdamW's rate meanwhile -> optimizer_slowdown
+ *   ssd          each store directory alone through io_bench (strata/io.h):
+ *                O_DIRECT write, read, and both at once
+ *   memory       physical memory (device = host on the CPU backend), cores
+ *
+ * Each timing is the median of a few repetitions (more for short ones);
+ * the whole probe takes about 15 s on 2 cores at the default shape
+ * (gpt2-124m, 4 x 256) and 256 MiB per path. A busy machine measures
+ * itself busy: probe it idle.
+ *
+ *     hw_probe_config pc = hw_probe_defaults();
+ *     pc.ssd_dirs = dirs; pc.n_ssd = 1;
+ *     hw_desc hw;
+ *     if (hw_probe(&pc, &hw, &err) == ST_OK) hw_save_json("hw.json", &hw, &err);
+ */
+#ifndef STRATA_PROBE_H
+#define STRATA_PROBE_H
+
+#include "strata/hw.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hw_probe_config {
+    const char *name;                 /* the description's name; NULL: "probe-<host name>" */
+    const char *const *ssd_dirs;      /* store directories to measure (none: no SSD in the description) */
+    int n_ssd;
+    uint64_t ssd_bytes;               /* test file per directory, a multiple of 4096 */
+    const char *model;                /* the shape compute is measured at */
+    int B, T;
+    int reps;                         /* timed repetitions per measurement (median) */
+    uint64_t adamw_elements;          /* the optimizer measurement's size */
+    /* called before each step with a line saying what is measured (and after
+     * the SSD with its result); may be NULL */
+    void (*progress)(void *arg, const char *line);
+    void *progress_arg;
+} hw_probe_config;
+
+/* gpt2-124m at 4 x 256, 3 repetitions, 256 MiB per SSD path, 4M AdamW elements. */
+hw_probe_config hw_probe_defaults(void);
+
+st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

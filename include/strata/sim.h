@@ -1,0 +1,241 @@
+/*
+ * strata/sim.h - the simulator: replays the task lists the executor runs
+ * (strata/schedule.h) against a hardware description (strata/hw.h) and a
+ * model configuration, and predicts the iteration time, the utilization of
+ * each resource, the bytes moved per kind of state, the peak memory per
+ * tier and the critical path. Also the roofline bound of DESIGN.md.
+ *
+ * The model (what src/schedule/offload.c does, in time rather than bytes):
+ *
+ *   - One compute thread runs the list in order. A compute task costs its
+ *     work at the hardware's rates: matrix products (block, head and
+ *     attention shapes separately, the first two by rows when the hardware
+ *     has tables) in GFLOP/s, the memory-bound rest in GB/s, plus a fixed
+ *     overhead per task (sim_task_work says what each task does). Widening a unit's bf16
+ *     weights after each load (mixed precision), zeroing a unit's gradients
+ *     before its first term and summing their squares after the last are
+ *     compute-thread work too.
+ *   - Loads (weights, checkpoints, gradients) read the SSD when that state
+ *     lives there, one prefetch ahead per kind. As the executor does: when
+ *     a weight or checkpoint load completes, the next load of that kind is
+ *     read ahead if its inputs are final at that moment (its dependencies
+ *     are behind the compute thread; for weights, no optimizer job of the
+ *     unit is pending), else it is read when reached; the next gradient
+ *     load is looked at after every task. With prefetch_eager, the next
+ *     load is read ahead as soon as its inputs become final. A read ahead
+ *     of something still being written starts when the write ends. The
+ *     compute thread blocks on a load only for what has not arrived. A
+ *     weight load first waits for every optimizer job of its unit queued
+ *     before it; a checkpoint or gradient load for the write that saved it.
+ *   - Saves are written behind: compute does not wait for them.
+ *   - Optimizer tasks go, in list order, to one worker. A job streams its
+ *     share in segments (sim_config.optimizer_segment elements): it reads
+ *     master weights and moments when they are on the SSD, runs AdamW, and
+ *     writes them back plus the new compute weights when those are on the
+ *     SSD, with read-ahead and write-behind: the first segment's read, then
+ *     the rest of the I/O beside AdamW, then the last segment's writes.
+ *   - Each SSD path serves its share of every transfer (tensors are striped
+ *     over all paths in proportion to sim_config.stripe, equal by default).
+ *     Transfers on a path share it equally; while reads and writes both run
+ *     there, reads get mixed_read_gbps and writes mixed_write_gbps in all.
+ *   - CPU backend: compute and AdamW share the cores; while both run,
+ *     compute takes hw.compute_slowdown times as long and AdamW
+ *     hw.optimizer_slowdown times.
+ *   - GPU backend (hw.backend "gpu"): compute runs on the device; AdamW
+ *     runs on the host's cores beside it, neither slowing the other. The
+ *     device holds one unit's compute weights (and the next one's, read
+ *     ahead), the gradient accumulators of the unit being computed (and of
+ *     the one leaving) and one block's activations (sim_memory_need); so
+ *     every checkpoint leaves it: the lists are built with checkpoint save
+ *     and load tasks whatever the placement (they reach the SSD only when
+ *     acts_on_ssd). Weight loads cross the host-device link to the device,
+ *     checkpoint saves cross it back and loads forward again. A unit's
+ *     gradients stay on the device while its gradient tasks follow one
+ *     another; when the next gradient task is another unit's (vertical: once
+ *     the unit is complete; horizontal: after every micro-batch) they leave
+ *     for the host, where they are accumulated and stepped: the unit's
+ *     optimizer jobs and gradient saves wait for that transfer.
+ *   - Data parallel (GPU backend, devices = hw.devices_per_node > 1, or
+ *     sim_config.devices): ZeRO-3 style, as ZeRO-Infinity runs it (the footing
+ *     GreedySnake's multi-GPU runs are compared on). Every device runs the same
+ *     list on its own B x M sequences (a global batch of devices x B x M); the
+ *     state on the host and the SSD is sharded, not replicated: each device
+ *     loads, and the host steps, a 1/devices share of every unit. So a weight
+ *     load reads the unit once from the node's SSDs (as for one device), moves
+ *     1/devices of it over each device's own link and all-gathers the rest over
+ *     the interconnect; a unit's gradients leaving the device are reduce-
+ *     scattered over the interconnect and each device sends its 1/devices shard
+ *     to the host; the optimizer's SSD traffic and AdamW work are the node's,
+ *     once. Checkpoints are each device's own: their SSD traffic adds up over
+ *     the devices on the shared paths. A ring collective of S bytes takes
+ *     (devices - 1) / devices x S / hw.interconnect_gbps (reduce-scatter and
+ *     all-gather each; an all-reduce is the two, 2 (devices - 1) / devices x S:
+ *     here its second half is the all-gather of the stepped weights at their
+ *     next load). The devices run in lock step (they are identical), so the
+ *     simulation follows one device with the node's SSD paths and AdamW, its
+ *     own link and its share of the interconnect; tokens_per_s and
+ *     model_flops_per_s are per device.
+ *
+ * Everything else (queue limits, buffer pools, I/O submission cost) is
+ * free. The run simulates the first list and then `iterations` steady lists
+ * back to back (work left running by one list carries into the next), and
+ * reports the last one. Deterministic: the same inputs give the same result
+ * bit for bit.
+ *
+ *     sim_config sc = sim_default_config();
+ *     sc.model = cfg; sc.B = 4; sc.T = 256; sc.M = 8;
+ *     sc.schedule = SCHED_VERTICAL; sc.alpha = 0.25;
+ *     sc.weights_on_ssd = sc.optim_on_ssd = 1;
+ *     sim_result r;
+ *     if (sim_run(&hw, &sc, &r, &err) != ST_OK) ...
+ *     printf("%.2f s per iteration, bound by %s\n", r.iter_s, sim_resource_name(r.bottleneck));
+ */
+#ifndef STRATA_SIM_H
+#define STRATA_SIM_H
+
+#include "strata/hw.h"
+#include "strata/model.h"
+#include "strata/offload.h"
+#include "strata/schedule.h"
+#include "strata/store.h"
+#include "strata/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sim_config {
+    gpt_config model;
+    int B, T;                  /* micro-batch: sequences, tokens per sequence */
+    int M;                     /* micro-batches per iteration (gradient accumulation) */
+    gpt_precision precision;   /* mixed: bf16 compute weights (2 bytes), else 4 */
+    sched_kind schedule;
+    double alpha;              /* share of each unit's optimizer step deferred to the next forward */
+    int clipping;              /* global-norm clipping (vertical then defers every step) */
+    int weights_on_ssd, optim_on_ssd, acts_on_ssd, grads_on_ssd;
+    int iterations;            /* steady iterations after the first (default 3; the last is reported) */
+    size_t optimizer_segment;  /* elements the optimizer streams at a time (default 2M) */
+    double stripe[HW_MAX_SSD]; /* relative share of each SSD path in a transfer; all 0: equal */
+    int prefetch_eager;        /* read ahead as soon as inputs are final (0: the executor's policy) */
+    int devices;               /* data-parallel devices (GPU backend); 0: hw.devices_per_node (1 on a CPU backend) */
+    trace *trace;              /* optional: the simulated timeline (lanes compute, optimizer, each
+                                  SSD path, the link), times from the start of the run */
+} sim_config;
+
+sim_config sim_default_config(void);
+
+/* The resources a configuration can be bound by. */
+typedef enum sim_resource {
+    SIM_COMPUTE,       /* the compute device (cores on a CPU backend) */
+    SIM_CONTENTION,    /* compute slowed by AdamW on the same cores */
+    SIM_OPTIMIZER,     /* the optimizer worker's AdamW */
+    SIM_SSD,           /* SSD reads and writes */
+    SIM_LINK,          /* host <-> device */
+    SIM_INTERCONNECT,  /* device <-> device (data parallel collectives) */
+    SIM_RESOURCE_COUNT
+} sim_resource;
+const char *sim_resource_name(sim_resource r);
+
+typedef struct sim_path_stats {
+    double read_busy, write_busy, busy;   /* fraction of the iteration with reads / writes / either in flight */
+    double bytes_read, bytes_written;     /* this path's share of the iteration's traffic */
+} sim_path_stats;
+
+typedef struct sim_result {
+    double iter_s;             /* steady iteration, compute thread start to end */
+    double first_iter_s;       /* the first (no deferred work coming in) */
+    double tokens_per_s;       /* B * T * M / iter_s: per device */
+    double model_flops_per_s;  /* gpt_train_flops / iter_s (no recomputation counted): per device */
+    int devices;               /* data-parallel devices simulated (the node does devices x tokens_per_s) */
+    /* the compute thread's iteration, which sums to iter_s: computing at
+     * full speed, computing slowed by AdamW beside it, blocked */
+    double compute_s, contention_s, wait_s;
+    /* what the blocked time waited for (the critical path's other links) */
+    double wait_on[SIM_RESOURCE_COUNT];
+    /* the critical path by resource: compute_s, contention_s and each wait,
+     * charged to what held it up; bottleneck is the largest */
+    double critical[SIM_RESOURCE_COUNT];
+    sim_resource bottleneck;
+    /* utilization over the iteration: fraction of time busy */
+    double compute_busy, optimizer_busy, adamw_busy, link_busy, interconnect_busy;
+    int n_paths;
+    sim_path_stats path[HW_MAX_SSD];
+    /* per iteration, by store kind (STORE_WEIGHTS, STORE_MASTER, ...) */
+    uint64_t bytes_read[STORE_KIND_COUNT], bytes_written[STORE_KIND_COUNT];
+    uint64_t total_read, total_written;
+    uint64_t link_bytes;       /* over one device's host-device link, both ways (to + from) */
+    uint64_t link_to_device, link_from_device;
+    double interconnect_bytes; /* what one device's collectives move: (devices - 1) / devices of their sizes */
+    /* work per iteration at full speed */
+    double work_compute_s, work_adamw_s;
+    /* peak memory per tier (sim_memory_need): the executor's own accounting on a CPU backend */
+    offload_memory memory;
+    int fits_device, fits_host;   /* within hw.device_bytes / hw.host_bytes */
+} sim_result;
+
+/* The memory a configuration needs per tier on hw, and whether it fits.
+ * CPU backend: the executor's own accounting (offload_memory_need); both
+ * tiers are the same RAM, so device + host must fit host_bytes. GPU backend,
+ * per device: unit_weights is two units' compute weights (the one computing,
+ * the next one arriving) and two units' fp32 gradient accumulators (the one
+ * accumulating, the one leaving); activations is one block's activations
+ * and scratch (the kernels' layout), the gradient flowing down for every
+ * micro-batch alive at once (M in vertical, 1 in horizontal) and the
+ * checkpoint buffers in flight. On the host, for the node: the state placed
+ * there (optimizer state and gradients once: sharded; the checkpoints of
+ * every device), and the I/O staging. */
+void sim_memory_need(const hw_desc *hw, const sim_config *cfg, offload_memory *out, int *fits_device, int *fits_host);
+
+/* Builds the executor's lists (sched_build: first, then steady) and runs them. */
+st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_error *err);
+
+/* Runs given lists back to back (lists[0] first; the last is reported):
+ * for hand-made lists, or to replay exactly what an executor ran. */
+st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg, const sched_list *const *lists, int n_lists,
+                        sim_result *out, st_error *err);
+
+/* What a task does, and its time on the compute thread at full speed. */
+typedef struct sim_work {
+    double matmul_flops;      /* block-shaped matrix products */
+    double head_flops;        /* the LM head's products */
+    double attention_flops;   /* causal attention's products (executed, not the full square) */
+    double other_bytes;       /* memory-bound passes */
+    double rows;              /* rows of the products (B x T; the head's chunk is at most 1024 of them) */
+    int tasks;                /* compute tasks in it, each paying hw.task_overhead_s */
+} sim_work;
+/* Task i of list l. Includes the extras the executor does around it:
+ * bf16 widening after a weight load, gradient zeroing before a unit's
+ * first gradient task of the list and the sum of squares after its last. */
+sim_work sim_task_work(const sim_config *cfg, const sched_list *l, int i);
+double sim_work_seconds(const hw_desc *hw, const sim_work *w);
+
+/* Bytes one task moves to or from the SSD (0 when its state is in memory):
+ * reads and writes, per tensor part rounded up to 4096; checkpoints times
+ * cfg->devices (each device's own, on the node's shared paths). */
+void sim_task_bytes(const sim_config *cfg, const sched_task *t, uint64_t read[STORE_KIND_COUNT],
+                    uint64_t written[STORE_KIND_COUNT]);
+
+/* The roofline bound of DESIGN.md for one iteration (the steady list):
+ * the larger of compute (plus the optimizer's CPU time on a CPU backend,
+ * where they share the cores; beside it on a GPU backend) and I/O (bytes
+ * read / read bandwidth + bytes written / write bandwidth, over the paths
+ * as the stripe spreads them); on a GPU backend also the link (the busier
+ * direction's bytes / host_device_gbps) and the interconnect. */
+typedef struct sim_roofline {
+    double compute_s, optimizer_s, io_s;
+    double link_s, interconnect_s;   /* 0 on a CPU backend */
+    double bound_s;
+    sim_resource limit;   /* SIM_COMPUTE, SIM_OPTIMIZER, SIM_SSD, SIM_LINK or SIM_INTERCONNECT */
+    uint64_t ssd_read, ssd_written;  /* the SSD bytes behind io_s */
+} sim_roofline;
+st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg, sim_roofline *out, st_error *err);
+/* The same for a given list. */
+void sim_roofline_list(const hw_desc *hw, const sim_config *cfg, const sched_list *l, sim_roofline *out);
+
+/* The executor configuration a sim_config describes (for offload_memory_need). */
+offload_config sim_offload_config(const sim_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,131 @@
+/* cmd_plan.c - `strata plan`: the best few ways to train a model on a
+ * described machine within memory budgets (strata/planner.h), each with its
+ * predicted speed, what bounds it and what it moves. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "strata/planner.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: strata plan --hw FILE --global-batch N [--model NAME | --n-layer N --n-head N --d-model N]\n"
+            "                   [--seq T] [--precision fp32|mixed] [--clip X] [--mem-device SIZE] [--mem-host SIZE]\n"
+            "                   [--schedule vertical|horizontal] [--max-micro-batches M] [--top K]\n"
+            "\n"
+            "Searches the schedule, the micro-batch size and count making up the global batch,\n"
+            "the placement of each kind of state (host memory or SSD) and alpha, simulating\n"
+            "every candidate that fits the budgets against the hardware description, and\n"
+            "prints the fastest few: predicted tokens/s and model FLOP/s, the bottleneck,\n"
+            "the SSD bytes each moves per iteration, and the memory it needs.\n"
+            "\n"
+            "  --hw FILE               hardware description ('strata probe' writes this machine's)\n"
+            "  --global-batch N        sequences per optimizer step (required)\n"
+            "  --model NAME            model by name (default gpt2-124m): %s\n"
+            "  --n-layer/--n-head/--d-model N, --n-ctx N, --vocab N   or an explicit shape\n"
+            "  --seq T                 tokens per sequence (default 1024)\n"
+            "  --precision P           mixed (default: bf16 compute weights) or fp32\n"
+            "  --clip X                gradient clipping as in train (default 1.0; 0 = off)\n"
+            "  --mem-device SIZE       budget for the compute working set (default: the machine's)\n"
+            "  --mem-host SIZE         budget for host memory (default: the machine's)\n"
+            "  --schedule S            search only vertical or only horizontal (default both)\n"
+            "  --max-micro-batches M   largest micro-batch count tried (default 64)\n"
+            "  --top K                 how many to print (default 5, at most %d)\n",
+            gpt_config_names(), PLAN_MAX_BEST);
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *hw_path = NULL, *precision = "mixed", *schedule = NULL;
+    cli_model_flags mf = {.seq = 1024};
+    long global = 0, max_m = 64, top = 5;
+    double clip = 1.0;
+    uint64_t mem_device = 0, mem_host = 0;
+    st_error err = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) return cli_usage_error("plan", "unknown flag or missing value: %s", a);
+        const char *v = argv[++i];
+        st_status s = ST_OK;
+        if (cli_model_flag(a, v, &mf, &s, &err)) {   /* the model's shape and --seq */
+            if (s != ST_OK) return cli_usage_error("plan", "%s", err.msg);
+            continue;
+        }
+        if (!strcmp(a, "--hw")) hw_path = v;
+        else if (!strcmp(a, "--global-batch")) s = cli_parse_int(a, v, 1, 1 << 20, &global, &err);
+        else if (!strcmp(a, "--precision")) precision = v;
+        else if (!strcmp(a, "--clip")) s = cli_parse_double(a, v, 0, 1e9, &clip, &err);
+        else if (!strcmp(a, "--mem-device")) s = cli_parse_size(a, v, &mem_device, &err);
+        else if (!strcmp(a, "--mem-host")) s = cli_parse_size(a, v, &mem_host, &err);
+        else if (!strcmp(a, "--schedule")) schedule = v;
+        else if (!strcmp(a, "--max-micro-batches")) s = cli_parse_int(a, v, 1, 1 << 16, &max_m, &err);
+        else if (!strcmp(a, "--top")) s = cli_parse_int(a, v, 1, PLAN_MAX_BEST, &top, &err);
+        else return cli_usage_error("plan", "unknown flag: %s", a);
+        if (s != ST_OK) return cli_usage_error("plan", "%s", err.msg);
+    }
+    if (!hw_path) return cli_usage_error("plan", "--hw FILE is required (write one with 'strata probe')");
+    if (!global) return cli_usage_error("plan", "--global-batch N is required");
+    plan_request q = plan_default_request();
+    if (gpt_precision_parse(precision, &q.precision, &err) != ST_OK || cli_model_config(&mf, &q.model, &err) != ST_OK)
+        return cli_usage_error("plan", "%s", err.msg);
+    if (schedule) {
+        sched_kind k;
+        if (cli_parse_schedule(schedule, &k, &err) != ST_OK) return cli_usage_error("plan", "%s", err.msg);
+        q.schedule = (int)k;
+    }
+    q.T = (int)mf.seq;
+    q.global_batch = (int)global;
+    q.clipping = clip > 0;
+    q.mem_device = mem_device;
+    q.mem_host = mem_host;
+    q.max_micro_batches = (int)max_m;
+    q.n_best = (int)top;
+    hw_desc hw;
+    if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
+    plan_result r;
+    if (plan_search(&hw, &q, &r, &err) != ST_OK) return cli_fail(&err);
+
+    const gpt_config *g = &q.model;
+    char d[32], h[32], rd[32], wr[32];
+    printf("model: %d layers, %d heads, d_model %d, vocab %d: %.2fM parameters; global batch %d x %d tokens, %s, "
+           "clipping %s\n",
+           g->n_layer, g->n_head, g->d_model, g->vocab_size, (double)gpt_num_real_params(g) / 1e6, q.global_batch, q.T,
+           gpt_precision_name(q.precision), q.clipping ? "on" : "off");
+    printf("hardware: %s (%s); budgets: device %s, host %s\n", hw.name, hw_path,
+           mem_device ? st_format_bytes((double)mem_device, d, sizeof d) : "the machine's",
+           mem_host ? st_format_bytes((double)mem_host, h, sizeof h) : "the machine's");
+    printf("searched %d candidates, simulated %d (those that fit, with the least state on the SSD)\n\n", r.considered,
+           r.simulated);
+    printf("%-4s %-10s %-12s %-5s %-25s %10s %12s %-10s %-22s %s\n", "rank", "schedule", "micro-batch", "alpha",
+           "on the SSD", "tokens/s", "model GFLOP/s", "bound by", "SSD per iter (r / w)", "memory (device + host)");
+    for (int i = 0; i < r.n_best; i++) {
+        const plan_choice *ch = &r.best[i];
+        const sim_config *c = &ch->config;
+        cli_placement pl = {.weights = c->weights_on_ssd, .optim = c->optim_on_ssd, .acts = c->acts_on_ssd,
+                            .grads = c->grads_on_ssd};
+        char placement[64], mb[32], io[48];
+        cli_placement_name(&pl, placement, sizeof placement);
+        snprintf(mb, sizeof mb, "%d x %d", c->B, c->M);
+        snprintf(io, sizeof io, "%s / %s", st_format_bytes((double)ch->result.total_read, rd, sizeof rd),
+                 st_format_bytes((double)ch->result.total_written, wr, sizeof wr));
+        printf("%-4d %-10s %-12s %-5.2f %-25s %10.1f %12.1f %-10s %-22s %s + %s\n", i + 1,
+               c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", mb, c->alpha, placement,
+               ch->result.tokens_per_s, ch->result.model_flops_per_s / 1e9, sim_resource_name(ch->result.bottleneck),
+               io, st_format_bytes((double)ch->result.memory.device, d, sizeof d),
+               st_format_bytes((double)ch->result.memory.host, h, sizeof h));
+    }
+    const plan_choice *b = &r.best[0];
+    printf("\nbest: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per iteration, %.0f%% of its "
+           "roofline bound's speed (%s-bound at %.3f s)\n",
+           b->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", b->config.B, b->config.alpha,
+           cli_placement_name(&(cli_placement){.weights = b->config.weights_on_ssd, .optim = b->config.optim_on_ssd,
+                                               .acts = b->config.acts_on_ssd, .grads = b->config.grads_on_ssd},
+                              d, sizeof d),
+           b->result.iter_s, b->result.iter_s > 0 ? 100.0 * b->roofline.bound_s / b->result.iter_s : 0,
+           sim_resource_name(b->roofline.limit), b->roofline.bound_s);
+    return 0;
+}

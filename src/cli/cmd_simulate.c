@@ -1,0 +1,376 @@
+/* cmd_simulate.c - `strata simulate`: predicts an offloaded training
+ * configuration on a described machine (strata/sim.h): iteration time,
+ * tokens/s, what each resource does, bytes moved, peak memory, the
+ * bottleneck and the roofline bound. */
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "strata/sim.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: strata simulate --hw FILE [--model NAME | --n-layer N --n-head N --d-model N]\n"
+            "                       [--micro-batch B] [--seq T] [--grad-accum M | --global-batch G]\n"
+            "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
+            "                       [--offload weights,optim,acts,grads|none|auto] [--devices N] [--iterations N]\n"
+            "                       [--trace FILE] [--json]\n"
+            "\n"
+            "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
+            "against a hardware description ('strata probe' writes one for this machine) and\n"
+            "predicts the steady iteration: time and tokens/s, where the compute thread's\n"
+            "time goes, each resource's utilization, SSD bytes per kind of state, peak memory\n"
+            "per tier, the bottleneck, and the roofline bound. On a gpu backend with several\n"
+            "devices, throughput is per device (include/strata/sim.h says what is modelled).\n"
+            "\n"
+            "  --hw FILE             hardware description (JSON; see include/strata/hw.h)\n"
+            "  --model NAME          model by name (default gpt2-124m): %s\n"
+            "  --n-layer/--n-head/--d-model N, --n-ctx N, --vocab N   or an explicit shape\n"
+            "  --micro-batch B       sequences per micro-batch (default 8)\n"
+            "  --seq T               tokens per sequence (default 256)\n"
+            "  --grad-accum M        micro-batches per iteration (default 1)\n"
+            "  --global-batch G      sequences per optimizer step over all devices: sets M = G / (devices x B)\n"
+            "  --precision P         fp32 (default) or mixed (bf16 compute weights)\n"
+            "  --schedule S          vertical (default) or horizontal\n"
+            "  --alpha A             share of each unit's optimizer step deferred to the next forward (default 0)\n"
+            "  --clip X              gradient clipping as in train (default 1.0; 0 = off; vertical then defers all)\n"
+            "  --offload LIST        state on the SSD: weights,optim,acts,grads or none (default none); auto:\n"
+            "                        the placement with the least SSD traffic that fits the machine's memory\n"
+            "  --devices N           data-parallel devices on a gpu backend (default: the description's\n"
+            "                        node.devices); each runs B x M sequences, state sharded ZeRO-3 style\n"
+            "  --iterations N        steady iterations simulated after the first (default 3)\n"
+            "  --trace FILE          write the simulated timeline as a Chrome trace\n"
+            "  --json                print the prediction as JSON\n",
+            gpt_config_names());
+}
+
+static double pct(double x) { return 100.0 * x; }
+
+static void print_text(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *placement,
+                       const sim_result *r, const sim_roofline *rf) {
+    char a[32], b[32];
+    const gpt_config *g = &c->model;
+    printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters; micro-batch %d x %d, "
+           "%d micro-batch%s (%d tokens per iteration%s), %s\n",
+           g->n_layer, g->n_head, g->d_model, g->n_ctx, g->vocab_size, (double)gpt_num_real_params(g) / 1e6, c->B,
+           c->T, c->M, c->M == 1 ? "" : "es", c->B * c->T * c->M, r->devices > 1 ? " per device" : "",
+           gpt_precision_name(c->precision));
+    if (r->devices > 1)
+        printf("data parallel: %d devices, global batch %d sequences; state sharded over them (ZeRO-3), collectives "
+               "over the interconnect at %.0f GB/s\n",
+               r->devices, r->devices * c->B * c->M, hw->interconnect_gbps);
+    sched_params sp = {.kind = c->schedule, .alpha = c->alpha, .clipping = c->clipping};
+    printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s\n",
+           c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", c->alpha,
+           sched_deferred_share(&sp) != c->alpha ? " (clipping defers every step: 1.00)" : "", c->clipping ? "on" : "off",
+           placement);
+    printf("hardware: %s (%s): %s, %d cores, %d SSD path%s\n", hw->name, hw_path, hw_backend_name(hw->backend),
+           hw->cores, hw->n_ssd, hw->n_ssd == 1 ? "" : "s");
+    printf("iteration: %.3f s steady (first %.3f s): %.1f tokens/s, %.2f model GFLOP/s%s\n", r->iter_s,
+           r->first_iter_s, r->tokens_per_s, r->model_flops_per_s / 1e9, r->devices > 1 ? " per device" : "");
+    printf("compute thread: computing %.3f s, slowed by AdamW beside it %.3f s, waiting %.3f s (on the SSD %.3f s, "
+           "the optimizer %.3f s, the link %.3f s",
+           r->compute_s, r->contention_s, r->wait_s, r->wait_on[SIM_SSD], r->wait_on[SIM_OPTIMIZER],
+           r->wait_on[SIM_LINK]);
+    if (r->devices > 1) printf(", the interconnect %.3f s", r->wait_on[SIM_INTERCONNECT]);
+    printf(")\n");
+    printf("critical path:");
+    for (int k = 0; k < SIM_RESOURCE_COUNT; k++)
+        if (r->critical[k] > 0) printf(" %s %.3f s", sim_resource_name((sim_resource)k), r->critical[k]);
+    printf("; bottleneck: %s\n", sim_resource_name(r->bottleneck));
+    printf("utilization: compute %.0f%%, optimizer worker %.0f%% (AdamW %.0f%%)", pct(r->compute_busy),
+           pct(r->optimizer_busy), pct(r->adamw_busy));
+    for (int p = 0; p < r->n_paths; p++)
+        printf(", ssd[%d] %.0f%% (reading %.0f%%, writing %.0f%%)", p, pct(r->path[p].busy), pct(r->path[p].read_busy),
+               pct(r->path[p].write_busy));
+    if (hw->backend == HW_BACKEND_GPU) printf(", link %.0f%%", pct(r->link_busy));
+    if (r->devices > 1) printf(", interconnect %.0f%%", pct(r->interconnect_busy));
+    printf("\n");
+    if (hw->backend == HW_BACKEND_GPU) {
+        printf("link per iteration: %s to the device, %s back", st_format_bytes((double)r->link_to_device, a, sizeof a),
+               st_format_bytes((double)r->link_from_device, b, sizeof b));
+        if (r->devices > 1)
+            printf("; interconnect %s per device", st_format_bytes(r->interconnect_bytes, a, sizeof a));
+        printf("\n");
+    }
+    if (r->total_read || r->total_written) {
+        printf("SSD per iteration:");
+        int first = 1;
+        for (int k = 0; k < STORE_KIND_COUNT; k++) {
+            if (!r->bytes_read[k] && !r->bytes_written[k]) continue;
+            printf("%s %s %s read / %s written", first ? "" : ",", store_kind_name((store_kind)k),
+                   st_format_bytes((double)r->bytes_read[k], a, sizeof a),
+                   st_format_bytes((double)r->bytes_written[k], b, sizeof b));
+            first = 0;
+        }
+        printf("; total %s read, %s written\n", st_format_bytes((double)r->total_read, a, sizeof a),
+               st_format_bytes((double)r->total_written, b, sizeof b));
+    } else {
+        printf("SSD per iteration: nothing (all state in memory)\n");
+    }
+    char d[32], h[32];
+    printf("memory: device working set %s, host %s (%s)\n", st_format_bytes((double)r->memory.device, d, sizeof d),
+           st_format_bytes((double)r->memory.host, h, sizeof h),
+           hw->backend == HW_BACKEND_CPU ? "the same RAM on the CPU backend" : "device and host memory");
+    if (hw->backend != HW_BACKEND_CPU)
+        printf("roofline: %.3f s (%s-bound: compute %.3f s, optimizer %.3f s, I/O %.3f s, link %.3f s, interconnect "
+               "%.3f s); the prediction runs at %.0f%% of the bound's speed\n",
+               rf->bound_s, sim_resource_name(rf->limit), rf->compute_s, rf->optimizer_s, rf->io_s, rf->link_s,
+               rf->interconnect_s, r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
+    else if (rf->limit == SIM_SSD)
+        printf("roofline: %.3f s (%s-bound: compute %.3f s, optimizer %.3f s, I/O %.3f s); the prediction runs at "
+               "%.0f%% of the bound's speed\n",
+               rf->bound_s, sim_resource_name(rf->limit), rf->compute_s, rf->optimizer_s, rf->io_s,
+               r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
+    else
+        printf("roofline: %.3f s (compute-bound: compute %.3f s + optimizer %.3f s on the same cores; I/O %.3f s); the "
+               "prediction runs at %.0f%% of the bound's speed\n",
+               rf->bound_s, rf->compute_s, rf->optimizer_s, rf->io_s, r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
+}
+
+static void print_json(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *placement,
+                       const sim_result *r, const sim_roofline *rf) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "hw", hw_path);
+    cJSON_AddStringToObject(o, "hw_name", hw->name);
+    cJSON_AddStringToObject(o, "backend", hw_backend_name(hw->backend));
+    cJSON_AddNumberToObject(o, "params", (double)gpt_num_real_params(&c->model));
+    cJSON_AddStringToObject(o, "schedule", c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal");
+    cJSON_AddNumberToObject(o, "devices", r->devices);
+    cJSON_AddNumberToObject(o, "global_batch", (double)r->devices * c->B * c->M);
+    cJSON_AddNumberToObject(o, "micro_batch", c->B);
+    cJSON_AddNumberToObject(o, "seq", c->T);
+    cJSON_AddNumberToObject(o, "grad_accum", c->M);
+    cJSON_AddNumberToObject(o, "alpha", c->alpha);
+    cJSON_AddStringToObject(o, "offload", placement);
+    cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
+    cJSON_AddNumberToObject(o, "first_iter_s", r->first_iter_s);
+    cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+    cJSON_AddNumberToObject(o, "model_flops_per_s", r->model_flops_per_s);
+    cJSON_AddNumberToObject(o, "tokens_per_s_node", r->tokens_per_s * r->devices);
+    cJSON_AddNumberToObject(o, "compute_s", r->compute_s);
+    cJSON_AddNumberToObject(o, "contention_s", r->contention_s);
+    cJSON_AddNumberToObject(o, "wait_s", r->wait_s);
+    cJSON *cp = cJSON_AddObjectToObject(o, "critical_path");
+    for (int k = 0; k < SIM_RESOURCE_COUNT; k++) cJSON_AddNumberToObject(cp, sim_resource_name((sim_resource)k), r->critical[k]);
+    cJSON_AddStringToObject(o, "bottleneck", sim_resource_name(r->bottleneck));
+    cJSON *u = cJSON_AddObjectToObject(o, "utilization");
+    cJSON_AddNumberToObject(u, "compute", r->compute_busy);
+    cJSON_AddNumberToObject(u, "optimizer", r->optimizer_busy);
+    cJSON_AddNumberToObject(u, "adamw", r->adamw_busy);
+    cJSON_AddNumberToObject(u, "link", r->link_busy);
+    cJSON_AddNumberToObject(u, "interconnect", r->interconnect_busy);
+    cJSON *paths = cJSON_AddArrayToObject(u, "ssd");
+    for (int p = 0; p < r->n_paths; p++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "busy", r->path[p].busy);
+        cJSON_AddNumberToObject(e, "read", r->path[p].read_busy);
+        cJSON_AddNumberToObject(e, "write", r->path[p].write_busy);
+        cJSON_AddItemToArray(paths, e);
+    }
+    cJSON *rd = cJSON_AddObjectToObject(o, "bytes_read"), *wr = cJSON_AddObjectToObject(o, "bytes_written");
+    for (int k = 0; k < STORE_KIND_COUNT; k++) {
+        if (r->bytes_read[k]) cJSON_AddNumberToObject(rd, store_kind_name((store_kind)k), (double)r->bytes_read[k]);
+        if (r->bytes_written[k]) cJSON_AddNumberToObject(wr, store_kind_name((store_kind)k), (double)r->bytes_written[k]);
+    }
+    cJSON_AddNumberToObject(o, "total_read", (double)r->total_read);
+    cJSON_AddNumberToObject(o, "total_written", (double)r->total_written);
+    cJSON_AddNumberToObject(o, "link_to_device", (double)r->link_to_device);
+    cJSON_AddNumberToObject(o, "link_from_device", (double)r->link_from_device);
+    cJSON_AddNumberToObject(o, "interconnect_bytes", r->interconnect_bytes);
+    cJSON *m = cJSON_AddObjectToObject(o, "memory");
+    cJSON_AddNumberToObject(m, "device", (double)r->memory.device);
+    cJSON_AddNumberToObject(m, "host", (double)r->memory.host);
+    cJSON_AddNumberToObject(m, "unit_weights", (double)r->memory.unit_weights);
+    cJSON_AddNumberToObject(m, "activations", (double)r->memory.activations);
+    cJSON_AddNumberToObject(m, "optimizer_state", (double)r->memory.optimizer_state);
+    cJSON_AddNumberToObject(m, "compute_weights", (double)r->memory.compute_weights);
+    cJSON_AddNumberToObject(m, "checkpoints", (double)r->memory.checkpoints);
+    cJSON_AddNumberToObject(m, "gradients", (double)r->memory.gradients);
+    cJSON_AddNumberToObject(m, "staging", (double)r->memory.staging);
+    cJSON *b = cJSON_AddObjectToObject(o, "roofline");
+    cJSON_AddNumberToObject(b, "bound_s", rf->bound_s);
+    cJSON_AddNumberToObject(b, "compute_s", rf->compute_s);
+    cJSON_AddNumberToObject(b, "optimizer_s", rf->optimizer_s);
+    cJSON_AddNumberToObject(b, "io_s", rf->io_s);
+    cJSON_AddNumberToObject(b, "link_s", rf->link_s);
+    cJSON_AddNumberToObject(b, "interconnect_s", rf->interconnect_s);
+    cJSON_AddStringToObject(b, "limit", sim_resource_name(rf->limit));
+    char *text = cJSON_Print(o);
+    if (text) printf("%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+/* need and have as text for messages, in bytes when they round alike. */
+static void need_have(uint64_t need_b, uint64_t have_b, char *need, char *have, size_t n) {
+    st_format_bytes((double)need_b, need, n);
+    st_format_bytes((double)have_b, have, n);
+    if (!strcmp(need, have)) {
+        snprintf(need, n, "%llu bytes", (unsigned long long)need_b);
+        snprintf(have, n, "%llu bytes", (unsigned long long)have_b);
+    }
+}
+
+/* --offload auto: of the 16 placements, the one with the least SSD traffic
+ * per iteration that fits the machine's memory (ties: the first in the order
+ * none, weights, optim, weights+optim, acts, ...); 0 when none fits. */
+static int choose_placement(const hw_desc *hw, sim_config *c, cli_placement *out, st_error *err, st_status *st) {
+    double best = -1;
+    *st = ST_OK;
+    for (int pl = 0; pl < 16; pl++) {
+        sim_config t = *c;
+        t.weights_on_ssd = pl & 1;
+        t.optim_on_ssd = pl >> 1 & 1;
+        t.acts_on_ssd = pl >> 2 & 1;
+        t.grads_on_ssd = pl >> 3 & 1;
+        if (pl && hw->n_ssd < 1) break;
+        int fd, fh;
+        sim_memory_need(hw, &t, NULL, &fd, &fh);
+        if (!fd || !fh) continue;
+        sim_roofline rf;
+        if ((*st = sim_roofline_bound(hw, &t, &rf, err)) != ST_OK) return 0;
+        const double bytes = (double)rf.ssd_read + (double)rf.ssd_written;
+        if (best < 0 || bytes < best) {
+            best = bytes;
+            *out = (cli_placement){.weights = t.weights_on_ssd, .optim = t.optim_on_ssd, .acts = t.acts_on_ssd,
+                                   .grads = t.grads_on_ssd, .is_auto = 1};
+        }
+    }
+    if (best < 0) return 0;
+    c->weights_on_ssd = out->weights;
+    c->optim_on_ssd = out->optim;
+    c->acts_on_ssd = out->acts;
+    c->grads_on_ssd = out->grads;
+    return 1;
+}
+
+int cmd_simulate(int argc, char **argv) {
+    const char *hw_path = NULL, *offload = "none", *schedule = "vertical", *precision = "fp32", *trace_path = NULL;
+    cli_model_flags mf = {.seq = 256};
+    long B = 8, M = 0, G = 0, devices = 0, iterations = 3;
+    double alpha = 0, clip = 1.0;
+    int json = 0;
+    st_error err = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error("simulate", "unknown flag or missing value: %s", a);
+        const char *v = argv[++i];
+        st_status s = ST_OK;
+        if (cli_model_flag(a, v, &mf, &s, &err)) {   /* the model's shape and --seq */
+            if (s != ST_OK) return cli_usage_error("simulate", "%s", err.msg);
+            continue;
+        }
+        if (!strcmp(a, "--hw")) hw_path = v;
+        else if (!strcmp(a, "--micro-batch")) s = cli_parse_int(a, v, 1, 1 << 20, &B, &err);
+        else if (!strcmp(a, "--grad-accum")) s = cli_parse_int(a, v, 1, 1 << 16, &M, &err);
+        else if (!strcmp(a, "--global-batch")) s = cli_parse_int(a, v, 1, 1 << 24, &G, &err);
+        else if (!strcmp(a, "--devices")) s = cli_parse_int(a, v, 1, 4096, &devices, &err);
+        else if (!strcmp(a, "--precision")) precision = v;
+        else if (!strcmp(a, "--schedule")) schedule = v;
+        else if (!strcmp(a, "--alpha")) s = cli_parse_double(a, v, 0, 1, &alpha, &err);
+        else if (!strcmp(a, "--clip")) s = cli_parse_double(a, v, 0, 1e9, &clip, &err);
+        else if (!strcmp(a, "--offload")) offload = v;
+        else if (!strcmp(a, "--iterations")) s = cli_parse_int(a, v, 1, 100, &iterations, &err);
+        else if (!strcmp(a, "--trace")) trace_path = v;
+        else return cli_usage_error("simulate", "unknown flag: %s", a);
+        if (s != ST_OK) return cli_usage_error("simulate", "%s", err.msg);
+    }
+    if (!hw_path) return cli_usage_error("simulate", "--hw FILE is required (write one with 'strata probe')");
+    if (M && G) return cli_usage_error("simulate", "give either --grad-accum or --global-batch, not both");
+    sim_config c = sim_default_config();
+    cli_placement pl;
+    if (cli_parse_schedule(schedule, &c.schedule, &err) != ST_OK || gpt_precision_parse(precision, &c.precision, &err) != ST_OK ||
+        cli_parse_offload(offload, 1, &pl, &err) != ST_OK || cli_model_config(&mf, &c.model, &err) != ST_OK)
+        return cli_usage_error("simulate", "%s", err.msg);
+
+    hw_desc hw;
+    if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
+    if (devices > 1 && hw.backend != HW_BACKEND_GPU)
+        return cli_usage_error("simulate", "--devices %ld: data parallelism is modelled on a gpu backend only (%s is a cpu "
+                               "description)", devices, hw_path);
+    const long n = hw.backend != HW_BACKEND_GPU ? 1 : devices ? devices : hw.devices_per_node;
+    if (G) {   /* the global batch over all devices, in micro-batches of B */
+        if (G % (n * B))
+            return cli_usage_error("simulate", "--global-batch %ld is not a multiple of %ld device%s x --micro-batch %ld",
+                                   G, n, n == 1 ? "" : "s", B);
+        M = G / (n * B);
+        if (M > 1 << 16) return cli_usage_error("simulate", "--global-batch %ld makes %ld micro-batches (at most 65536)", G, M);
+    }
+    if (!M) M = 1;
+    if ((long long)B * M * mf.seq > INT_MAX) return cli_usage_error("simulate", "--micro-batch x --grad-accum x --seq is too large");
+    c.B = (int)B;
+    c.T = (int)mf.seq;
+    c.M = (int)M;
+    c.devices = (int)devices;
+    c.alpha = alpha;
+    c.clipping = clip > 0;
+    c.iterations = (int)iterations;
+    c.weights_on_ssd = pl.weights;
+    c.optim_on_ssd = pl.optim;
+    c.acts_on_ssd = pl.acts;
+    c.grads_on_ssd = pl.grads;
+
+    /* memory first: a configuration that cannot run is not simulated */
+    char need[32], have[32];
+    offload_memory mem;
+    int fd, fh;
+    if (c.T <= c.model.n_ctx && pl.is_auto) {
+        st_status st;
+        if (!choose_placement(&hw, &c, &pl, &err, &st)) {
+            if (st != ST_OK) return cli_fail(&err);
+            sim_config all = c;   /* the least memory: everything on the SSD (when there is one) */
+            all.weights_on_ssd = all.optim_on_ssd = all.acts_on_ssd = all.grads_on_ssd = hw.n_ssd > 0;
+            sim_memory_need(&hw, &all, &mem, &fd, &fh);
+            if (!fd) {
+                need_have(mem.device, hw.device_bytes, need, have, sizeof need);
+                return cli_error("%s: memory.device_bytes %s is too small: one block's working set at micro-batch %d x %d "
+                                 "needs %s", hw_path, have, c.B, c.T, need);
+            }
+            need_have(mem.host + (hw.backend == HW_BACKEND_CPU ? mem.device : 0), hw.host_bytes, need, have, sizeof need);
+            return cli_error("%s: memory.host_bytes %s is too small for any placement: the least need is %s%s", hw_path,
+                             have, need, hw.n_ssd > 0 ? " (everything on the SSD)" : " (the description has no SSD)");
+        }
+    }
+    char placement[64];
+    cli_placement_name(&pl, placement, sizeof placement);
+    if (pl.is_auto) strncat(placement, " (auto)", sizeof placement - strlen(placement) - 1);
+    sim_memory_need(&hw, &c, &mem, &fd, &fh);
+    if (c.T <= c.model.n_ctx && !fd) {
+        need_have(mem.device, hw.device_bytes, need, have, sizeof need);
+        return cli_error("%s: memory.device_bytes %s is too small: one block's working set at micro-batch %d x %d needs %s",
+                         hw_path, have, c.B, c.T, need);
+    }
+    if (c.T <= c.model.n_ctx && !fh) {
+        need_have(mem.host + (hw.backend == HW_BACKEND_CPU ? mem.device : 0), hw.host_bytes, need, have, sizeof need);
+        return cli_error("%s: memory.host_bytes %s is too small: this placement needs %s%s; place more state on the SSD "
+                         "(--offload)",
+                         hw_path, have, need, hw.backend == HW_BACKEND_CPU ? " with the working set" : "");
+    }
+
+    trace *tr = NULL;
+    if (trace_path && trace_open(&tr, trace_path, &err) != ST_OK) return cli_fail(&err);
+    c.trace = tr;
+    sim_result r;
+    sim_roofline rf;
+    st_status s = sim_run(&hw, &c, &r, &err);
+    if (s == ST_OK) s = sim_roofline_bound(&hw, &c, &rf, &err);
+    st_status ts = trace_close(tr, s == ST_OK ? &err : NULL);
+    if (s == ST_OK) s = ts;
+    if (s != ST_OK) return cli_fail(&err);
+    if (json) print_json(hw_path, &hw, &c, placement, &r, &rf);
+    else print_text(hw_path, &hw, &c, placement, &r, &rf);
+    if (trace_path && !json) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
+    return 0;
+}

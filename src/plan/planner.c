@@ -1,0 +1,120 @@
+/* planner.c - searches configurations by simulating them (strata/planner.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "strata/planner.h"
+
+plan_request plan_default_request(void) {
+    plan_request q;
+    memset(&q, 0, sizeof q);
+    q.precision = GPT_MIXED_BF16;
+    q.clipping = 1;
+    q.schedule = -1;
+    q.max_micro_batches = 64;
+    q.n_best = 5;
+    return q;
+}
+
+static st_status check_request(const hw_desc *hw, const plan_request *q, st_error *err) {
+    gpt_config model = q->model;
+    st_status s = gpt_config_check(&model, err);
+    if (s != ST_OK) return s;
+    if (q->T < 1 || q->T > q->model.n_ctx)
+        return st_fail(err, ST_EINVAL, "plan: sequence length %d must be in [1, %d] (the model's context)", q->T,
+                       q->model.n_ctx);
+    if (q->global_batch < 1) return st_fail(err, ST_EINVAL, "plan: global batch %d must be at least 1", q->global_batch);
+    if (q->n_best < 1 || q->n_best > PLAN_MAX_BEST)
+        return st_fail(err, ST_EINVAL, "plan: n_best %d must be in [1, %d]", q->n_best, PLAN_MAX_BEST);
+    if (q->max_micro_batches < 1)
+        return st_fail(err, ST_EINVAL, "plan: max_micro_batches %d must be at least 1", q->max_micro_batches);
+    if (q->schedule != -1 && q->schedule != SCHED_VERTICAL && q->schedule != SCHED_HORIZONTAL)
+        return st_fail(err, ST_EINVAL, "plan: unknown schedule %d", q->schedule);
+    if (hw->n_ssd < 1 && (q->mem_host || q->mem_device))
+        return st_fail(err, ST_EINVAL, "plan: the hardware description has no SSD to offload to");
+    return ST_OK;
+}
+
+/* The configuration's memory (sim_memory_need: the executor's accounting on
+ * a CPU backend, the device's own on a GPU one) within the budgets (the
+ * machine's when 0). */
+static int fits(const hw_desc *hw, const plan_request *q, const sim_config *c, offload_memory *m) {
+    int fits_device, fits_host;
+    sim_memory_need(hw, c, m, &fits_device, &fits_host);
+    if (!q->mem_host && !q->mem_device) return fits_device && fits_host;
+    const uint64_t dev = q->mem_device ? q->mem_device : hw->device_bytes;
+    const uint64_t host = q->mem_host ? q->mem_host : hw->host_bytes;
+    return m->device <= dev && m->host <= host;
+}
+
+/* Keeps out->best sorted by iteration time, then by SSD traffic. */
+static void keep(plan_result *out, int n_best, const plan_choice *c) {
+    const uint64_t bytes = c->result.total_read + c->result.total_written;
+    int at = out->n_best;
+    while (at > 0) {
+        const sim_result *o = &out->best[at - 1].result;
+        const uint64_t ob = o->total_read + o->total_written;
+        if (o->iter_s < c->result.iter_s || (o->iter_s == c->result.iter_s && ob <= bytes)) break;
+        at--;
+    }
+    if (at >= n_best) return;
+    int last = out->n_best < n_best ? out->n_best : n_best - 1;
+    memmove(&out->best[at + 1], &out->best[at], sizeof out->best[0] * (size_t)(last - at));
+    out->best[at] = *c;
+    if (out->n_best < n_best) out->n_best++;
+}
+
+st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    st_status s = check_request(hw, q, err);
+    if (s != ST_OK) return s;
+    static const double alphas[] = {0.0, 0.25, 0.5, 1.0};
+    uint64_t least_device = UINT64_MAX, least_host = UINT64_MAX;
+    const int placements = hw->n_ssd > 0 ? 16 : 1;
+    for (int k = 0; k < 2; k++) {
+        if (q->schedule != -1 && q->schedule != k) continue;
+        for (int M = 1; M <= q->global_batch && M <= q->max_micro_batches; M++) {
+            if (q->global_batch % M) continue;
+            /* with clipping, vertical defers every step: alpha does not change its list */
+            const int n_alpha = q->clipping && k == SCHED_VERTICAL ? 1 : 4;
+            for (int a = 0; a < n_alpha; a++) {
+                int fitting[16], n_fitting = 0;
+                for (int p = 0; p < placements; p++) {
+                    sim_config c = sim_default_config();
+                    c.model = q->model;
+                    c.B = q->global_batch / M, c.T = q->T, c.M = M;
+                    c.precision = q->precision;
+                    c.schedule = (sched_kind)k;
+                    c.alpha = alphas[a];
+                    c.clipping = q->clipping;
+                    c.weights_on_ssd = p & 1, c.optim_on_ssd = (p >> 1) & 1;
+                    c.acts_on_ssd = (p >> 2) & 1, c.grads_on_ssd = (p >> 3) & 1;
+                    offload_memory m;
+                    const int ok = fits(hw, q, &c, &m);
+                    out->considered++;
+                    if (m.device < least_device) least_device = m.device;
+                    if (m.host < least_host) least_host = m.host;
+                    if (!ok) continue;
+                    /* a placement that contains a fitting one only adds traffic */
+                    int minimal = 1;
+                    for (int f = 0; f < n_fitting && minimal; f++)
+                        if ((fitting[f] & p) == fitting[f]) minimal = 0;
+                    fitting[n_fitting++] = p;
+                    if (!minimal) continue;
+                    plan_choice ch = {.config = c};
+                    if ((s = sim_run(hw, &c, &ch.result, err)) != ST_OK) return s;
+                    if ((s = sim_roofline_bound(hw, &c, &ch.roofline, err)) != ST_OK) return s;
+                    out->simulated++;
+                    keep(out, q->n_best, &ch);
+                }
+            }
+        }
+    }
+    if (out->n_best == 0) {
+        char d[32], h[32];
+        return st_fail(err, ST_ENOMEM,
+                       "plan: no configuration fits the memory budgets: the smallest device working set any "
+                       "candidate needs is %s, the smallest host share %s",
+                       st_format_bytes((double)least_device, d, sizeof d), st_format_bytes((double)least_host, h, sizeof h));
+    }
+    return ST_OK;
+}

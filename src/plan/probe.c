@@ -1,0 +1,507 @@
+/* probe.c - measures this machine into a hardware description
+ * (strata/probe.h): the model's own kernels at a GPT shape, AdamW on a
+ * worker-like thread, both at once, and the store directories through the
+ * I/O engine. */
+#include <cblas.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plan/sim_internal.h"
+#include "strata/io.h"
+#include "strata/optim.h"
+#include "strata/probe.h"
+
+hw_probe_config hw_probe_defaults(void) {
+    return (hw_probe_config){.ssd_bytes = 256u << 20, .model = "gpt2-124m", .B = 4, .T = 256, .reps = 3,
+                             .adamw_elements = 4u << 20};
+}
+
+static void say(const hw_probe_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const hw_probe_config *c, const char *fmt, ...) {
+    if (!c->progress) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    c->progress(c->progress_arg, line);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+#define MAX_REPS 32
+
+/* ---- compute ------------------------------------------------------------------------- */
+
+/* Buffers for one block and the head at B x T. */
+typedef struct bench {
+    gpt_config c;
+    int B, T;
+    float *w, *g, *acts, *scratch, *x, *y, *dy;   /* block */
+    float *ew, *eg, *hscratch, *hx, *hdx;          /* head */
+    int32_t *targets;
+    float *mm[3];                                  /* sgemm operands */
+    int pass_T;                                    /* the sequence length block_pass runs at */
+} bench;
+
+static void bench_free(bench *b) {
+    float *all[] = {b->w, b->g, b->acts, b->scratch, b->x, b->y, b->dy, b->ew, b->eg, b->hscratch, b->hx, b->hdx,
+                    b->mm[0], b->mm[1], b->mm[2]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) st_free_aligned(all[i]);
+    free(b->targets);
+}
+
+static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err) {
+    memset(b, 0, sizeof *b);
+    st_status s = gpt_config_from_name(&b->c, cfg->model, err);
+    if (s != ST_OK) return s;
+    if (cfg->B < 1 || cfg->T < 1 || cfg->T > b->c.n_ctx)
+        return st_fail(err, ST_EINVAL, "probe shape %d x %d: need at least 1 x 1 and at most %d tokens per sequence",
+                       cfg->B, cfg->T, b->c.n_ctx);
+    if (cfg->reps < 1 || cfg->reps > MAX_REPS) return st_fail(err, ST_EINVAL, "probe repetitions %d not in [1, %d]", cfg->reps, MAX_REPS);
+    b->B = cfg->B;
+    b->T = cfg->T;
+    const size_t N = (size_t)b->B * b->T, C = (size_t)b->c.d_model, NC = N * C;
+    const size_t unit = gpt_unit_numel(&b->c, 1), eunit = gpt_unit_numel(&b->c, 0);
+    const size_t hscr = gpt_head_scratch_numel(&b->c, b->B, b->T);
+#define A(ptr, n) (ptr = st_alloc_aligned(64, (n) * sizeof(float)))
+    int ok = A(b->w, unit) && A(b->g, unit) && A(b->acts, gpt_block_acts_numel(&b->c, b->B, b->T)) &&
+             A(b->scratch, gpt_block_scratch_numel(&b->c, b->B, b->T)) && A(b->x, NC) && A(b->y, NC) && A(b->dy, NC) &&
+             A(b->ew, eunit) && A(b->eg, eunit) && A(b->hscratch, hscr) && A(b->hx, NC) && A(b->hdx, NC) &&
+             A(b->mm[0], N * 4 * C) && A(b->mm[1], 16 * C * C) && A(b->mm[2], N * 4 * C);
+#undef A
+    ok = ok && (b->targets = malloc(sizeof(int32_t) * N)) != NULL;
+    if (!ok) {
+        bench_free(b);
+        return st_fail(err, ST_ENOMEM, "probe: out of memory for %s at %d x %d", cfg->model, b->B, b->T);
+    }
+    gpt_init_unit(&b->c, 1, b->w, 1);
+    gpt_init_unit(&b->c, 0, b->ew, 1);
+    memset(b->g, 0, unit * sizeof(float));
+    memset(b->eg, 0, eunit * sizeof(float));
+    st_rng r;
+    st_rng_seed(&r, 7);
+    st_rng_normal_fill(&r, b->x, NC, 1.0f);
+    st_rng_normal_fill(&r, b->hx, NC, 1.0f);
+    st_rng_normal_fill(&r, b->dy, NC, 0.01f);
+    st_rng_normal_fill(&r, b->mm[0], N * 4 * C, 1.0f);
+    st_rng_normal_fill(&r, b->mm[1], 16 * C * C, 0.02f);
+    memset(b->mm[2], 0, N * 4 * C * sizeof(float));
+    for (size_t i = 0; i < N; i++) b->targets[i] = (int32_t)(st_rng_next(&r) % (uint64_t)b->c.vocab_size);
+    return ST_OK;
+}
+
+/* Timed repetitions of fn: at least `reps`, and enough to last about
+ * 50 ms (small shapes are noisy), at most MAX_REPS; the median. */
+static double timed(void (*fn)(bench *, int, int), bench *b, int arg, int rows, int reps) {
+    double t[MAX_REPS];
+    double t0 = st_now();
+    fn(b, arg, rows);   /* warm-up, and an estimate */
+    const double once = st_now() - t0;
+    int n = once > 0 ? (int)(0.05 / once) : MAX_REPS;
+    if (n < reps) n = reps;
+    if (n > MAX_REPS) n = MAX_REPS;
+    for (int r = 0; r < n; r++) {
+        t0 = st_now();
+        fn(b, arg, rows);
+        t[r] = st_now() - t0;
+    }
+    return median(t, n);
+}
+
+/* The block's products at `rows` rows: the forward ones (run twice in a
+ * backward task with recompute) and both backward ones, dinp = dout w^T and
+ * dw += inp^T dout, as kernels.c's matmul_forward/backward call sgemm. */
+static void block_products(bench *b, int unused, int rows) {
+    (void)unused;
+    const int C = b->c.d_model;
+    const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
+    float *inp = b->mm[0], *w = b->mm[1], *out = b->mm[2];
+    for (int pass = 0; pass < 4; pass++)   /* forward, forward again, dinp, dw */
+        for (int k = 0; k < 4; k++) {
+            const int IC = shapes[k][0], OC = shapes[k][1];
+            if (pass < 2)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, OC, IC, 1.0f, inp, IC, w, OC, 1.0f, out, OC);
+            else if (pass == 2)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, IC, OC, 1.0f, inp, OC, w, OC, 0.0f, out, IC);
+            else
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, rows, 1.0f, inp, IC, out, OC, 1.0f, w, OC);
+        }
+}
+
+/* The head's three products at `rows` rows (gpt_pass.c): logits = h wte^T,
+ * dh = dlogits wte, dwte += dlogits^T h. */
+static void head_products(bench *b, int unused, int rows) {
+    (void)unused;
+    const int C = b->c.d_model, Vp = b->c.padded_vocab;
+    float *h = b->hx, *lg = b->hscratch, *wte = b->ew, *dwte = b->eg, *dh = b->hdx;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, Vp, C, 1.0f, h, C, wte, C, 0.0f, lg, Vp);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, Vp, 1e-6f, lg, Vp, wte, C, 0.0f, dh, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Vp, C, rows, 1e-6f, lg, Vp, h, C, 1.0f, dwte, C);
+}
+
+/* A block's forward and, as the executor's BLOCK_BACKWARD runs it, the
+ * recomputed forward and the backward, at B x T (at most the bench's). */
+static void block_forward(bench *b, int B, int T) {
+    gpt_block_w w = gpt_block_view(&b->c, b->w);
+    gpt_block_acts a = gpt_block_acts_view(&b->c, B, T, b->acts);
+    gpt_block_forward(&b->c, &w, B, T, b->x, b->y, &a);
+}
+
+static void block_backward(bench *b, int B, int T) {
+    gpt_block_w w = gpt_block_view(&b->c, b->w), g = gpt_block_view(&b->c, b->g);
+    gpt_block_acts a = gpt_block_acts_view(&b->c, B, T, b->acts);
+    gpt_block_forward(&b->c, &w, B, T, b->x, b->scratch, &a);
+    memcpy(b->y, b->dy, (size_t)B * T * b->c.d_model * sizeof(float));
+    gpt_block_backward(&b->c, &w, &g, B, T, b->x, &a, b->y, b->y, b->scratch);
+}
+
+static void block_pass(bench *b, int backward, int B) {
+    if (backward) block_backward(b, B, b->pass_T);
+    else block_forward(b, B, b->pass_T);
+}
+
+static void time_block(bench *b, int B, int T, int reps, double *fwd, double *bwd) {
+    b->pass_T = T;
+    *fwd = timed(block_pass, b, 0, B, reps);
+    *bwd = timed(block_pass, b, 1, B, reps);
+}
+
+static void head_pass(bench *b, int unused, int rows) {
+    (void)unused;
+    (void)rows;
+    gpt_embed_w w = gpt_embed_view(&b->c, b->ew), g = gpt_embed_view(&b->c, b->eg);
+    gpt_head_forward_backward(&b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
+}
+
+static double time_head(bench *b, int reps) {
+    double t[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        double t0 = st_now();
+        head_pass(b, 0, 0);
+        t[r] = st_now() - t0;
+    }
+    return median(t, reps);
+}
+
+/* GB/s of a streaming pass: bf16 -> f32 and back over 8M elements (48 MiB,
+ * past the caches, about a GPT-2 block's worth of weights). */
+static st_status time_stream(int reps, double *gbps, st_error *err) {
+    const size_t n = 8u << 20;
+    float *f = st_alloc_aligned(64, n * sizeof(float));
+    st_bf16 *h = st_alloc_aligned(64, n * sizeof(st_bf16));
+    if (!f || !h) {
+        st_free_aligned(f);
+        st_free_aligned(h);
+        return st_fail(err, ST_ENOMEM, "probe: out of memory for the streaming measurement");
+    }
+    memset(h, 0, n * sizeof(st_bf16));
+    gpt_bf16_to_f32(h, f, n);   /* first touch */
+    double t[MAX_REPS];
+    for (int r = 0; r < reps; r++) {
+        double t0 = st_now();
+        gpt_bf16_to_f32(h, f, n);
+        gpt_f32_to_bf16(f, h, n);
+        t[r] = st_now() - t0;
+    }
+    *gbps = 2.0 * (double)n * 6.0 / median(t, reps) / 1e9;   /* 2 + 4 bytes per element, each way */
+    st_free_aligned(f);
+    st_free_aligned(h);
+    return ST_OK;
+}
+
+/* ---- AdamW on a thread of its own --------------------------------------------------------- */
+
+typedef struct adamw_bench {
+    float *p, *g, *m, *v;
+    st_bf16 *p16;
+    size_t n;
+    int fixed;                   /* > 0: run this many steps, timing each; else until stop */
+    double t[MAX_REPS];
+    atomic_int go, stop;
+    double busy;                 /* seconds inside steps while looping */
+    long steps;
+} adamw_bench;
+
+static void *adamw_thread(void *arg) {
+    adamw_bench *a = arg;
+    omp_set_num_threads(1);   /* as the executor's optimizer worker */
+    adamw_hparams h = adamw_defaults();
+    while (!atomic_load(&a->go)) usleep(100);
+    for (int i = 0; a->fixed ? i < a->fixed : !atomic_load(&a->stop); i++) {
+        double t0 = st_now();
+        adamw_update(a->p, a->g, a->m, a->v, a->p16, a->n, &h, 1e-4f, 1.0f, i + 1, 1);
+        double dt = st_now() - t0;
+        if (a->fixed) a->t[i] = dt;
+        else a->busy += dt, a->steps++;
+    }
+    return NULL;
+}
+
+static st_status adamw_init(adamw_bench *a, size_t n, st_error *err) {
+    memset(a, 0, sizeof *a);
+    a->n = n;
+    a->p = st_alloc_aligned(64, n * sizeof(float));
+    a->g = st_alloc_aligned(64, n * sizeof(float));
+    a->m = st_alloc_aligned(64, n * sizeof(float));
+    a->v = st_alloc_aligned(64, n * sizeof(float));
+    a->p16 = st_alloc_aligned(64, n * sizeof(st_bf16));
+    if (!a->p || !a->g || !a->m || !a->v || !a->p16) return st_fail(err, ST_ENOMEM, "probe: out of memory for AdamW");
+    st_rng r;
+    st_rng_seed(&r, 3);
+    st_rng_normal_fill(&r, a->p, n, 0.02f);
+    st_rng_normal_fill(&r, a->g, n, 0.001f);
+    memset(a->m, 0, n * sizeof(float));
+    memset(a->v, 0, n * sizeof(float));
+    return ST_OK;
+}
+
+static void adamw_free(adamw_bench *a) {
+    st_free_aligned(a->p);
+    st_free_aligned(a->g);
+    st_free_aligned(a->m);
+    st_free_aligned(a->v);
+    st_free_aligned(a->p16);
+}
+
+/* Runs the thread: fixed steps, or looping while `during` runs here. */
+static st_status adamw_run(adamw_bench *a, int fixed, void (*during)(void *), void *arg, st_error *err) {
+    pthread_t th;
+    a->fixed = fixed;
+    a->busy = 0;
+    a->steps = 0;
+    atomic_store(&a->go, 0);
+    atomic_store(&a->stop, 0);
+    if (pthread_create(&th, NULL, adamw_thread, a) != 0) return st_fail(err, ST_ENOMEM, "probe: cannot start a thread");
+    atomic_store(&a->go, 1);
+    if (during) during(arg);
+    atomic_store(&a->stop, 1);
+    pthread_join(th, NULL);
+    return ST_OK;
+}
+
+typedef struct contended {
+    bench *b;
+    int reps;
+    double fwd, bwd;
+} contended;
+
+static void contended_block(void *arg) {
+    contended *c = arg;
+    time_block(c->b, c->b->B, c->b->T, c->reps, &c->fwd, &c->bwd);
+}
+
+/* ---- the probe ------------------------------------------------------------------------------- */
+
+static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error *err) {
+    bench b;
+    st_status s = bench_init(&b, cfg, err);
+    if (s != ST_OK) return s;
+    const int reps = cfg->reps;
+    sim_config sc = sim_default_config();
+    sc.model = b.c;
+    sc.B = b.B;
+    sc.T = b.T;
+    const sched_task tf = {.op = TASK_BLOCK_FORWARD, .unit = 1}, tb = {.op = TASK_BLOCK_BACKWARD, .unit = 1};
+    const sched_task th = {.op = TASK_HEAD, .unit = 0};
+    const sim_work wf = sim_task_work_at(&sc, &tf, 0, 0), wb = sim_task_work_at(&sc, &tb, 0, 0);
+    const sim_work wh = sim_task_work_at(&sc, &th, 0, 0);
+
+    /* rows of the products to measure: 16, 64, 256, ... below the probe's, and the probe's */
+    const int N = b.B * b.T;
+    int rows[HW_MAX_ROWS], n_rows = 0;
+    for (int r = 16; r < N && n_rows < HW_MAX_ROWS - 1; r *= 4) rows[n_rows++] = r;
+    rows[n_rows++] = N;
+    say(cfg, "matrix products at %s's block shapes, %d to %d rows (%d threads)...", cfg->model, rows[0], N,
+        omp_get_max_threads());
+    for (int i = 0; i < n_rows; i++) {
+        sc.B = 1;
+        sc.T = rows[i];   /* the products' FLOPs depend on the rows alone */
+        const sim_work w1 = sim_task_work_at(&sc, &tf, 0, 0), w2 = sim_task_work_at(&sc, &tb, 0, 0);
+        const double t = timed(block_products, &b, 0, rows[i], reps);
+        hw->matmul_by_rows[i] = (hw_rate_at){rows[i], (w1.matmul_flops + w2.matmul_flops) / t / 1e9};
+    }
+    hw->n_matmul_rows = n_rows;
+    sc.B = b.B;
+    sc.T = b.T;
+    hw->matmul_gflops = hw->matmul_by_rows[n_rows - 1].gflops;
+    char line[256];
+    size_t len = 0;
+    for (int i = 0; i < n_rows; i++)
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s%d rows %.3g", i ? ", " : "", rows[i],
+                                hw->matmul_by_rows[i].gflops);
+    say(cfg, "  GFLOP/s: %s", line);
+
+    say(cfg, "memory-bound passes (bf16 widening and narrowing)...");
+    if ((s = time_stream(reps, &hw->other_gbps, err)) != ST_OK) {
+        bench_free(&b);
+        return s;
+    }
+    say(cfg, "  %.3g GB/s", hw->other_gbps);
+
+    /* A block at the probe's shape and at 16 tokens: what the products and
+     * the passes do not explain is the attention (which grows with T) and a
+     * fixed cost per task (which does not). */
+    say(cfg, "a block's forward and backward (recompute + backward) at %d x %d and 1 x 16...", b.B, b.T);
+    double f, k, f1, k1;
+    time_block(&b, b.B, b.T, reps, &f, &k);
+    const int small_T = b.T < 16 ? b.T : 16;
+    time_block(&b, 1, small_T, reps, &f1, &k1);
+    hw->probe.block_forward_s = f;
+    hw->probe.block_backward_s = k;
+    hw_desc tmp = *hw;
+    tmp.attention_gflops = 1e30;   /* attention free, no overhead: what remains is theirs */
+    tmp.task_overhead_s = 0;
+    sim_config small = sc;
+    small.B = 1;
+    small.T = small_T;
+    const sim_work sf = sim_task_work_at(&small, &tf, 0, 0), sb = sim_task_work_at(&small, &tb, 0, 0);
+    const double rest = f + k - sim_work_seconds(&tmp, &wf) - sim_work_seconds(&tmp, &wb);
+    const double rest1 = f1 + k1 - sim_work_seconds(&tmp, &sf) - sim_work_seconds(&tmp, &sb);
+    const double att = wf.attention_flops + wb.attention_flops, att1 = sf.attention_flops + sb.attention_flops;
+    /* rest = 2 o + att / R at both shapes (two tasks each): solve for the
+     * attention's rate R and the overhead o. When that does not give a
+     * plausible pair (noise), the probe's own shape wins: R no faster than
+     * the products, o what is left there. */
+    double R = rest > rest1 && att > att1 ? (att - att1) / (rest - rest1) / 1e9 : 0;
+    double o = R > 0 ? (rest1 - att1 / (R * 1e9)) / 2 : -1;
+    if (!(R > 0 && R <= hw->matmul_gflops && o >= 0 && 2 * o < f1 + k1)) {
+        R = hw->matmul_gflops;
+        o = (rest - att / (R * 1e9)) / 2;
+        if (o < 0) {   /* even at the products' rate the attention explains more than is left */
+            o = 0;
+            R = rest > 0 ? att / rest / 1e9 : hw->matmul_gflops;
+            if (R < hw->matmul_gflops / 100) R = hw->matmul_gflops / 100;
+        }
+    }
+    hw->attention_gflops = R;
+    hw->task_overhead_s = o;
+    say(cfg, "  forward %.4f s, backward %.4f s (1 x %d: %.5f s, %.5f s): attention %.3g GFLOP/s, %.0f us per task", f,
+        k, small_T, f1, k1, hw->attention_gflops, hw->task_overhead_s * 1e6);
+
+    /* the head: its products below the probe's rows, then the whole head at
+     * the probe's shape, which sets the rate there (cross-entropy aside) */
+    const int head_rows = N < 1024 ? N : 1024;
+    say(cfg, "the LM head (vocabulary %d): products at up to %d rows, then forward and backward at %d x %d...",
+        b.c.padded_vocab, head_rows, b.B, b.T);
+    int nh = 0;
+    for (int r = 16; r < head_rows && r <= 64 && nh < HW_MAX_ROWS - 1; r *= 4) {
+        const double t = timed(head_products, &b, 0, r, reps < 2 ? reps : 2);
+        hw->head_by_rows[nh++] = (hw_rate_at){r, 6.0 * r * b.c.d_model * b.c.padded_vocab / t / 1e9};
+    }
+    const int head_reps = reps < 2 ? reps : 2;   /* the slowest piece: two are enough */
+    const double h = time_head(&b, head_reps);
+    hw->probe.head_s = h;
+    const double head_rest = h - wh.other_bytes / (hw->other_gbps * 1e9) - hw->task_overhead_s;
+    const double head_rate = head_rest > 0 ? wh.head_flops / head_rest / 1e9 : 0;
+    hw->head_matmul_gflops = head_rate > 0 && head_rate < 10 * hw->matmul_gflops ? head_rate : hw->matmul_gflops;
+    hw->head_by_rows[nh++] = (hw_rate_at){head_rows, hw->head_matmul_gflops};
+    hw->n_head_rows = nh;
+    say(cfg, "  %.4f s: %.3g GFLOP/s at %d rows", h, hw->head_matmul_gflops, head_rows);
+
+    say(cfg, "AdamW on the optimizer thread (1 thread, %llu parameters)...", (unsigned long long)cfg->adamw_elements);
+    adamw_bench a;
+    if ((s = adamw_init(&a, (size_t)cfg->adamw_elements, err)) != ST_OK ||
+        (s = adamw_run(&a, 1, NULL, NULL, err)) != ST_OK || (s = adamw_run(&a, reps, NULL, NULL, err)) != ST_OK) {
+        adamw_free(&a);
+        bench_free(&b);
+        return s;
+    }
+    const double alone = median(a.t, reps) / (double)a.n;   /* seconds per parameter */
+    hw->adamw_params_per_s = 1.0 / alone;
+    hw->adamw_threads = 1;
+    hw->probe.adamw_alone_s = alone * 1e6;
+    say(cfg, "  %.0f M parameters/s", hw->adamw_params_per_s / 1e6);
+
+    say(cfg, "the block again with AdamW beside it (shared cores)...");
+    contended cb = {.b = &b, .reps = reps};
+    s = adamw_run(&a, 0, contended_block, &cb, err);
+    if (s == ST_OK) {
+        const double slow = (cb.fwd + cb.bwd) / (f + k);
+        hw->compute_slowdown = slow > 1 ? slow : 1.0;
+        const double beside = a.steps > 0 ? a.busy / (double)a.steps / (double)a.n : alone;
+        hw->optimizer_slowdown = beside > alone ? beside / alone : 1.0;
+        hw->probe.adamw_beside_compute_s = beside * 1e6;
+        say(cfg, "  compute %.2fx slower, AdamW %.2fx slower", hw->compute_slowdown, hw->optimizer_slowdown);
+    }
+    adamw_free(&a);
+    bench_free(&b);
+    snprintf(hw->probe.model, sizeof hw->probe.model, "%s", cfg->model);
+    hw->probe.B = cfg->B;
+    hw->probe.T = cfg->T;
+    return s;
+}
+
+static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *err) {
+    if (cfg->n_ssd > HW_MAX_SSD) return st_fail(err, ST_EINVAL, "probe: at most %d store directories", HW_MAX_SSD);
+    for (int p = 0; p < cfg->n_ssd; p++) {
+        const char *dir = cfg->ssd_dirs[p];
+        char size[32];
+        say(cfg, "SSD %s: O_DIRECT write, read, both at once (%s)...", dir,
+            st_format_bytes((double)cfg->ssd_bytes, size, sizeof size));
+        io_bench_config bc = io_bench_default_config();
+        bc.dirs = &dir;
+        bc.n_dirs = 1;
+        bc.file_name = "strata-probe.dat";
+        bc.size = cfg->ssd_bytes;
+        bc.mixed = 1;
+        io_bench_result r;
+        st_status s = io_bench(&bc, &r, err);
+        if (s != ST_OK) return s;
+        hw_ssd *d = &hw->ssd[p];
+        snprintf(d->path, sizeof d->path, "%s", dir);
+        d->write_gbps = (double)bc.size / r.write_s[0] / 1e9;
+        d->read_gbps = (double)bc.size / r.read_s[0] / 1e9;
+        d->mixed_read_gbps = (double)r.mixed_read_bytes / r.mixed_read_s[0] / 1e9;
+        d->mixed_write_gbps = (double)r.mixed_write_bytes / r.mixed_write_s[0] / 1e9;
+        hw->n_ssd = p + 1;
+        say(cfg, "  read %.3f GB/s, write %.3f GB/s; together %.3f + %.3f GB/s", d->read_gbps, d->write_gbps,
+            d->mixed_read_gbps, d->mixed_write_gbps);
+    }
+    return ST_OK;
+}
+
+st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
+    hw_desc hw;
+    memset(&hw, 0, sizeof hw);
+    if (cfg->n_ssd > 0 && (cfg->ssd_bytes < 8192 || cfg->ssd_bytes % 4096))
+        return st_fail(err, ST_EINVAL, "probe: the SSD test size must be a multiple of 4096 and at least 8192");
+    if (cfg->adamw_elements < 1024 || cfg->adamw_elements > (1ull << 32))
+        return st_fail(err, ST_EINVAL, "probe: AdamW elements %llu not in [1024, 2^32]",
+                       (unsigned long long)cfg->adamw_elements);
+    if (cfg->name) {
+        snprintf(hw.name, sizeof hw.name, "%s", cfg->name);
+    } else {
+        char host[64] = "";
+        gethostname(host, sizeof host - 1);
+        snprintf(hw.name, sizeof hw.name, "probe-%s", host[0] ? host : "localhost");
+    }
+    hw.backend = HW_BACKEND_CPU;
+    hw.cores = omp_get_num_procs();
+    double load[1];
+    if (getloadavg(load, 1) == 1 && load[0] > 0.5 * hw.cores)
+        say(cfg, "warning: the machine is busy (load %.1f on %d cores): the rates measured now are this load's, "
+            "not the machine's", load[0], hw.cores);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    hw.host_bytes = hw.device_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    hw.devices_per_node = 1;
+    st_status s = probe_ssd(cfg, &hw, err);
+    if (s == ST_OK) s = probe_compute(cfg, &hw, err);
+    if (s == ST_OK) s = hw_check(&hw, "probe", err);
+    if (s == ST_OK) *out = hw;
+    return s;
+}

@@ -1,0 +1,1037 @@
+/* sim.c - the simulator's engine (strata/sim.h): a fluid simulation of the
+ * executor running task lists. Between two events every rate is constant
+ * (compute, AdamW, each transfer's share of each SSD path and of the link),
+ * so the engine jumps from one completion to the next: it lets the compute
+ * thread, the prefetcher and the optimizer worker start what they can, sets
+ * the rates, advances to the first thing that finishes, and repeats. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/sim_internal.h"
+
+enum { KIND_WEIGHTS, KIND_ACTS, KIND_GRADS, N_KINDS };
+enum { C_READY, C_RUNNING, C_WAITING, C_DONE };
+enum { W_IDLE, W_FILL, W_STREAM, W_DRAIN };   /* optimizer job phases: first read, I/O beside AdamW, last write */
+
+#define LINK HW_MAX_SSD         /* index of the link in a transfer's parts */
+#define IC (HW_MAX_SSD + 1)     /* index of the interconnect (data-parallel collectives) */
+#define N_PARTS (HW_MAX_SSD + 2)
+#define BYTES_EPS 1e-6    /* a transfer part this close to done is done */
+#define SECONDS_EPS 1e-15
+#define MAX_EVENTS 50000000L
+
+typedef struct xfer {
+    double left[N_PARTS];          /* bytes still to move on each SSD path; [LINK]: the host-device link;
+                                      [IC]: the interconnect */
+    int write;                     /* SSD direction */
+    int to_device;                 /* link direction */
+    int done;
+    int after;                     /* starts when this transfer is done (-1: at once) */
+    int waiting;                   /* created, not started: waits for `after` */
+    int seq, task;                 /* a save: the list and task it completes, or task -1 */
+    int grad_unit;                 /* a gradient save: its unit, or -1 */
+    double start, bytes, link, ic; /* for the trace */
+    const char *what;
+    int unit, mb;
+} xfer;
+
+typedef struct job {
+    int seq, task, unit, deferred;
+    int after;                     /* the transfer bringing its gradients to the host (GPU backend), or -1 */
+    double lo, hi;
+    double fill_read, stream_read, stream_write, drain_write;   /* SSD bytes per phase */
+    double adamw_s;                /* at full speed */
+} job;
+
+typedef struct list_stats {
+    double start, end;
+    double compute_s, contention_s, wait_s, wait_on[SIM_RESOURCE_COUNT];
+    double compute_busy, optimizer_busy, adamw_busy, link_busy, ic_busy;
+    double read_busy[HW_MAX_SSD], write_busy[HW_MAX_SSD], busy[HW_MAX_SSD];
+} list_stats;
+
+typedef struct sim {
+    const hw_desc *hw;
+    sim_config cfg;
+    int L1, n_paths, cpu_shared, gpu;
+    double share[HW_MAX_SSD];
+    double rd_bw[HW_MAX_SSD], wr_bw[HW_MAX_SSD], mrd_bw[HW_MAX_SSD], mwr_bw[HW_MAX_SSD], link_bw, ic_bw;
+    double adamw_rate;
+    double t;
+    long events;
+    int oom;
+    /* transfers: all made so far, and the ones still moving */
+    xfer *x;
+    int nx, capx;
+    int *active;
+    int nactive, capactive;
+    int *waiting;                  /* transfers waiting for another to finish */
+    int nwaiting, capwaiting;
+    /* the optimizer worker: a FIFO of jobs */
+    job *jobs;
+    int njobs, capjobs, job_head;
+    int wphase, wx[2];
+    double adamw_left;
+    int *unit_jobs;                /* [L+1] queued or running */
+    int *grad_write;               /* [L+1] transfer of a gradient save still moving, or -1 */
+    int *grad_off;                 /* [L+1] GPU: the last transfer taking the unit's gradients off the device, or -1 */
+    /* the compute thread, on list `seq` */
+    const sched_list *l;
+    int seq, ci, cstate, lphase, wait_x;
+    double compute_left;
+    char *done;                    /* [n] the task has completed */
+    char *first_grad, *last_grad;  /* [n] */
+    char *grad_leave;              /* [n] GPU: the unit's gradients leave the device after this task */
+    int *next_load;                /* [n] next load of the same kind, or -1 */
+    int *next_grad;                /* [n] next gradient load after task i, or -1 */
+    int last_loaded[N_KINDS], pf_task[N_KINDS], pf_x[N_KINDS];
+    int arm[N_KINDS];              /* executor's policy: the load chosen for a prefetch, or -1 */
+    list_stats cur, first, last;
+    /* the simulated timeline, when traced */
+    trace *tr;
+    int lane_compute, lane_optimizer, lane_link, lane_ic, lane_ssd[HW_MAX_SSD];
+    double tbase, run_start, wait_start, job_start;
+} sim;
+
+const char *sim_resource_name(sim_resource r) {
+    static const char *names[SIM_RESOURCE_COUNT] = {"compute", "contention", "optimizer", "ssd", "link", "interconnect"};
+    return (unsigned)r < SIM_RESOURCE_COUNT ? names[r] : "?";
+}
+
+static int load_kind(task_op op) {
+    return op == TASK_LOAD_WEIGHTS ? KIND_WEIGHTS : op == TASK_LOAD_ACT ? KIND_ACTS : op == TASK_LOAD_GRAD ? KIND_GRADS : -1;
+}
+
+static int is_grad_task(task_op op) { return op == TASK_HEAD || op == TASK_BLOCK_BACKWARD || op == TASK_EMBED_BACKWARD; }
+
+static double ssd_bytes(const uint64_t b[STORE_KIND_COUNT]) {
+    double s = 0;
+    for (int k = 0; k < STORE_KIND_COUNT; k++) s += (double)b[k];
+    return s;
+}
+
+/* ---- transfers ---------------------------------------------------------------------- */
+
+/* A transfer of `bytes` over the SSD paths (striped), `link` over the
+ * host-device link and `ic` over the interconnect, all at once (pipelined),
+ * starting now or, when `after` is a transfer still moving, when it ends;
+ * -1 when there is nothing to move (or no memory for it: then s->oom is set
+ * and the run fails). */
+static int xfer_start_after(sim *s, double bytes, int write, double link, int to_device, double ic, int after) {
+    if (bytes <= 0 && link <= 0 && ic <= 0) return -1;
+    if (s->nx == s->capx) {
+        int cap = s->capx ? 2 * s->capx : 256;
+        xfer *nx = realloc(s->x, sizeof *nx * (size_t)cap);
+        if (!nx) return s->oom = 1, -1;
+        s->x = nx;
+        s->capx = cap;
+    }
+    const int wait = after >= 0 && !s->x[after].done;
+    int **list = wait ? &s->waiting : &s->active, *n = wait ? &s->nwaiting : &s->nactive;
+    int *capn = wait ? &s->capwaiting : &s->capactive;
+    if (*n == *capn) {
+        int cap = *capn ? 2 * *capn : 64;
+        int *na = realloc(*list, sizeof *na * (size_t)cap);
+        if (!na) return s->oom = 1, -1;
+        *list = na;
+        *capn = cap;
+    }
+    xfer *x = &s->x[s->nx];
+    memset(x, 0, sizeof *x);
+    for (int p = 0; p < s->n_paths; p++) x->left[p] = bytes > 0 ? bytes * s->share[p] : 0;
+    x->left[LINK] = link > 0 ? link : 0;
+    x->left[IC] = ic > 0 ? ic : 0;
+    x->write = write;
+    x->to_device = to_device;
+    x->task = x->grad_unit = -1;
+    x->after = wait ? after : -1;
+    x->waiting = wait;
+    x->start = s->t;
+    x->bytes = bytes;
+    x->link = link;
+    x->ic = ic;
+    x->what = "";
+    x->unit = x->mb = -1;
+    (*list)[(*n)++] = s->nx;
+    return s->nx++;
+}
+
+static int xfer_start(sim *s, double bytes, int write, double link, int to_device) {
+    return xfer_start_after(s, bytes, write, link, to_device, 0, -1);
+}
+
+/* Starts the waiting transfers whose predecessor is done. */
+static void start_waiting(sim *s) {
+    int keep = 0;
+    for (int w = 0; w < s->nwaiting; w++) {
+        const int id = s->waiting[w];
+        xfer *x = &s->x[id];
+        if (!s->x[x->after].done) {
+            s->waiting[keep++] = id;
+            continue;
+        }
+        if (s->nactive == s->capactive) {
+            int cap = s->capactive ? 2 * s->capactive : 64;
+            int *na = realloc(s->active, sizeof *na * (size_t)cap);
+            if (!na) {
+                s->oom = 1;
+                s->waiting[keep++] = id;
+                continue;
+            }
+            s->active = na;
+            s->capactive = cap;
+        }
+        x->waiting = 0;
+        x->start = s->t;
+        s->active[s->nactive++] = id;
+    }
+    s->nwaiting = keep;
+}
+
+/* Names a transfer for the trace. */
+static void xfer_label(sim *s, int id, const char *what, int unit, int mb) {
+    if (id < 0) return;
+    s->x[id].what = what;
+    s->x[id].unit = unit;
+    s->x[id].mb = mb;
+}
+
+static void trace_xfer(sim *s, const xfer *x) {
+    if (!s->tr) return;
+    char name[96];
+    const char *dir = x->bytes > 0 ? (x->write ? "write" : "read") : "move";   /* nothing on the SSD: link, interconnect */
+    int n = snprintf(name, sizeof name, "%s %s u%d", dir, x->what, x->unit);
+    if (x->mb >= 0 && n > 0 && (size_t)n < sizeof name) snprintf(name + n, sizeof name - (size_t)n, " mb%d", x->mb);
+    for (int p = 0; p < s->n_paths && x->bytes > 0; p++)
+        if (s->share[p] > 0) trace_span(s->tr, s->lane_ssd[p], name, s->tbase + x->start, s->tbase + s->t);
+    if (x->link > 0) trace_span(s->tr, s->lane_link, name, s->tbase + x->start, s->tbase + s->t);
+    if (x->ic > 0) trace_span(s->tr, s->lane_ic, name, s->tbase + x->start, s->tbase + s->t);
+}
+
+static int xfer_done(const sim *s, int id) { return id < 0 || s->x[id].done; }
+
+/* The rate one part of transfer x moves at now, bytes/s. */
+static double part_rate(const sim *s, const int *nr, const int *nw, const int *nl, const xfer *x, int p) {
+    if (p == LINK) return s->link_bw / nl[x->to_device];
+    if (p == IC) return s->ic_bw / nl[2];
+    if (nr[p] && nw[p]) return x->write ? s->mwr_bw[p] / nw[p] : s->mrd_bw[p] / nr[p];
+    return x->write ? s->wr_bw[p] / nw[p] : s->rd_bw[p] / nr[p];
+}
+
+static void count_flows(const sim *s, int *nr, int *nw, int *nl) {
+    memset(nr, 0, sizeof(int) * HW_MAX_SSD);
+    memset(nw, 0, sizeof(int) * HW_MAX_SSD);
+    nl[0] = nl[1] = nl[2] = 0;
+    for (int a = 0; a < s->nactive; a++) {
+        const xfer *x = &s->x[s->active[a]];
+        for (int p = 0; p < s->n_paths; p++)
+            if (x->left[p] > 0) (x->write ? nw : nr)[p]++;
+        if (x->left[LINK] > 0) nl[x->to_device]++;
+        if (x->left[IC] > 0) nl[2]++;
+    }
+}
+
+/* What a transfer waits on now: the part that will take longest. */
+static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const int *nl, int id, double *eta) {
+    const xfer *x = &s->x[id];
+    double worst = 0;
+    sim_resource r = SIM_SSD;
+    if (x->waiting) {   /* not started: what it waits for */
+        double before = 0;
+        r = xfer_blame(s, nr, nw, nl, x->after, &before);
+        if (eta) *eta = before;
+        return r;
+    }
+    for (int p = 0; p < N_PARTS; p++) {
+        if (p >= s->n_paths && p != LINK && p != IC) continue;
+        if (x->left[p] <= 0) continue;
+        double t = x->left[p] / part_rate(s, nr, nw, nl, x, p);
+        if (t > worst) worst = t, r = p == LINK ? SIM_LINK : p == IC ? SIM_INTERCONNECT : SIM_SSD;
+    }
+    if (eta) *eta = worst;
+    return r;
+}
+
+/* ---- the optimizer worker ------------------------------------------------------------- */
+
+static int adamw_active(const sim *s) { return s->wphase == W_STREAM && s->adamw_left > 0; }
+
+/* What the worker's current job waits on now. */
+static sim_resource worker_blame(const sim *s, const int *nr, const int *nw, const int *nl, double adamw_rate) {
+    double io = 0, t;
+    sim_resource r = SIM_OPTIMIZER;
+    if (s->wphase == W_IDLE && s->job_head < s->njobs && !xfer_done(s, s->jobs[s->job_head].after))
+        return xfer_blame(s, nr, nw, nl, s->jobs[s->job_head].after, NULL);   /* its gradients, on their way */
+    for (int k = 0; k < 2; k++)
+        if (s->wx[k] >= 0 && !s->x[s->wx[k]].done) {
+            sim_resource xr = xfer_blame(s, nr, nw, nl, s->wx[k], &t);
+            if (t > io) io = t, r = xr;
+        }
+    if (adamw_active(s) && s->adamw_left / adamw_rate >= io) r = SIM_OPTIMIZER;
+    return r;
+}
+
+static st_status enqueue_job(sim *s, int task, st_error *err) {
+    const sched_task *t = &s->l->tasks[task];
+    if (s->njobs == s->capjobs) {
+        int cap = s->capjobs ? 2 * s->capjobs : 64;
+        job *nj = realloc(s->jobs, sizeof *nj * (size_t)cap);
+        if (!nj) return st_fail(err, ST_ENOMEM, "simulator: out of memory");
+        s->jobs = nj;
+        s->capjobs = cap;
+    }
+    uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
+    sim_task_bytes(&s->cfg, t, rd, wr);
+    const double len = (double)sim_share_elements(&s->cfg, t), read = ssd_bytes(rd), write = ssd_bytes(wr);
+    job j = {.seq = s->seq, .task = task, .unit = t->unit, .deferred = t->deferred, .lo = t->lo, .hi = t->hi,
+             .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1};
+    if (len > 0) {
+        /* segments: the first is read before AdamW starts, the last written after it ends */
+        const double seg = (double)s->cfg.optimizer_segment;
+        const double first = len < seg ? len : seg;
+        const double last = len - floor((len - 1) / seg) * seg;
+        j.fill_read = read * first / len;
+        j.stream_read = read - j.fill_read;
+        j.drain_write = write * last / len;
+        j.stream_write = write - j.drain_write;
+        j.adamw_s = len / s->adamw_rate;
+    }
+    s->jobs[s->njobs++] = j;
+    s->unit_jobs[t->unit]++;
+    return ST_OK;
+}
+
+/* Moves the worker on as far as it can go now; 1 if anything changed. */
+static int step_worker(sim *s) {
+    if (s->wphase == W_IDLE) {
+        if (s->job_head == s->njobs) return 0;
+        const job *j = &s->jobs[s->job_head];
+        if (!xfer_done(s, j->after)) return 0;   /* its gradients are not on the host yet */
+        s->wphase = W_FILL;
+        s->job_start = s->t;
+        s->wx[0] = xfer_start(s, j->fill_read, 0, 0, 0);
+        s->wx[1] = -1;
+        xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
+        return 1;
+    }
+    const job *j = &s->jobs[s->job_head];
+    if (s->wphase == W_FILL) {
+        if (!xfer_done(s, s->wx[0])) return 0;
+        s->wphase = W_STREAM;
+        s->wx[0] = xfer_start(s, j->stream_read, 0, 0, 0);
+        s->wx[1] = xfer_start(s, j->stream_write, 1, 0, 0);
+        xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
+        xfer_label(s, s->wx[1], "optimizer state", j->unit, -1);
+        s->adamw_left = j->adamw_s;
+        return 1;
+    }
+    if (s->wphase == W_STREAM) {
+        if (!xfer_done(s, s->wx[0]) || !xfer_done(s, s->wx[1]) || s->adamw_left > 0) return 0;
+        s->wphase = W_DRAIN;
+        s->wx[0] = xfer_start(s, j->drain_write, 1, 0, 0);
+        s->wx[1] = -1;
+        xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
+        return 1;
+    }
+    if (!xfer_done(s, s->wx[0])) return 0;
+    if (s->tr) {
+        char name[64];
+        snprintf(name, sizeof name, "adamw u%d [%.2f, %.2f)%s", j->unit, j->lo, j->hi, j->deferred ? " deferred" : "");
+        trace_span(s->tr, s->lane_optimizer, name, s->tbase + s->job_start, s->tbase + s->t);
+    }
+    s->unit_jobs[j->unit]--;
+    if (j->seq == s->seq) s->done[j->task] = 1;
+    s->job_head++;
+    s->wphase = W_IDLE;
+    s->wx[0] = s->wx[1] = -1;
+    return 1;
+}
+
+/* ---- the compute thread ------------------------------------------------------------------ */
+
+/* SSD, link and interconnect bytes of a load or save. */
+static void task_io(const sim *s, const sched_task *t, double *ssd, double *link, int *to_device, double *ic) {
+    uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
+    sim_task_bytes(&s->cfg, t, rd, wr);
+    *ssd = ssd_bytes(rd) + ssd_bytes(wr);
+    *link = s->gpu ? (double)sim_task_link_bytes(&s->cfg, t, to_device) : 0;
+    *ic = s->gpu ? sim_task_interconnect_bytes(&s->cfg, t) : 0;
+    if (!s->gpu) *to_device = 1;
+}
+
+static int deps_done(const sim *s, const sched_task *t) {
+    for (int d = 0; d < t->n_deps; d++)
+        if (!s->done[t->deps[d]]) return 0;
+    return 1;
+}
+
+/* Sets up list number seq (its per-task state). */
+static st_status begin_list(sim *s, const sched_list *l, int seq, st_error *err) {
+    s->l = l;
+    s->seq = seq;
+    s->ci = 0;
+    s->cstate = C_READY;
+    s->lphase = 0;
+    const size_t n = (size_t)l->n + 1;
+    free(s->done);
+    free(s->first_grad);
+    free(s->last_grad);
+    free(s->next_load);
+    free(s->next_grad);
+    free(s->grad_leave);
+    s->next_grad = malloc(sizeof(int) * n);
+    s->grad_leave = calloc(n, 1);
+    s->done = calloc(n, 1);
+    s->first_grad = calloc(n, 1);
+    s->last_grad = calloc(n, 1);
+    s->next_load = malloc(sizeof(int) * n);
+    char *seen = calloc((size_t)s->L1, 1);
+    if (!s->done || !s->first_grad || !s->last_grad || !s->next_load || !s->next_grad || !s->grad_leave || !seen) {
+        free(seen);
+        return st_fail(err, ST_ENOMEM, "simulator: out of memory");
+    }
+    if (s->gpu) sim_grad_leaves(l, s->grad_leave);
+    for (int i = 0; i < l->n; i++)
+        if (is_grad_task(l->tasks[i].op) && !seen[l->tasks[i].unit]) s->first_grad[i] = 1, seen[l->tasks[i].unit] = 1;
+    memset(seen, 0, (size_t)s->L1);
+    int next[N_KINDS] = {-1, -1, -1};
+    for (int i = l->n - 1; i >= 0; i--) {
+        const sched_task *t = &l->tasks[i];
+        s->next_grad[i] = next[KIND_GRADS];
+        if (is_grad_task(t->op) && !seen[t->unit]) s->last_grad[i] = 1, seen[t->unit] = 1;
+        int k = load_kind(t->op);
+        s->next_load[i] = k >= 0 ? next[k] : -1;
+        if (k >= 0) next[k] = i;
+    }
+    free(seen);
+    for (int k = 0; k < N_KINDS; k++) s->last_loaded[k] = s->pf_task[k] = s->pf_x[k] = s->arm[k] = -1;
+    memset(&s->cur, 0, sizeof s->cur);
+    s->cur.start = s->t;
+    return ST_OK;
+}
+
+static int deps_before(const sched_task *t, int i) {
+    for (int d = 0; d < t->n_deps; d++)
+        if (t->deps[d] > i) return 0;
+    return 1;
+}
+
+/* The executor's prefetch policy: right after a weight or checkpoint load,
+ * the next load of that kind is chosen if its inputs are final then (its
+ * dependencies are behind the compute thread; for weights, no optimizer job
+ * of the unit pending), else it is read when reached; the next gradient
+ * load is looked at after every task. */
+static void arm_after(sim *s, int i) {
+    if (s->cfg.prefetch_eager) return;
+    const sched_task *t = &s->l->tasks[i];
+    const int k = load_kind(t->op);
+    if (k == KIND_WEIGHTS || k == KIND_ACTS) {
+        const int j = s->next_load[i];
+        if (j >= 0 && deps_before(&s->l->tasks[j], i) &&
+            (k != KIND_WEIGHTS || s->unit_jobs[s->l->tasks[j].unit] == 0))
+            s->arm[k] = j;
+    }
+    const int g = s->next_grad[i];
+    if (g >= 0 && s->arm[KIND_GRADS] != g && s->pf_task[KIND_GRADS] != g && deps_before(&s->l->tasks[g], i))
+        s->arm[KIND_GRADS] = g;
+}
+
+static st_status next_task(sim *s, const sched_list *const *lists, int n_lists, st_error *err) {
+    arm_after(s, s->ci);
+    s->ci++;
+    s->lphase = 0;
+    s->cstate = C_READY;
+    if (s->ci < s->l->n) return ST_OK;
+    s->cur.end = s->t;
+    if (s->seq == 0) s->first = s->cur;
+    s->last = s->cur;
+    if (s->seq + 1 == n_lists) {
+        s->cstate = C_DONE;
+        return ST_OK;
+    }
+    return begin_list(s, lists[s->seq + 1], s->seq + 1, err);
+}
+
+static const char *kind_name(int k) { return k == KIND_WEIGHTS ? "weights" : k == KIND_ACTS ? "checkpoint" : "gradients"; }
+
+static void set_waiting(sim *s) {
+    if (s->cstate != C_WAITING) s->wait_start = s->t;
+    s->cstate = C_WAITING;
+}
+
+/* The compute thread stops waiting: the wait goes into the trace. */
+static void end_wait(sim *s, const char *what) {
+    if (s->cstate == C_WAITING && s->tr && s->t > s->wait_start) {
+        char name[48];
+        snprintf(name, sizeof name, "wait for %s", what);
+        trace_span(s->tr, s->lane_compute, name, s->tbase + s->wait_start, s->tbase + s->t);
+    }
+    s->cstate = C_READY;
+}
+
+static void start_running(sim *s, double seconds) {
+    s->compute_left = seconds;
+    s->run_start = s->t;
+    s->cstate = C_RUNNING;
+}
+
+/* Moves the compute thread on as far as it can go now; 1 if anything changed. */
+static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_error *err, st_status *st) {
+    if (s->cstate == C_DONE) return 0;
+    if (s->cstate == C_RUNNING) {
+        if (s->compute_left > 0) return 0;
+        const sched_task *t = &s->l->tasks[s->ci];
+        int k = load_kind(t->op);
+        if (k >= 0) {
+            s->last_loaded[k] = s->ci;
+            if (s->pf_task[k] == s->ci) s->pf_task[k] = -1;
+        }
+        if (s->tr && s->t > s->run_start) {
+            char name[64];
+            if (k >= 0) snprintf(name, sizeof name, "widen weights u%d", t->unit);
+            else snprintf(name, sizeof name, "%s u%d mb%d", task_op_name(t->op), t->unit, t->mb);
+            trace_span(s->tr, s->lane_compute, name, s->tbase + s->run_start, s->tbase + s->t);
+        }
+        s->done[s->ci] = 1;
+        if (s->grad_leave[s->ci]) {   /* GPU: the unit's gradients leave the device, written behind */
+            uint64_t link;
+            double ic;
+            sim_grad_offload(&s->cfg, t->unit, &link, &ic);
+            const int x = xfer_start_after(s, 0, 0, (double)link, 0, ic, -1);
+            xfer_label(s, x, "gradients off the device", t->unit, t->mb);
+            s->grad_off[t->unit] = x;
+        }
+        *st = next_task(s, lists, n_lists, err);
+        return 1;
+    }
+    const sched_task *t = &s->l->tasks[s->ci];
+    const int first = s->first_grad[s->ci], last = s->last_grad[s->ci];
+    switch (t->op) {
+    case TASK_LOAD_WEIGHTS: case TASK_LOAD_ACT: case TASK_LOAD_GRAD: {
+        const int k = load_kind(t->op);
+        if (s->lphase == 0) {   /* a weight load waits for its unit's pending optimizer steps */
+            if (t->op == TASK_LOAD_WEIGHTS && s->unit_jobs[t->unit] > 0) {
+                set_waiting(s);
+                return 0;
+            }
+            end_wait(s, "optimizer");
+            s->lphase = 1;
+        }
+        if (s->lphase == 1) {   /* what it reads must be written first; then read it, or take the prefetch */
+            double ssd, link, ic;
+            int to_dev;
+            task_io(s, t, &ssd, &link, &to_dev, &ic);
+            if (ssd > 0 || link > 0 || ic > 0) {
+                if (!deps_done(s, t) || (t->op == TASK_LOAD_GRAD && s->grad_write[t->unit] >= 0)) {
+                    set_waiting(s);
+                    return 0;
+                }
+                end_wait(s, "a write");
+                if (s->pf_task[k] == s->ci) {
+                    s->wait_x = s->pf_x[k];
+                } else {
+                    s->wait_x = xfer_start_after(s, ssd, 0, link, to_dev, ic, -1);
+                    xfer_label(s, s->wait_x, kind_name(k), t->unit, t->mb);
+                }
+            } else {
+                s->wait_x = -1;
+            }
+            s->lphase = 2;
+        }
+        if (!xfer_done(s, s->wait_x)) {
+            set_waiting(s);
+            return 0;
+        }
+        end_wait(s, kind_name(k));
+        /* loaded: widen bf16 weights on the compute thread */
+        sim_work w = sim_task_work_at(&s->cfg, t, first, last);
+        start_running(s, sim_work_seconds(s->hw, &w));
+        return 1;
+    }
+    case TASK_SAVE_ACT: case TASK_SAVE_GRAD: {   /* written behind: compute moves on */
+        double ssd, link, ic;
+        int to_dev;
+        task_io(s, t, &ssd, &link, &to_dev, &ic);
+        /* GPU: gradients are written from the host, once they have arrived there */
+        const int after = t->op == TASK_SAVE_GRAD && t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1;
+        int x = xfer_start_after(s, ssd, 1, link, to_dev, ic, after);
+        xfer_label(s, x, t->op == TASK_SAVE_ACT ? "checkpoint" : "gradients", t->unit, t->mb);
+        if (x < 0) {
+            s->done[s->ci] = 1;
+        } else {
+            s->x[x].seq = s->seq;
+            s->x[x].task = s->ci;
+            if (t->op == TASK_SAVE_GRAD) s->x[x].grad_unit = t->unit, s->grad_write[t->unit] = x;
+        }
+        *st = next_task(s, lists, n_lists, err);
+        return 1;
+    }
+    case TASK_OPTIMIZE:
+        *st = enqueue_job(s, s->ci, err);
+        if (*st == ST_OK) *st = next_task(s, lists, n_lists, err);
+        return 1;
+    case TASK_GRAD_NORM:   /* a sum of the units' sums of squares, on the compute thread */
+        s->done[s->ci] = 1;
+        *st = next_task(s, lists, n_lists, err);
+        return 1;
+    default: {
+        sim_work w = sim_task_work_at(&s->cfg, t, first, last);
+        start_running(s, sim_work_seconds(s->hw, &w));
+        return 1;
+    }
+    }
+}
+
+/* Starts the next load of each kind once the last one of that kind has
+ * completed and its inputs are final; 1 if one started. */
+static int step_prefetch(sim *s) {
+    int progress = 0;
+    if (s->cstate == C_DONE) return 0;
+    for (int k = 0; k < N_KINDS; k++) {
+        if (s->pf_task[k] >= 0) continue;
+        /* eager: the next load of the kind after the last one done; else the one chosen */
+        const int j = s->cfg.prefetch_eager ? (s->last_loaded[k] >= 0 ? s->next_load[s->last_loaded[k]] : -1) : s->arm[k];
+        if (j < 0 || j <= s->ci) {   /* none, or the compute thread is on it */
+            s->arm[k] = -1;
+            continue;
+        }
+        const sched_task *t = &s->l->tasks[j];
+        double ssd, link, ic;
+        int to_dev;
+        task_io(s, t, &ssd, &link, &to_dev, &ic);
+        if (ssd <= 0 && link <= 0 && ic <= 0) continue;
+        if (!deps_done(s, t)) continue;
+        if (s->cfg.prefetch_eager && t->op == TASK_LOAD_WEIGHTS && s->unit_jobs[t->unit] > 0) continue;
+        if (t->op == TASK_LOAD_GRAD && s->grad_write[t->unit] >= 0) continue;
+        int x = xfer_start_after(s, ssd, 0, link, to_dev, ic, -1);
+        xfer_label(s, x, kind_name(k), t->unit, t->mb);
+        s->pf_task[k] = j;
+        s->arm[k] = -1;
+        s->pf_x[k] = x;
+        progress = 1;
+    }
+    return progress;
+}
+
+/* ---- time ------------------------------------------------------------------------------- */
+
+/* What the blocked compute thread waits on. */
+static sim_resource compute_blame(const sim *s, const int *nr, const int *nw, const int *nl) {
+    const sched_task *t = &s->l->tasks[s->ci];
+    if (s->lphase == 0) return worker_blame(s, nr, nw, nl, s->adamw_rate);
+    if (s->lphase == 1) {
+        for (int d = 0; d < t->n_deps; d++)
+            if (!s->done[t->deps[d]] && s->l->tasks[t->deps[d]].op == TASK_OPTIMIZE)
+                return worker_blame(s, nr, nw, nl, s->adamw_rate);
+        if (t->op == TASK_LOAD_GRAD && s->grad_write[t->unit] >= 0)
+            return xfer_blame(s, nr, nw, nl, s->grad_write[t->unit], NULL);
+        return SIM_SSD;   /* the write of what it reads */
+    }
+    return xfer_blame(s, nr, nw, nl, s->wait_x, NULL);
+}
+
+/* Advances to the next completion; ST_EINVAL when nothing can move. */
+static st_status advance(sim *s, st_error *err) {
+    int nr[HW_MAX_SSD], nw[HW_MAX_SSD], nl[3];   /* nl: link from / to the device, the interconnect */
+    count_flows(s, nr, nw, nl);
+    const int running = s->cstate == C_RUNNING, stepping = adamw_active(s);
+    const double cs = s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0;
+    const double os = s->cpu_shared && running ? s->hw->optimizer_slowdown : 1.0;
+    const double rc = running ? 1.0 / cs : 0, ra = stepping ? 1.0 / os : 0;   /* work-seconds per second */
+    double dt = INFINITY;
+    if (running) dt = s->compute_left / rc;
+    if (stepping && s->adamw_left / ra < dt) dt = s->adamw_left / ra;
+    for (int a = 0; a < s->nactive; a++) {
+        const xfer *x = &s->x[s->active[a]];
+        for (int p = 0; p < N_PARTS; p++)
+            if ((p < s->n_paths || p == LINK || p == IC) && x->left[p] > 0) {
+                double t = x->left[p] / part_rate(s, nr, nw, nl, x, p);
+                if (t < dt) dt = t;
+            }
+    }
+    if (!isfinite(dt)) {
+        const sched_task *t = &s->l->tasks[s->ci];
+        return st_fail(err, ST_EINVAL, "simulation stuck: list %d task %d (%s, unit %d) waits for something that never "
+                       "happens (a dependency on a later task?)", s->seq, s->ci, task_op_name(t->op), t->unit);
+    }
+    if (++s->events > MAX_EVENTS) return st_fail(err, ST_EINVAL, "simulation did not finish in %ld events", MAX_EVENTS);
+    /* where the time goes */
+    list_stats *st = &s->cur;
+    if (running) {
+        st->compute_busy += dt;
+        st->compute_s += dt / cs;
+        st->contention_s += dt - dt / cs;
+    } else {
+        st->wait_s += dt;
+        st->wait_on[compute_blame(s, nr, nw, nl)] += dt;
+    }
+    if (s->wphase != W_IDLE) st->optimizer_busy += dt;
+    if (stepping) st->adamw_busy += dt;
+    for (int p = 0; p < s->n_paths; p++) {
+        if (nr[p]) st->read_busy[p] += dt;
+        if (nw[p]) st->write_busy[p] += dt;
+        if (nr[p] || nw[p]) st->busy[p] += dt;
+    }
+    if (nl[0] || nl[1]) st->link_busy += dt;
+    if (nl[2]) st->ic_busy += dt;
+    /* move */
+    /* the item that set dt finishes exactly: the same expression, compared */
+    if (running) {
+        s->compute_left = s->compute_left / rc <= dt ? 0 : s->compute_left - dt * rc;
+        if (s->compute_left < SECONDS_EPS) s->compute_left = 0;
+    }
+    if (stepping) {
+        s->adamw_left = s->adamw_left / ra <= dt ? 0 : s->adamw_left - dt * ra;
+        if (s->adamw_left < SECONDS_EPS) s->adamw_left = 0;
+    }
+    for (int a = 0; a < s->nactive; a++) {
+        xfer *x = &s->x[s->active[a]];
+        for (int p = 0; p < N_PARTS; p++)
+            if ((p < s->n_paths || p == LINK || p == IC) && x->left[p] > 0) {
+                double rate = part_rate(s, nr, nw, nl, x, p);
+                x->left[p] = x->left[p] / rate <= dt ? 0 : x->left[p] - rate * dt;
+                if (x->left[p] < BYTES_EPS) x->left[p] = 0;
+            }
+    }
+    s->t += dt;
+    /* transfers that finished */
+    int keep = 0;
+    for (int a = 0; a < s->nactive; a++) {
+        const int id = s->active[a];
+        xfer *x = &s->x[id];
+        int moving = 0;
+        for (int p = 0; p < N_PARTS; p++) moving |= x->left[p] > 0;
+        if (moving) {
+            s->active[keep++] = id;
+            continue;
+        }
+        x->done = 1;
+        trace_xfer(s, x);
+        if (x->task >= 0 && x->seq == s->seq) s->done[x->task] = 1;
+        if (x->grad_unit >= 0 && s->grad_write[x->grad_unit] == id) s->grad_write[x->grad_unit] = -1;
+    }
+    s->nactive = keep;
+    if (s->nwaiting) start_waiting(s);
+    return ST_OK;
+}
+
+/* ---- runs ---------------------------------------------------------------------------------- */
+
+static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list *const *lists, int n_lists,
+                              st_error *err) {
+    st_status s = hw_check(hw, "hw", err);
+    if (s != ST_OK) return s;
+    if ((s = gpt_config_check(&c->model, err)) != ST_OK) return s;
+    if (c->B < 1 || c->T < 1 || c->M < 1)
+        return st_fail(err, ST_EINVAL, "micro-batch %d x %d and %d micro-batches must all be at least 1", c->B, c->T, c->M);
+    if (c->T > c->model.n_ctx)
+        return st_fail(err, ST_EINVAL, "sequence length %d exceeds the model's context %d", c->T, c->model.n_ctx);
+    if (!(c->alpha >= 0 && c->alpha <= 1)) return st_fail(err, ST_EINVAL, "alpha %g must be in [0, 1]", c->alpha);
+    if ((c->weights_on_ssd || c->optim_on_ssd || c->acts_on_ssd || c->grads_on_ssd) && hw->n_ssd < 1)
+        return st_fail(err, ST_EINVAL, "hw: ssd: the description has no SSD path, but the configuration places state on "
+                       "the SSD");
+    if (c->optimizer_segment == 0) c->optimizer_segment = (size_t)2 << 20;
+    if (c->devices < 0) return st_fail(err, ST_EINVAL, "devices %d must be >= 1 (0: the description's node.devices)", c->devices);
+    if (hw->backend != HW_BACKEND_GPU) {
+        if (c->devices > 1)
+            return st_fail(err, ST_EINVAL, "%d data-parallel devices: data parallelism is modelled on a gpu backend only "
+                           "(hw: compute.backend is \"cpu\")", c->devices);
+        c->devices = 1;
+    } else {
+        if (c->devices == 0) c->devices = hw->devices_per_node;
+        if (c->devices > 1 && !(hw->interconnect_gbps > 0))
+            return st_fail(err, ST_EINVAL, "hw: node.interconnect_gbps: must be > 0 for %d data-parallel devices",
+                           c->devices);
+    }
+    for (int p = 0; p < hw->n_ssd; p++)
+        if (!(c->stripe[p] >= 0) || !isfinite(c->stripe[p]))
+            return st_fail(err, ST_EINVAL, "stripe share of SSD path %d must be >= 0", p);
+    if (n_lists < 1) return st_fail(err, ST_EINVAL, "nothing to simulate: no task list");
+    const int L1 = c->model.n_layer + 1;
+    for (int k = 0; k < n_lists; k++) {
+        const sched_list *l = lists[k];
+        for (int i = 0; i < l->n; i++) {
+            const sched_task *t = &l->tasks[i];
+            if ((unsigned)t->op >= TASK_OP_COUNT)
+                return st_fail(err, ST_EINVAL, "list %d task %d: unknown operation %d", k, i, (int)t->op);
+            /* checkpoints are act[1..L+1]: the last block's output is one too */
+            const int act = t->op == TASK_SAVE_ACT || t->op == TASK_LOAD_ACT;
+            const int top = act ? L1 : L1 - 1;
+            if (t->op != TASK_GRAD_NORM && (t->unit < (act ? 1 : 0) || t->unit > top))
+                return st_fail(err, ST_EINVAL, "list %d task %d (%s): unit %d outside %d..%d", k, i,
+                               task_op_name(t->op), t->unit, act ? 1 : 0, top);
+            if (t->n_deps < 0 || t->n_deps > SCHED_MAX_DEPS)
+                return st_fail(err, ST_EINVAL, "list %d task %d: %d dependencies", k, i, t->n_deps);
+            for (int d = 0; d < t->n_deps; d++)
+                if (t->deps[d] < 0 || t->deps[d] >= i)
+                    return st_fail(err, ST_EINVAL, "list %d task %d: dependency %d is not an earlier task", k, i,
+                                   t->deps[d]);
+            if (!(t->lo >= 0 && t->hi <= 1 && t->lo <= t->hi))
+                return st_fail(err, ST_EINVAL, "list %d task %d: share [%g, %g) outside [0, 1]", k, i, t->lo, t->hi);
+        }
+    }
+    return ST_OK;
+}
+
+static void setup(sim *s, const hw_desc *hw, const sim_config *c) {
+    memset(s, 0, sizeof *s);
+    s->hw = hw;
+    s->cfg = *c;
+    s->L1 = c->model.n_layer + 1;
+    s->n_paths = hw->n_ssd;
+    s->cpu_shared = hw->backend == HW_BACKEND_CPU;
+    s->gpu = hw->backend == HW_BACKEND_GPU;
+    double total = 0;
+    for (int p = 0; p < s->n_paths; p++) total += c->stripe[p];
+    for (int p = 0; p < s->n_paths; p++) {
+        s->share[p] = total > 0 ? c->stripe[p] / total : 1.0 / s->n_paths;
+        const hw_ssd *d = &hw->ssd[p];
+        s->rd_bw[p] = d->read_gbps * 1e9;
+        s->wr_bw[p] = d->write_gbps * 1e9;
+        s->mrd_bw[p] = (d->mixed_read_gbps > 0 ? d->mixed_read_gbps : d->read_gbps / 2) * 1e9;
+        s->mwr_bw[p] = (d->mixed_write_gbps > 0 ? d->mixed_write_gbps : d->write_gbps / 2) * 1e9;
+    }
+    s->link_bw = hw->backend == HW_BACKEND_GPU ? hw->host_device_gbps * 1e9 : 0;
+    s->ic_bw = hw->backend == HW_BACKEND_GPU && c->devices > 1 ? hw->interconnect_gbps * 1e9 : 0;
+    s->adamw_rate = hw_adamw_rate(hw);
+    s->wphase = W_IDLE;
+    s->wx[0] = s->wx[1] = -1;
+    if ((s->tr = c->trace)) {
+        s->tbase = st_now();
+        s->lane_compute = trace_lane(s->tr, "compute (simulated)");
+        s->lane_optimizer = trace_lane(s->tr, "optimizer (simulated)");
+        for (int p = 0; p < s->n_paths; p++) {
+            char name[64];
+            snprintf(name, sizeof name, "ssd path %d (simulated)", p);
+            s->lane_ssd[p] = trace_lane(s->tr, name);
+        }
+        if (s->link_bw > 0) s->lane_link = trace_lane(s->tr, "host-device link (simulated)");
+        if (s->ic_bw > 0) s->lane_ic = trace_lane(s->tr, "interconnect (simulated)");
+    }
+}
+
+static void teardown(sim *s) {
+    free(s->x);
+    free(s->active);
+    free(s->waiting);
+    free(s->jobs);
+    free(s->unit_jobs);
+    free(s->grad_write);
+    free(s->grad_off);
+    free(s->grad_leave);
+    free(s->done);
+    free(s->first_grad);
+    free(s->last_grad);
+    free(s->next_load);
+    free(s->next_grad);
+}
+
+/* Per-iteration figures that follow from the list alone. */
+static void list_totals(const hw_desc *hw, const sim_config *c, const sched_list *l, sim_result *r) {
+    const int L1 = c->model.n_layer + 1;
+    int *first = malloc(sizeof(int) * (size_t)L1), *last = malloc(sizeof(int) * (size_t)L1);
+    for (int u = 0; first && last && u < L1; u++) first[u] = last[u] = -1;
+    for (int i = 0; first && last && i < l->n; i++)
+        if (is_grad_task(l->tasks[i].op)) {
+            if (first[l->tasks[i].unit] < 0) first[l->tasks[i].unit] = i;
+            last[l->tasks[i].unit] = i;
+        }
+    char *leave = hw->backend == HW_BACKEND_GPU ? calloc((size_t)l->n + 1, 1) : NULL;
+    if (leave) sim_grad_leaves(l, leave);
+    for (int i = 0; i < l->n; i++) {
+        const sched_task *t = &l->tasks[i];
+        uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
+        sim_task_bytes(c, t, rd, wr);
+        for (int k = 0; k < STORE_KIND_COUNT; k++) {
+            r->bytes_read[k] += rd[k];
+            r->bytes_written[k] += wr[k];
+            r->total_read += rd[k];
+            r->total_written += wr[k];
+        }
+        if (hw->backend == HW_BACKEND_GPU) {
+            int to_dev;
+            const uint64_t link = sim_task_link_bytes(c, t, &to_dev);
+            *(to_dev ? &r->link_to_device : &r->link_from_device) += link;
+            r->interconnect_bytes += sim_task_interconnect_bytes(c, t);
+            if (leave && leave[i]) {   /* the unit's gradients leave the device */
+                uint64_t glink;
+                double gic;
+                sim_grad_offload(c, t->unit, &glink, &gic);
+                r->link_from_device += glink;
+                r->interconnect_bytes += gic;
+            }
+            r->link_bytes = r->link_to_device + r->link_from_device;
+        }
+        if (t->op == TASK_OPTIMIZE) r->work_adamw_s += (double)sim_share_elements(c, t) / hw_adamw_rate(hw);
+        const int g = is_grad_task(t->op) && first && last;
+        sim_work w = sim_task_work_at(c, t, g && first[t->unit] == i, g && last[t->unit] == i);
+        r->work_compute_s += sim_work_seconds(hw, &w);
+    }
+    free(first);
+    free(last);
+    free(leave);
+}
+
+st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched_list *const *lists, int n_lists,
+                        sim_result *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    sim_config cfg = *cfg_in;
+    st_status st = check_inputs(hw, &cfg, lists, n_lists, err);
+    if (st != ST_OK) return st;
+    sim s;
+    setup(&s, hw, &cfg);
+    s.unit_jobs = calloc((size_t)s.L1, sizeof(int));
+    s.grad_write = malloc(sizeof(int) * (size_t)s.L1);
+    s.grad_off = malloc(sizeof(int) * (size_t)s.L1);
+    if (!s.unit_jobs || !s.grad_write || !s.grad_off) {
+        teardown(&s);
+        return st_fail(err, ST_ENOMEM, "simulator: out of memory");
+    }
+    for (int u = 0; u < s.L1; u++) s.grad_write[u] = s.grad_off[u] = -1;
+    st = begin_list(&s, lists[0], 0, err);
+    while (st == ST_OK && s.cstate != C_DONE) {
+        int progress;
+        do {
+            progress = step_compute(&s, lists, n_lists, err, &st);
+            if (st == ST_OK) progress |= step_prefetch(&s);
+            if (st == ST_OK) progress |= step_worker(&s);
+        } while (progress && st == ST_OK && s.cstate != C_DONE);
+        if (st == ST_OK && s.oom) st = st_fail(err, ST_ENOMEM, "simulator: out of memory");
+        if (st != ST_OK || s.cstate == C_DONE) break;
+        st = advance(&s, err);
+    }
+    if (st != ST_OK) {
+        teardown(&s);
+        return st;
+    }
+    /* the last list is the steady state */
+    const list_stats *ls = &s.last;
+    const double it = ls->end - ls->start;
+    out->iter_s = it;
+    out->first_iter_s = s.first.end - s.first.start;
+    const double tokens = (double)cfg.B * cfg.T * cfg.M;
+    out->tokens_per_s = it > 0 ? tokens / it : 0;
+    out->model_flops_per_s = it > 0 ? gpt_train_flops(&cfg.model, cfg.B * cfg.M, cfg.T) / it : 0;
+    out->compute_s = ls->compute_s;
+    out->contention_s = ls->contention_s;
+    out->wait_s = ls->wait_s;
+    memcpy(out->wait_on, ls->wait_on, sizeof out->wait_on);
+    memcpy(out->critical, ls->wait_on, sizeof out->critical);
+    out->critical[SIM_COMPUTE] += ls->compute_s;
+    out->critical[SIM_CONTENTION] += ls->contention_s;
+    out->bottleneck = SIM_COMPUTE;
+    for (int r = 0; r < SIM_RESOURCE_COUNT; r++)
+        if (out->critical[r] > out->critical[out->bottleneck]) out->bottleneck = (sim_resource)r;
+    const double inv = it > 0 ? 1.0 / it : 0;
+    out->compute_busy = ls->compute_busy * inv;
+    out->optimizer_busy = ls->optimizer_busy * inv;
+    out->adamw_busy = ls->adamw_busy * inv;
+    out->link_busy = ls->link_busy * inv;
+    out->interconnect_busy = ls->ic_busy * inv;
+    out->devices = cfg.devices;
+    list_totals(hw, &cfg, lists[n_lists - 1], out);
+    out->n_paths = s.n_paths;
+    for (int p = 0; p < s.n_paths; p++) {
+        out->path[p] = (sim_path_stats){.read_busy = ls->read_busy[p] * inv, .write_busy = ls->write_busy[p] * inv,
+                                        .busy = ls->busy[p] * inv, .bytes_read = (double)out->total_read * s.share[p],
+                                        .bytes_written = (double)out->total_written * s.share[p]};
+    }
+    sim_memory_need(hw, &cfg, &out->memory, &out->fits_device, &out->fits_host);
+    teardown(&s);
+    return ST_OK;
+}
+
+/* The executor's lists for cfg on hw: on a GPU backend every checkpoint
+ * leaves the device (to the host, or on to the SSD), so the lists save and
+ * load them whatever the placement (sim_task_bytes charges the SSD only
+ * when acts_on_ssd). */
+static sched_params list_params(const hw_desc *hw, const sim_config *cfg) {
+    sched_params p = sim_sched_params(cfg);
+    if (hw->backend == HW_BACKEND_GPU) p.acts_on_ssd = 1;
+    return p;
+}
+
+st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    sched_params p = list_params(hw, cfg);
+    const int steady = cfg->iterations > 0 ? cfg->iterations : 3;
+    sched_list first, next;
+    st_status s = sched_build(&p, 0, &first, err);
+    if (s != ST_OK) return s;
+    if ((s = sched_build(&p, 1, &next, err)) != ST_OK) {
+        sched_list_free(&first);
+        return s;
+    }
+    const sched_list **lists = malloc(sizeof *lists * (size_t)(steady + 1));
+    if (!lists) {
+        sched_list_free(&first);
+        sched_list_free(&next);
+        return st_fail(err, ST_ENOMEM, "simulator: out of memory");
+    }
+    lists[0] = &first;
+    for (int i = 1; i <= steady; i++) lists[i] = &next;
+    s = sim_run_lists(hw, cfg, lists, steady + 1, out, err);
+    free(lists);
+    sched_list_free(&first);
+    sched_list_free(&next);
+    return s;
+}
+
+/* ---- the roofline ----------------------------------------------------------------------- */
+
+void sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const sched_list *l, sim_roofline *out) {
+    sim_config c = *cfg_in;   /* the devices it runs on, as check_inputs resolves them */
+    if (hw->backend != HW_BACKEND_GPU || c.devices < 0) c.devices = 1;
+    else if (c.devices == 0) c.devices = hw->devices_per_node;
+    const sim_config *cfg = &c;
+    sim_result r;
+    memset(&r, 0, sizeof r);
+    list_totals(hw, cfg, l, &r);
+    memset(out, 0, sizeof *out);
+    out->compute_s = r.work_compute_s;
+    out->optimizer_s = r.work_adamw_s;
+    /* each path moves its stripe share; the slowest path sets the pace */
+    double total = 0, rd = 0, wr = 0;
+    for (int p = 0; p < hw->n_ssd; p++) total += cfg->stripe[p] > 0 ? cfg->stripe[p] : 0;
+    for (int p = 0; p < hw->n_ssd; p++) {
+        const double share = total > 0 ? (cfg->stripe[p] > 0 ? cfg->stripe[p] : 0) / total : 1.0 / hw->n_ssd;
+        const double a = (double)r.total_read * share / (hw->ssd[p].read_gbps * 1e9);
+        const double b = (double)r.total_written * share / (hw->ssd[p].write_gbps * 1e9);
+        if (a > rd) rd = a;
+        if (b > wr) wr = b;
+    }
+    out->io_s = rd + wr;
+    out->ssd_read = r.total_read;
+    out->ssd_written = r.total_written;
+    if (hw->backend == HW_BACKEND_CPU) {   /* compute and AdamW share the cores */
+        const double cpu = out->compute_s + out->optimizer_s;
+        out->bound_s = cpu >= out->io_s ? cpu : out->io_s;
+        out->limit = cpu >= out->io_s ? SIM_COMPUTE : SIM_SSD;
+    } else {
+        /* the link carries both ways at once; the devices' collectives share the interconnect */
+        const double link = (double)(r.link_to_device > r.link_from_device ? r.link_to_device : r.link_from_device);
+        out->link_s = link / (hw->host_device_gbps * 1e9);
+        out->interconnect_s = cfg->devices > 1 && r.interconnect_bytes > 0 && hw->interconnect_gbps > 0
+                                  ? r.interconnect_bytes / (hw->interconnect_gbps * 1e9) : 0;
+        out->bound_s = out->compute_s, out->limit = SIM_COMPUTE;
+        if (out->optimizer_s > out->bound_s) out->bound_s = out->optimizer_s, out->limit = SIM_OPTIMIZER;
+        if (out->io_s > out->bound_s) out->bound_s = out->io_s, out->limit = SIM_SSD;
+        if (out->link_s > out->bound_s) out->bound_s = out->link_s, out->limit = SIM_LINK;
+        if (out->interconnect_s > out->bound_s) out->bound_s = out->interconnect_s, out->limit = SIM_INTERCONNECT;
+    }
+}
+
+st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg_in, sim_roofline *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    sim_config cfg = *cfg_in;
+    sched_params p = list_params(hw, &cfg);
+    sched_list l;
+    st_status s = sched_build(&p, sched_deferred_share(&p) > 0, &l, err);
+    if (s != ST_OK) return s;
+    const sched_list *one = &l;
+    if ((s = check_inputs(hw, &cfg, &one, 1, err)) == ST_OK) sim_roofline_list(hw, &cfg, &l, out);
+    sched_list_free(&l);
+    return s;
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# probe_simulate.sh STRATA SOURCE_DIR - `strata probe` measures this machine
+# (small: a tiny model, a tiny SSD file) into a description that loads back;
+# `strata simulate` predicts from it, as text and as JSON (vertical reads the
+# weights less than horizontal); bad descriptions and flags fail cleanly,
+# naming the field.
+. "$(dirname "$0")/common.bash" "$@"
+mkdir -p "$tmp/st1" "$tmp/st2"
+
+# probe
+check "probe --help describes --store" bash -c "'$STRATA' probe --help | grep -q -- '--store DIR'"
+expect_rc "probe: unknown flag" 2 "strata probe" "$STRATA" probe --bogus 1
+expect_rc "probe: --size not a multiple of 4096" 2 "--size" "$STRATA" probe --size 5000
+expect_rc "probe: --reps 0" 2 "--reps" "$STRATA" probe --reps 0
+expect_fail "probe: a missing store directory" "$tmp/missing does not exist" \
+  "$STRATA" probe --store "$tmp/missing" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --out "$tmp/x.json"
+expect_fail "probe: an unknown model" "gpt2-huge" "$STRATA" probe --model gpt2-huge --out "$tmp/x.json"
+check "probe: nothing written for failed probes" test ! -e "$tmp/x.json"
+"$STRATA" probe --store "$tmp/st1,$tmp/st2" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 \
+  --name tiny-probe --out "$tmp/hw.json" >"$tmp/probe.out" 2>"$tmp/probe.err"
+check "probe: small run succeeds" test $? -eq 0
+check "probe: progress on stderr" grep -q "AdamW on the optimizer thread" "$tmp/probe.err"
+check "probe: summary on stdout" grep -Eq "^ssd\[1\] .*st2: read [0-9.]+ GB/s" "$tmp/probe.out"
+check "probe: test files removed" bash -c "[ -z \"\$(find '$tmp/st1' '$tmp/st2' -mindepth 1)\" ]"
+check "probe: the description has every measured field" "$PY" - "$tmp/hw.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["name"] == "tiny-probe"
+c = d["compute"]
+assert c["backend"] == "cpu" and c["cores"] >= 1
+for k in ("matmul_gflops", "head_matmul_gflops", "attention_gflops", "other_gbps"): assert c[k] > 0, k
+assert len(d["ssd"]) == 2 and all(s["read_gbps"] > 0 and s["write_gbps"] > 0 for s in d["ssd"])
+assert d["optimizer"]["adamw_params_per_s_per_thread"] > 0 and d["optimizer"]["threads"] == 1
+assert d["contention"]["compute_slowdown"] >= 1 and d["contention"]["optimizer_slowdown"] >= 1
+assert d["memory"]["host_bytes"] > 0 and d["probe"]["model"] == "gpt2-tiny"
+PY
+
+# simulate, on the description just written
+sim() { "$STRATA" simulate --hw "$tmp/hw.json" --model gpt2-tiny --micro-batch 2 --seq 32 "$@"; }
+check "simulate: the probed description loads and predicts" \
+  bash -c "'$STRATA' simulate --hw '$tmp/hw.json' --model gpt2-tiny --micro-batch 2 --seq 32 --grad-accum 4 \
+           --offload weights,optim,acts,grads --alpha 0.5 --clip 0 --precision mixed >'$tmp/sim.out'"
+check "simulate: prints time, tokens/s, bottleneck, bytes, memory, roofline" bash -c \
+  "grep -q '^iteration: .* tokens/s' '$tmp/sim.out' && grep -q 'bottleneck: ' '$tmp/sim.out' &&
+   grep -q '^SSD per iteration: weights' '$tmp/sim.out' && grep -q '^memory: device' '$tmp/sim.out' &&
+   grep -q '^roofline: ' '$tmp/sim.out' && grep -q '^utilization: compute' '$tmp/sim.out'"
+sim --grad-accum 4 --schedule vertical --offload weights,optim --json >"$tmp/v.json" 2>"$tmp/err"
+check "simulate --json vertical" test $? -eq 0
+sim --grad-accum 4 --schedule horizontal --offload weights,optim --json >"$tmp/h.json" 2>"$tmp/err"
+check "simulate --json horizontal" test $? -eq 0
+check "simulate: vertical reads the weights 4x less than horizontal at 4 micro-batches" \
+  "$PY" - "$tmp/v.json" "$tmp/h.json" <<'PY'
+import json, sys
+v, h = (json.load(open(p)) for p in sys.argv[1:3])
+assert v["iter_s"] > 0 and h["iter_s"] > 0 and v["tokens_per_s"] > 0
+assert h["bytes_read"]["weights"] == 4 * v["bytes_read"]["weights"], (v["bytes_read"], h["bytes_read"])
+assert v["bytes_read"]["master"] == h["bytes_read"]["master"]
+PY
+sim --trace "$tmp/sim.trace.json" >/dev/null 2>"$tmp/err"
+check "simulate --trace writes a Chrome trace" "$PY" -c \
+  "import json,sys; d=json.load(open('$tmp/sim.trace.json')); assert any(e.get('ph')=='X' for e in d['traceEvents'])"
+
+# bad flags (exit 2) and bad descriptions (exit 1, naming the field)
+expect_rc "simulate: --hw is required" 2 "--hw" "$STRATA" simulate --model gpt2-tiny
+expect_rc "simulate: unknown --offload state" 2 "--offload: unknown state 'disk'" sim --offload weights,disk
+expect_rc "simulate: unknown schedule" 2 "--schedule" sim --schedule diagonal
+expect_rc "simulate: --alpha out of range" 2 "--alpha" sim --alpha 2
+expect_rc "simulate: model and shape together" 2 "either --model" sim --n-layer 2 --n-head 2 --d-model 64
+expect_fail "simulate: a missing description" "nope.json" "$STRATA" simulate --hw "$tmp/nope.json"
+printf '{\n  "name": "x",\n  oops\n}\n' >"$tmp/bad1.json"
+expect_fail "simulate: malformed JSON says where" "bad1.json: malformed JSON at line 3" \
+  "$STRATA" simulate --hw "$tmp/bad1.json"
+"$PY" - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+base = json.load(open(f"{d}/hw.json"))
+def write(name, edit):
+    x = json.loads(json.dumps(base)); edit(x); json.dump(x, open(f"{d}/{name}", "w"))
+write("missing.json", lambda x: x["compute"].pop("matmul_gflops"))
+write("negative.json", lambda x: x["ssd"][1].update(read_gbps=-1))
+write("nossd.json", lambda x: x.update(ssd=[]))
+write("small.json", lambda x: x["memory"].update(device_bytes=1000))
+PY
+expect_fail "simulate: a missing field is named" "missing field compute.matmul_gflops" \
+  "$STRATA" simulate --hw "$tmp/missing.json"
+expect_fail "simulate: a negative field is named" "ssd\[1\]\.read_gbps: must be > 0" \
+  "$STRATA" simulate --hw "$tmp/negative.json"
+expect_fail "simulate: state on the SSD of a machine without one" "ssd" \
+  "$STRATA" simulate --hw "$tmp/nossd.json" --model gpt2-tiny --seq 32 --offload optim
+expect_fail "simulate: a working set larger than the device names memory.device_bytes" "memory.device_bytes" \
+  "$STRATA" simulate --hw "$tmp/small.json" --model gpt2-tiny --seq 32
+finish

@@ -1,0 +1,162 @@
+/* test_plan_planner.c - the planner: its best candidate is the fastest of
+ * every configuration that fits (checked by simulating them all), it keeps
+ * state in memory when memory allows and moves it to the SSD when budgets
+ * demand, it prefers the vertical schedule where horizontal is I/O-bound,
+ * and a request nothing fits, or a malformed one, is refused with what is
+ * wrong. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "strata/planner.h"
+
+/* A CPU machine with round numbers and one slow SSD path. */
+static hw_desc machine(void) {
+    hw_desc hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.name, sizeof hw.name, "test");
+    hw.backend = HW_BACKEND_CPU;
+    hw.matmul_gflops = 100;
+    hw.other_gbps = 10;
+    hw.cores = 2;
+    hw.n_ssd = 1;
+    hw.ssd[0] = (hw_ssd){.read_gbps = 0.5, .write_gbps = 1.0, .mixed_read_gbps = 0.3, .mixed_write_gbps = 0.5};
+    hw.adamw_params_per_s = 5e8;
+    hw.adamw_threads = 1;
+    hw.compute_slowdown = 1.5;
+    hw.optimizer_slowdown = 2.0;
+    hw.device_bytes = hw.host_bytes = 16ull << 30;
+    hw.devices_per_node = 1;
+    return hw;
+}
+
+static plan_request request(const char *model, int T, int global) {
+    plan_request q = plan_default_request();
+    st_error err = {0};
+    assert_int_equal(gpt_config_from_name(&q.model, model, &err), ST_OK);
+    q.T = T;
+    q.global_batch = global;
+    q.max_micro_batches = 8;
+    return q;
+}
+
+static int on_ssd(const sim_config *c) { return c->weights_on_ssd + c->optim_on_ssd + c->acts_on_ssd + c->grads_on_ssd; }
+
+/* The best is the fastest fitting candidate of the whole space. */
+static void test_best_is_fastest(void **state) {
+    (void)state;
+    hw_desc hw = machine();
+    plan_request q = request("gpt2-124m", 32, 4);
+    q.mem_host = 1ull << 30;   /* 124M parameters: the in-memory placement does not fit */
+    q.max_micro_batches = 4;
+    q.n_best = 3;
+    plan_result r;
+    st_error err = {0};
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
+    assert_int_equal(r.n_best, 3);
+    for (int i = 1; i < r.n_best; i++) assert_true(r.best[i - 1].result.iter_s <= r.best[i].result.iter_s);
+    assert_true(r.simulated < r.considered);   /* the pruning did something */
+    double fastest = 1e30;
+    for (int k = 0; k < 2; k++)
+        for (int M = 1; M <= 4; M *= 2)
+            for (int p = 0; p < 16; p++) {
+                sim_config c = sim_default_config();
+                c.model = q.model, c.B = 4 / M, c.T = 32, c.M = M, c.schedule = (sched_kind)k, c.clipping = 1;
+                c.weights_on_ssd = p & 1, c.optim_on_ssd = (p >> 1) & 1, c.acts_on_ssd = (p >> 2) & 1;
+                c.grads_on_ssd = (p >> 3) & 1;
+                for (int a = 0; a < 4; a++) {
+                    c.alpha = a / 3.0 > 0.6 ? 1.0 : a * 0.25;   /* 0, 0.25, 0.5, 1 */
+                    offload_config oc = sim_offload_config(&c);
+                    offload_memory m;
+                    offload_memory_need(&oc, &m);
+                    if (m.host > q.mem_host || m.device > hw.device_bytes) continue;
+                    sim_result sr;
+                    assert_int_equal(sim_run(&hw, &c, &sr, &err), ST_OK);
+                    if (sr.iter_s < fastest) fastest = sr.iter_s;
+                }
+            }
+    printf("  best %.4f s, fastest of all fitting %.4f s; %d considered, %d simulated\n", r.best[0].result.iter_s,
+           fastest, r.considered, r.simulated);
+    assert_true(r.best[0].result.iter_s <= fastest * (1 + 1e-12));
+    offload_config oc = sim_offload_config(&r.best[0].config);
+    offload_memory m;
+    offload_memory_need(&oc, &m);
+    assert_true(m.host <= q.mem_host);
+}
+
+/* Room in memory: nothing goes to the SSD. A tight host budget: state moves
+ * there, and the choice fits it. */
+static void test_placement_follows_the_budget(void **state) {
+    (void)state;
+    hw_desc hw = machine();
+    plan_request q = request("gpt2-124m", 32, 4);
+    q.max_micro_batches = 4;
+    plan_result r;
+    st_error err = {0};
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
+    assert_int_equal(on_ssd(&r.best[0].config), 0);
+    assert_int_equal(r.best[0].result.total_read + r.best[0].result.total_written, 0);
+    q.mem_host = 1ull << 30;
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
+    assert_true(on_ssd(&r.best[0].config) > 0);
+    assert_true(r.best[0].result.memory.host <= q.mem_host);
+}
+
+/* Slow SSD and a budget that sends the state there: horizontal reads the
+ * weights 2M times, moves the gradients every micro-batch and steps only
+ * after backward, so the planner's best is vertical, faster than the best
+ * horizontal candidate. */
+static void test_vertical_wins_when_io_bound(void **state) {
+    (void)state;
+    hw_desc hw = machine();
+    plan_request q = request("gpt2-124m", 32, 8);
+    q.clipping = 0;
+    q.mem_host = 512ull << 20;
+    q.max_micro_batches = 8;
+    plan_result r;
+    st_error err = {0};
+    q.schedule = SCHED_HORIZONTAL;
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
+    const double horizontal = r.best[0].result.iter_s;
+    q.schedule = -1;
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
+    printf("  best: %s, %d x %d, %.3f s (best horizontal %.3f s)\n",
+           r.best[0].config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", r.best[0].config.B,
+           r.best[0].config.M, r.best[0].result.iter_s, horizontal);
+    assert_int_equal(r.best[0].config.schedule, SCHED_VERTICAL);
+    assert_true(r.best[0].result.iter_s < horizontal);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    hw_desc hw = machine();
+    plan_result r;
+    st_error err = {0};
+    plan_request q = request("gpt2-124m", 64, 4);
+    q.mem_host = 1 << 20;
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_ENOMEM);
+    assert_non_null(strstr(err.msg, "smallest host share"));
+    q = request("gpt2-tiny", 64, 4);
+    q.T = 5000;
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "sequence length"));
+    q = request("gpt2-tiny", 64, 0);
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "global batch"));
+    q = request("gpt2-tiny", 64, 4);
+    q.n_best = PLAN_MAX_BEST + 1;
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_best_is_fastest),
+        cmocka_unit_test(test_placement_follows_the_budget),
+        cmocka_unit_test(test_vertical_wins_when_io_bound),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,584 @@
+/* test_plan_sim.c - the simulator against cases worked out by hand: a list
+ * of compute alone takes the sum of its tasks; a read alone takes bytes over
+ * bandwidth, spread over the paths; a prefetch hides a read shorter than the
+ * compute before it and no more; saves are written behind; a weight load
+ * waits for its unit's optimizer job, whose I/O streams in segments beside
+ * AdamW; AdamW beside compute slows it by the configured factor; vertical
+ * reads each unit's weights twice per iteration whatever the number of
+ * micro-batches while horizontal reads them 2M times; the bytes it predicts
+ * are the bytes the executor moves (measured, and by its own count); and a
+ * run is deterministic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "strata/sim.h"
+
+/* A CPU machine with round numbers and one SSD path (or two). */
+static hw_desc machine(int paths) {
+    hw_desc hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.name, sizeof hw.name, "test");
+    hw.backend = HW_BACKEND_CPU;
+    hw.matmul_gflops = 100;
+    hw.head_matmul_gflops = 80;
+    hw.attention_gflops = 20;
+    hw.other_gbps = 10;
+    hw.cores = 2;
+    hw.n_ssd = paths;
+    for (int p = 0; p < paths; p++)
+        hw.ssd[p] = (hw_ssd){.read_gbps = 1.0 + p, .write_gbps = 2.0, .mixed_read_gbps = 0.5, .mixed_write_gbps = 0.8};
+    hw.adamw_params_per_s = 5e8;
+    hw.adamw_threads = 1;
+    hw.compute_slowdown = 1.5;
+    hw.optimizer_slowdown = 2.0;
+    hw.device_bytes = hw.host_bytes = 64ull << 30;
+    hw.devices_per_node = 1;
+    return hw;
+}
+
+static sim_config config(const char *model, int B, int T, int M) {
+    sim_config c = sim_default_config();
+    st_error err = {0};
+    assert_int_equal(gpt_config_from_name(&c.model, model, &err), ST_OK);
+    c.B = B;
+    c.T = T;
+    c.M = M;
+    c.precision = GPT_FP32;   /* no bf16 widening: loads cost only their reads */
+    return c;
+}
+
+/* Appends a task to a hand-made list. */
+static int add(sched_list *l, task_op op, int unit, int mb, int dep) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->tasks = realloc(l->tasks, sizeof *l->tasks * (size_t)l->cap);
+        assert_non_null(l->tasks);
+    }
+    l->tasks[l->n] = (sched_task){.op = op, .unit = unit, .mb = mb};
+    if (dep >= 0) l->tasks[l->n].deps[l->tasks[l->n].n_deps++] = dep;
+    if (op == TASK_OPTIMIZE) l->tasks[l->n].hi = 1.0;
+    return l->n++;
+}
+
+static sim_result run1(const hw_desc *hw, const sim_config *c, const sched_list *l) {
+    sim_result r;
+    st_error err = {0};
+    const sched_list *lists[1] = {l};
+    st_status s = sim_run_lists(hw, c, lists, 1, &r, &err);
+    if (s != ST_OK) fprintf(stderr, "sim: %s\n", err.msg);
+    assert_int_equal(s, ST_OK);
+    return r;
+}
+
+static double task_s(const hw_desc *hw, const sim_config *c, const sched_list *l, int i) {
+    sim_work w = sim_task_work(c, l, i);
+    return sim_work_seconds(hw, &w);
+}
+
+static uint64_t read_bytes(const sim_config *c, const sched_task *t) {
+    uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT], sum = 0;
+    sim_task_bytes(c, t, rd, wr);
+    for (int k = 0; k < STORE_KIND_COUNT; k++) sum += rd[k];
+    return sum;
+}
+
+static uint64_t written_bytes(const sim_config *c, const sched_task *t) {
+    uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT], sum = 0;
+    sim_task_bytes(c, t, rd, wr);
+    for (int k = 0; k < STORE_KIND_COUNT; k++) sum += wr[k];
+    return sum;
+}
+
+#define assert_close(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
+
+static void test_compute_alone_is_the_sum(void **state) {
+    (void)state;
+    hw_desc hw = machine(1);
+    sim_config c = config("gpt2-tiny", 2, 32, 2);
+    sched_list l = {0};
+    for (int m = 0; m < 2; m++) add(&l, TASK_EMBED_FORWARD, 0, m, -1);
+    for (int m = 0; m < 2; m++) add(&l, TASK_BLOCK_FORWARD, 1, m, -1);
+    for (int m = 0; m < 2; m++) add(&l, TASK_HEAD, 0, m, -1);
+    for (int m = 0; m < 2; m++) add(&l, TASK_BLOCK_BACKWARD, 1, m, -1);
+    for (int m = 0; m < 2; m++) add(&l, TASK_EMBED_BACKWARD, 0, m, -1);
+    double sum = 0;
+    for (int i = 0; i < l.n; i++) sum += task_s(&hw, &c, &l, i);
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, sum);
+    assert_close(r.compute_s, sum);
+    assert_close(r.work_compute_s, sum);
+    assert_true(r.wait_s == 0 && r.contention_s == 0);
+    assert_int_equal(r.bottleneck, SIM_COMPUTE);
+    assert_close(r.compute_busy, 1.0);
+    /* the work itself, from the shapes: a block forward is 24 N C^2 of products */
+    const double N = 2 * 32, C = c.model.d_model;
+    sim_work w = sim_task_work(&c, &l, 2);
+    assert_true(w.matmul_flops == 24 * N * C * C);
+    assert_true(w.attention_flops == 2.0 * 2 * C * 32 * 33);
+    sim_work b = sim_task_work(&c, &l, 6);
+    assert_true(b.matmul_flops == 3 * w.matmul_flops && b.attention_flops == 3 * w.attention_flops);
+    sim_work h = sim_task_work(&c, &l, 4);
+    assert_true(h.head_flops == 6 * N * C * c.model.padded_vocab);
+    sched_list_free(&l);
+}
+
+/* With a table of rates by rows, a task's products run at its rows' rate,
+ * the head's at its chunk's (at most 1024 rows); each compute task pays the
+ * fixed overhead. */
+static void test_rates_by_rows(void **state) {
+    (void)state;
+    hw_desc hw = machine(1);
+    hw.n_matmul_rows = 2;
+    hw.matmul_by_rows[0] = (hw_rate_at){16, 10};
+    hw.matmul_by_rows[1] = (hw_rate_at){256, 50};
+    hw.n_head_rows = 1;
+    hw.head_by_rows[0] = (hw_rate_at){1024, 40};
+    hw.task_overhead_s = 1e-4;
+    sim_config c = config("gpt2-tiny", 1, 64, 1);   /* 64 rows: halfway from 16 to 256 in log */
+    sched_list l = {0};
+    add(&l, TASK_BLOCK_FORWARD, 1, 0, -1);
+    add(&l, TASK_HEAD, 0, 0, -1);
+    sim_work f = sim_task_work(&c, &l, 0), h = sim_task_work(&c, &l, 1);
+    assert_true(f.rows == 64 && f.tasks == 1);
+    assert_close(sim_work_seconds(&hw, &f), f.matmul_flops / 30e9 + f.attention_flops / 20e9 + f.other_bytes / 10e9 + 1e-4);
+    assert_close(sim_work_seconds(&hw, &h), h.head_flops / 40e9 + h.other_bytes / 10e9 + 1e-4);
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, sim_work_seconds(&hw, &f) + sim_work_seconds(&hw, &h));
+    sched_list_free(&l);
+}
+
+static void test_read_alone_is_bytes_over_bandwidth(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 2, 32, 1);
+    c.weights_on_ssd = 1;
+    sched_list l = {0};
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
+    const double bytes = (double)read_bytes(&c, &l.tasks[0]);
+    assert_true(bytes == (double)store_padded_bytes(gpt_unit_numel(&c.model, 1) * 4));
+    hw_desc one = machine(1);
+    sim_result r = run1(&one, &c, &l);
+    assert_close(r.iter_s, bytes / 1e9);
+    assert_int_equal(r.bottleneck, SIM_SSD);
+    assert_close(r.wait_on[SIM_SSD], r.iter_s);
+    assert_close(r.path[0].read_busy, 1.0);
+    assert_true(r.bytes_read[STORE_WEIGHTS] == (uint64_t)bytes && r.total_written == 0);
+    /* two paths (1 and 2 GB/s), striped evenly: the slower one sets the time */
+    hw_desc two = machine(2);
+    r = run1(&two, &c, &l);
+    assert_close(r.iter_s, bytes / 2 / 1e9);
+    assert_close(r.path[1].read_busy, 0.5);
+    /* striped by bandwidth, both finish together */
+    c.stripe[0] = 1;
+    c.stripe[1] = 2;
+    r = run1(&two, &c, &l);
+    assert_close(r.iter_s, bytes / 3e9);
+    sched_list_free(&l);
+}
+
+/* load w1, forward 1, load w2, forward 2: the second read starts when the
+ * first load is done and runs beside forward 1 (rd < f/2 below). */
+static void test_prefetch_hides_a_shorter_read(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 4, 64, 1);
+    c.weights_on_ssd = 1;
+    sched_list l = {0};
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
+    add(&l, TASK_BLOCK_FORWARD, 1, 0, 0);
+    add(&l, TASK_LOAD_WEIGHTS, 2, -1, -1);
+    add(&l, TASK_BLOCK_FORWARD, 2, 0, 2);
+    hw_desc hw = machine(1);
+    const double f = task_s(&hw, &c, &l, 1), rd = (double)read_bytes(&c, &l.tasks[0]) / 1e9;
+    assert_true(rd < f);
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, rd + 2 * f);   /* only the first read shows */
+    assert_close(r.wait_s, rd);
+    /* a slower drive: the read outlasts the forward, the rest shows */
+    hw.ssd[0].read_gbps = (double)read_bytes(&c, &l.tasks[0]) / (3 * f) / 1e9;
+    const double slow = 3 * f;
+    r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, 2 * slow + f);
+    assert_close(r.wait_s, 2 * slow - f);
+    sched_list_free(&l);
+
+    /* An optimizer job of unit 2 still running when load 1 completes: the
+     * executor's policy reads unit 2 when reached (after the job); eager
+     * reads it ahead as soon as the job ends. */
+    hw = machine(1);
+    hw.compute_slowdown = hw.optimizer_slowdown = 1;
+    sched_list k = {0};
+    add(&k, TASK_OPTIMIZE, 2, -1, -1);   /* optimizer state in memory: AdamW only */
+    add(&k, TASK_LOAD_WEIGHTS, 1, -1, -1);
+    add(&k, TASK_BLOCK_FORWARD, 1, 0, 1);
+    add(&k, TASK_LOAD_WEIGHTS, 2, -1, 0);
+    add(&k, TASK_BLOCK_FORWARD, 2, 0, 3);
+    const double job = rd + f / 2;
+    hw.adamw_params_per_s = (double)gpt_unit_numel(&c.model, 2) / job;
+    r = run1(&hw, &c, &k);
+    assert_close(r.iter_s, 2 * rd + 2 * f);   /* read 1, forward 1, read 2, forward 2 */
+    c.prefetch_eager = 1;
+    r = run1(&hw, &c, &k);
+    /* the job ends after AdamW and its write of the new weights; read 2 follows, beside forward 1 */
+    const double job_end = job + (double)written_bytes(&c, &k.tasks[0]) / 2e9;
+    assert_close(r.iter_s, fmax(job_end + rd, rd + f) + f);
+    assert_true(r.iter_s < 2 * rd + 2 * f);
+    sched_list_free(&k);
+}
+
+/* Saves do not hold compute up; a load of what was saved waits for the write. */
+static void test_saves_are_written_behind(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 4, 64, 1);
+    c.acts_on_ssd = 1;
+    hw_desc hw = machine(1);
+    hw.ssd[0].write_gbps = 1e-3;   /* a write far longer than the compute */
+    sched_list l = {0};
+    add(&l, TASK_BLOCK_FORWARD, 1, 0, -1);
+    add(&l, TASK_SAVE_ACT, 2, 0, 0);
+    add(&l, TASK_BLOCK_FORWARD, 2, 0, 0);
+    const double f = task_s(&hw, &c, &l, 0);
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, 2 * f);
+    assert_true(r.bytes_written[STORE_ACTIVATIONS] == store_padded_bytes((uint64_t)4 * 64 * c.model.d_model * 4));
+    sched_list_free(&l);
+    /* forward, save, load it back: the read starts after the write */
+    hw.ssd[0].write_gbps = 2.0;
+    sched_list k = {0};
+    add(&k, TASK_BLOCK_FORWARD, 1, 0, -1);
+    add(&k, TASK_SAVE_ACT, 2, 0, 0);
+    add(&k, TASK_LOAD_ACT, 2, 0, 1);
+    const double bytes = (double)read_bytes(&c, &k.tasks[2]);
+    r = run1(&hw, &c, &k);
+    assert_close(r.iter_s, f + bytes / 2e9 + bytes / 1e9);
+    assert_close(r.wait_on[SIM_SSD], bytes / 2e9 + bytes / 1e9);
+    sched_list_free(&k);
+}
+
+/* optimize u1, load u1's weights: the load waits for the job, whose phases
+ * are: read the first segment, then the rest of the I/O beside AdamW, then
+ * write the last segment. */
+static void test_weight_load_waits_for_the_optimizer(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 2, 32, 1);
+    c.weights_on_ssd = c.optim_on_ssd = 1;
+    hw_desc hw = machine(1);
+    hw.ssd[0].mixed_read_gbps = hw.ssd[0].read_gbps;   /* no interference: the phases add up simply */
+    hw.ssd[0].mixed_write_gbps = hw.ssd[0].write_gbps;
+    sched_list l = {0};
+    add(&l, TASK_OPTIMIZE, 1, -1, -1);
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, 0);
+    const double n = (double)gpt_unit_numel(&c.model, 1);
+    const double R = 1e9, W = 2e9, A = 5e8;
+    const double rd = (double)read_bytes(&c, &l.tasks[0]), wr = (double)written_bytes(&c, &l.tasks[0]);
+    const double load = (double)read_bytes(&c, &l.tasks[1]) / R;
+    assert_true(rd == 3 * (double)store_padded_bytes((uint64_t)n * 4));   /* master, m, v */
+    assert_true(wr == rd + (double)store_padded_bytes((uint64_t)n * 4));  /* and the fp32 weights */
+    /* one segment: read all, step, write all */
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, rd / R + n / A + wr / W + load);
+    assert_close(r.wait_on[SIM_OPTIMIZER] + r.wait_on[SIM_SSD], r.iter_s);
+    /* four segments: the middle I/O runs beside AdamW */
+    c.optimizer_segment = (size_t)ceil(n / 4);
+    const double seg = (double)c.optimizer_segment, last = n - 3 * seg;
+    const double fill = rd * seg / n, drain = wr * last / n;
+    const double stream = fmax(fmax((rd - fill) / R, (wr - drain) / W), n / A);
+    r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, fill / R + stream + drain / W + load);
+    sched_list_free(&l);
+}
+
+/* AdamW beside compute: compute takes compute_slowdown times as long while
+ * they overlap, AdamW optimizer_slowdown times. */
+static void test_contention_slows_compute(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 4, 64, 1);
+    hw_desc hw = machine(1);
+    sched_list l = {0};
+    add(&l, TASK_OPTIMIZE, 1, -1, -1);   /* state in memory: AdamW only */
+    add(&l, TASK_BLOCK_FORWARD, 1, 0, -1);
+    const double f = task_s(&hw, &c, &l, 1), n = (double)gpt_unit_numel(&c.model, 1);
+    /* AdamW outlasts the forward: all of it runs slowed */
+    hw.adamw_params_per_s = n / (10 * f);
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, 1.5 * f);
+    assert_close(r.compute_s, f);
+    assert_close(r.contention_s, 0.5 * f);
+    assert_int_equal(r.bottleneck, SIM_COMPUTE);
+    /* AdamW ends first: a (full-speed) seconds of it take 2a beside compute,
+     * which meanwhile does 2a / 1.5 of its work */
+    const double a = f / 10;
+    hw.adamw_params_per_s = n / a;
+    r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, 2 * a + (f - 2 * a / 1.5));
+    assert_close(r.contention_s, 2 * a - 2 * a / 1.5);
+    /* a GPU backend does not share its compute with the CPU's AdamW */
+    hw.backend = HW_BACKEND_GPU;
+    hw.host_device_gbps = 25;
+    r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, f);
+    sched_list_free(&l);
+}
+
+/* Vertical reads each unit's weights twice per iteration (forward, and head
+ * or backward) for any M; horizontal twice per micro-batch. */
+static void test_weight_reads_vertical_vs_horizontal(void **state) {
+    (void)state;
+    hw_desc hw = machine(1);
+    sim_config c = config("gpt2-tiny", 2, 32, 1);
+    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = 1;
+    c.alpha = 0.25;
+    c.clipping = 0;
+    uint64_t unit_bytes = 0;
+    for (int u = 0; u <= c.model.n_layer; u++) {
+        sched_task t = {.op = TASK_LOAD_WEIGHTS, .unit = u};
+        unit_bytes += read_bytes(&c, &t);
+    }
+    double prev_h = 0;
+    for (int M = 1; M <= 8; M *= 2) {
+        c.M = M;
+        sim_result v, h;
+        st_error err = {0};
+        c.schedule = SCHED_VERTICAL;
+        assert_int_equal(sim_run(&hw, &c, &v, &err), ST_OK);
+        c.schedule = SCHED_HORIZONTAL;
+        assert_int_equal(sim_run(&hw, &c, &h, &err), ST_OK);
+        assert_true(v.bytes_read[STORE_WEIGHTS] == 2 * unit_bytes);
+        assert_true(h.bytes_read[STORE_WEIGHTS] == 2 * (uint64_t)M * unit_bytes);
+        /* the optimizer's traffic is one step's either way */
+        assert_true(v.bytes_read[STORE_MASTER] == h.bytes_read[STORE_MASTER]);
+        assert_true(v.bytes_written[STORE_WEIGHTS] == h.bytes_written[STORE_WEIGHTS]);
+        assert_true(v.iter_s > 0 && h.iter_s > 0 && h.tokens_per_s > 0);
+        assert_true((double)h.total_read > prev_h);
+        prev_h = (double)h.total_read;
+    }
+}
+
+/* Per iteration, the simulator's bytes of each kind are what the executor
+ * moves through its store (third step, steady). */
+static void test_bytes_match_the_executor(void **state) {
+    (void)state;
+    train_config tc = train_config_defaults();
+    tc.model = (gpt_config){.n_layer = 3, .n_head = 2, .d_model = 32, .n_ctx = 16, .vocab_size = 97};
+    st_error err = {0};
+    assert_int_equal(gpt_config_check(&tc.model, &err), ST_OK);
+    tc.B = 2;
+    tc.T = 16;
+    tc.grad_accum = 3;
+    tc.precision = GPT_MIXED_BF16;
+    tc.clip = 0;
+    tc.lr.total = 10;
+    const size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    int32_t *tok = malloc(per * sizeof *tok);
+    for (size_t i = 0; i < per; i++) tok[i] = (int32_t)(i * 7 % 97);
+    hw_desc hw = machine(1);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);   /* bytes do not depend on threads; a busy machine's spinning does not slow this */
+    for (int k = 0; k < 2; k++)
+        for (int g = 0; g < 2; g++) {
+            char dir[256];
+            snprintf(dir, sizeof dir, "%s/sim-store-XXXXXX", STRATA_BINARY_DIR);
+            assert_non_null(mkdtemp(dir));
+            const char *paths[1] = {dir};
+            offload_config oc = {.train = tc, .schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL, .alpha = 0.5,
+                                 .weights_on_ssd = 1, .optim_on_ssd = 1, .acts_on_ssd = 1, .grads_on_ssd = g,
+                                 .store_paths = paths, .n_store_paths = 1, .segment_elems = 2048};
+            offload_trainer *t;
+            st_status s = offload_trainer_create(&t, &oc, NULL, &err);
+            if (s != ST_OK) fprintf(stderr, "executor: %s\n", err.msg);
+            assert_int_equal(s, ST_OK);
+            offload_stats before, after;
+            for (int step = 0; step < 3; step++) {
+                if (step == 2) {   /* the previous step's optimizer work done: the third step alone */
+                    assert_int_equal(offload_trainer_close_trace(t, &err), ST_OK);
+                    offload_trainer_stats(t, &before);
+                }
+                assert_int_equal(offload_trainer_step(t, tok, NULL, &err), ST_OK);
+            }
+            assert_int_equal(offload_trainer_close_trace(t, &err), ST_OK);   /* the worker is done */
+            offload_trainer_stats(t, &after);
+            offload_trainer_free(t);
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+            assert_int_equal(system(cmd), 0);
+
+            sim_config c = sim_default_config();
+            c.model = tc.model;
+            c.B = tc.B;
+            c.T = tc.T;
+            c.M = tc.grad_accum;
+            c.precision = tc.precision;
+            c.schedule = oc.schedule;
+            c.alpha = oc.alpha;
+            c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = 1;
+            c.grads_on_ssd = g;
+            c.optimizer_segment = 2048;
+            sim_result r;
+            assert_int_equal(sim_run(&hw, &c, &r, &err), ST_OK);
+            for (int kind = 0; kind < STORE_MANIFEST; kind++) {
+                const uint64_t rd = after.bytes_read[kind] - before.bytes_read[kind];
+                const uint64_t wr = after.bytes_written[kind] - before.bytes_written[kind];
+                if (rd != r.bytes_read[kind] || wr != r.bytes_written[kind])
+                    fprintf(stderr, "%s grads %s: %s: executor %llu read / %llu written, simulator %llu / %llu\n",
+                            k ? "horizontal" : "vertical", g ? "ssd" : "host", store_kind_name((store_kind)kind),
+                            (unsigned long long)rd, (unsigned long long)wr, (unsigned long long)r.bytes_read[kind],
+                            (unsigned long long)r.bytes_written[kind]);
+                assert_true(rd == r.bytes_read[kind] && wr == r.bytes_written[kind]);
+            }
+            assert_true(r.bytes_read[STORE_WEIGHTS] && r.bytes_written[STORE_MASTER] && r.bytes_read[STORE_ACTIVATIONS]);
+            assert_true(!g || (r.bytes_read[STORE_GRADS] && r.bytes_written[STORE_GRADS]));
+            /* and the memory it reports is the executor's own accounting */
+            offload_memory need;
+            offload_memory_need(&oc, &need);
+            assert_memory_equal(&need, &r.memory, sizeof need);
+        }
+    free(tok);
+    omp_set_num_threads(threads);
+}
+
+/* The same per step as the executor's own count (offload_traffic_per_step),
+ * over schedules, placements, alphas, clipping, precisions and M. */
+static void test_bytes_match_offload_traffic(void **state) {
+    (void)state;
+    hw_desc hw = machine(1);
+    const double alphas[] = {0.0, 0.3, 1.0};
+    for (int k = 0; k < 2; k++)
+        for (int pl = 1; pl < 16; pl++)
+            for (int a = 0; a < 3; a++)
+                for (int clip = 0; clip < 2; clip++)
+                    for (int M = 1; M <= 4; M += 3) {
+                        sim_config c = config("gpt2-tiny", 2, 32, M);
+                        c.precision = (pl + a) % 2 ? GPT_MIXED_BF16 : GPT_FP32;
+                        c.schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL;
+                        c.alpha = alphas[a];
+                        c.clipping = clip;
+                        c.weights_on_ssd = pl & 1;
+                        c.optim_on_ssd = pl >> 1 & 1;
+                        c.acts_on_ssd = pl >> 2 & 1;
+                        c.grads_on_ssd = pl >> 3 & 1;
+                        c.iterations = 1;
+                        sim_result r;
+                        offload_traffic t;
+                        st_error err = {0};
+                        assert_int_equal(sim_run(&hw, &c, &r, &err), ST_OK);
+                        offload_config oc = sim_offload_config(&c);
+                        assert_int_equal(offload_traffic_per_step(&oc, &t, &err), ST_OK);
+                        for (int kind = 0; kind < STORE_KIND_COUNT; kind++)
+                            if (t.read[kind] != r.bytes_read[kind] || t.written[kind] != r.bytes_written[kind]) {
+                                fprintf(stderr, "k %d placement %d alpha %g clip %d M %d %s: executor %llu / %llu, "
+                                        "simulator %llu / %llu\n", k, pl, c.alpha, clip, M,
+                                        store_kind_name((store_kind)kind), (unsigned long long)t.read[kind],
+                                        (unsigned long long)t.written[kind], (unsigned long long)r.bytes_read[kind],
+                                        (unsigned long long)r.bytes_written[kind]);
+                                fail();
+                            }
+                    }
+}
+
+static void test_deterministic(void **state) {
+    (void)state;
+    hw_desc hw = machine(2);
+    /* overlapping AdamW and compute gains nothing (1/2 + 1/2 of the cores):
+     * then nothing beats the roofline bound */
+    hw.compute_slowdown = hw.optimizer_slowdown = 2.0;
+    sim_config c = config("gpt2-mini", 2, 64, 3);
+    c.precision = GPT_MIXED_BF16;
+    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = c.grads_on_ssd = 1;
+    c.alpha = 0.3;
+    c.optimizer_segment = 1 << 18;
+    for (int k = 0; k < 2; k++) {
+        c.schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL;
+        sim_result a, b;
+        st_error err = {0};
+        assert_int_equal(sim_run(&hw, &c, &a, &err), ST_OK);
+        assert_int_equal(sim_run(&hw, &c, &b, &err), ST_OK);
+        assert_memory_equal(&a, &b, sizeof a);
+        /* the compute thread's time adds up, and so does the critical path */
+        assert_close(a.compute_s + a.contention_s + a.wait_s, a.iter_s);
+        double cp = 0;
+        for (int i = 0; i < SIM_RESOURCE_COUNT; i++) cp += a.critical[i];
+        assert_close(cp, a.iter_s);
+        /* never faster than its roofline bound */
+        sim_roofline rf;
+        assert_int_equal(sim_roofline_bound(&hw, &c, &rf, &err), ST_OK);
+        assert_true(a.iter_s >= rf.bound_s * (1 - 1e-9));
+    }
+}
+
+static void test_roofline(void **state) {
+    (void)state;
+    hw_desc hw = machine(1);
+    sim_config c = config("gpt2-tiny", 2, 32, 1);
+    c.weights_on_ssd = c.optim_on_ssd = 1;
+    sched_list l = {0};
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
+    add(&l, TASK_BLOCK_FORWARD, 1, 0, 0);
+    add(&l, TASK_OPTIMIZE, 1, -1, -1);
+    sim_roofline rf;
+    sim_roofline_list(&hw, &c, &l, &rf);
+    const double n = (double)gpt_unit_numel(&c.model, 1);
+    const double io = (double)(read_bytes(&c, &l.tasks[0]) + read_bytes(&c, &l.tasks[2])) / 1e9 +
+                      (double)written_bytes(&c, &l.tasks[2]) / 2e9;
+    assert_close(rf.compute_s, task_s(&hw, &c, &l, 1));
+    assert_close(rf.optimizer_s, n / 5e8);
+    assert_close(rf.io_s, io);
+    assert_close(rf.bound_s, fmax(rf.compute_s + rf.optimizer_s, io));
+    assert_int_equal(rf.limit, io > rf.compute_s + rf.optimizer_s ? SIM_SSD : SIM_COMPUTE);
+    sched_list_free(&l);
+}
+
+static void test_bad_input(void **state) {
+    (void)state;
+    hw_desc hw = machine(0);
+    sim_config c = config("gpt2-tiny", 2, 32, 2);
+    c.optim_on_ssd = 1;
+    sim_result r;
+    st_error err = {0};
+    assert_int_equal(sim_run(&hw, &c, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "ssd"));
+    c.optim_on_ssd = 0;
+    c.T = 100000;
+    assert_int_equal(sim_run(&hw, &c, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "context"));
+    c.T = 32;
+    hw.matmul_gflops = -1;
+    assert_int_equal(sim_run(&hw, &c, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "compute.matmul_gflops"));
+    hw = machine(1);
+    sched_list l = {0};
+    add(&l, TASK_BLOCK_FORWARD, 7, 0, -1);   /* no such unit */
+    const sched_list *lists[1] = {&l};
+    assert_int_equal(sim_run_lists(&hw, &c, lists, 1, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "unit 7"));
+    l.tasks[0].unit = 1;
+    l.tasks[0].deps[l.tasks[0].n_deps++] = 3;   /* a dependency on a later task */
+    assert_int_equal(sim_run_lists(&hw, &c, lists, 1, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "dependency"));
+    sched_list_free(&l);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compute_alone_is_the_sum),
+        cmocka_unit_test(test_rates_by_rows),
+        cmocka_unit_test(test_read_alone_is_bytes_over_bandwidth),
+        cmocka_unit_test(test_prefetch_hides_a_shorter_read),
+        cmocka_unit_test(test_saves_are_written_behind),
+        cmocka_unit_test(test_weight_load_waits_for_the_optimizer),
+        cmocka_unit_test(test_contention_slows_compute),
+        cmocka_unit_test(test_weight_reads_vertical_vs_horizontal),
+        cmocka_unit_test(test_bytes_match_the_executor),
+        cmocka_unit_test(test_bytes_match_offload_traffic),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_roofline),
+        cmocka_unit_test(test_bad_input),
+    };
+    if (getenv("SIM_TEST_FILTER")) cmocka_set_test_filter(getenv("SIM_TEST_FILTER"));   /* one test: its name */
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
