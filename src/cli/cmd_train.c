@@ -255,6 +255,9 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path) {
     if (rd || wr) {
         char a[32], b[32];
         printf("SSD per iteration: %s\n", line);
+        if (st.step_s > 0)
+            printf("SSD achieved: %.3f GB/s read, %.3f GB/s written (averaged over the training steps)\n",
+                   (double)rd / st.step_s / 1e9, (double)wr / st.step_s / 1e9);
         printf("SSD total: %s read, %s written (%s per step of drive wear); I/O hidden behind compute: %.0f%% of "
                "the bytes moved by prefetches or the optimizer thread, %.2f s per iteration of compute waiting on it\n",
                st_format_bytes((double)rd, a, sizeof a), st_format_bytes((double)wr, b, sizeof b),

@@ -19,6 +19,7 @@ run() { "$STRATA" train --n-layer 32 --d-model 384 --n-head 6 --vocab 101 --data
 run --offload weights,optim,acts,grads --mem-host 160M --mem-device 48M >"$tmp/log" 2>&1
 check "trains with everything on the SSD under 160M host + 48M device" grep -q "^done: 2 steps" "$tmp/log"
 check "  the summary shows the store's traffic" grep -q "SSD per iteration: weights" "$tmp/log"
+check "    and the rate achieved" grep -qE "^SSD achieved: [0-9.]+ GB/s read, [0-9.]+ GB/s written" "$tmp/log"
 "$PY" - "$tmp/log" <<'PY' >"$tmp/peak"
 import re, sys
 units = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
