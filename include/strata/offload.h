@@ -146,6 +146,12 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out);
 /* Waits for the optimizer's queued steps and for every save still being
  * written behind: afterwards nothing is in flight. */
 st_status offload_trainer_sync(offload_trainer *t, st_error *err);
+/* Makes the store's state that of the last completed step, durable: runs
+ * the deferred optimizer work, waits for every write, records meta (at most
+ * 1 MiB: the caller's description of the step) beside it, and commits. A
+ * reopened store shows this state; what the store keeps in memory-placed
+ * state (master weights and moments in host memory) is not in it. */
+st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n, st_error *err);
 /* Syncs and finishes the trace file (also done by free). */
 st_status offload_trainer_close_trace(offload_trainer *t, st_error *err);
 

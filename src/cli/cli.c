@@ -9,7 +9,10 @@
 #include <limits.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "strata/store.h"
 
 int cli_error(const char *fmt, ...) {
     va_list ap;
@@ -170,4 +173,39 @@ int cli_model_flag(const char *a, const char *v, cli_model_flags *f, st_status *
     else if (!strcmp(a, "--seq")) *s = cli_parse_int(a, v, 1, 1 << 20, &f->seq, err);
     else return 0;
     return 1;
+}
+
+static int is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int is_file(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+st_status cli_store_dirs(const char *arg, char **list, const char *paths[], int *n, char *sub, size_t sub_cap,
+                         st_error *err) {
+    *n = 0;
+    if (!(*list = strdup(arg))) return st_fail(err, ST_ENOMEM, "out of memory");
+    for (char *save = NULL, *tok = strtok_r(*list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "a store has at most %d paths", STORE_MAX_PATHS);
+        paths[(*n)++] = tok;
+    }
+    if (*n == 0) return st_fail(err, ST_EINVAL, "give the store's directories, or a run directory");
+    /* A run directory: its store is RUN_DIR/store. */
+    char run_json[PATH_MAX], manifest[PATH_MAX];
+    snprintf(run_json, sizeof run_json, "%s/run.json", paths[0]);
+    snprintf(manifest, sizeof manifest, "%s/strata-store.manifest", paths[0]);
+    snprintf(sub, sub_cap, "%s/store", paths[0]);
+    if (*n == 1 && is_file(run_json) && !is_file(manifest)) {
+        if (!is_dir(sub))
+            return st_fail(err, ST_ENOENT,
+                           "%s is a run directory without a store in %s (a run without --offload keeps none there; a "
+                           "run with --store DIRS keeps it in those: name them)",
+                           paths[0], sub);
+        paths[0] = sub;
+    }
+    return ST_OK;
 }

@@ -101,16 +101,6 @@ static int list_tensors(store *s) {
     return 0;
 }
 
-static int is_dir(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-static int is_file(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 int cmd_fsck(int argc, char **argv) {
     const char *arg = NULL;
     int verbose = 0;
@@ -127,37 +117,15 @@ int cmd_fsck(int argc, char **argv) {
     }
     if (!arg || !arg[0]) return cli_usage_error("fsck", "give the store's directories, or a run directory");
 
-    /* The paths, comma separated. */
-    char *list = strdup(arg);
-    if (!list) return cli_error("out of memory");
+    char *list = NULL, sub[PATH_MAX];
     const char *paths[STORE_MAX_PATHS];
     int n = 0;
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == STORE_MAX_PATHS) {
-            free(list);
-            return cli_usage_error("fsck", "a store has at most %d paths", STORE_MAX_PATHS);
-        }
-        paths[n++] = tok;
-    }
-    if (n == 0) {
+    st_error err = {0};
+    st_status ds = cli_store_dirs(arg, &list, paths, &n, sub, sizeof sub, &err);
+    if (ds != ST_OK) {
+        int rc = ds == ST_ENOENT ? cli_error("fsck: %s", err.msg) : cli_usage_error("fsck", "%s", err.msg);
         free(list);
-        return cli_usage_error("fsck", "give the store's directories, or a run directory");
-    }
-
-    /* A run directory: its store is RUN_DIR/store. */
-    char run_json[PATH_MAX], manifest[PATH_MAX], sub[PATH_MAX];
-    snprintf(run_json, sizeof run_json, "%s/run.json", paths[0]);
-    snprintf(manifest, sizeof manifest, "%s/strata-store.manifest", paths[0]);
-    snprintf(sub, sizeof sub, "%s/store", paths[0]);
-    if (n == 1 && is_file(run_json) && !is_file(manifest)) {
-        if (!is_dir(sub)) {
-            int rc = cli_error("fsck: %s is a run directory without a store in %s (a run without --offload keeps "
-                               "none there; a run with --store DIRS keeps it in those: check them)",
-                               paths[0], sub);
-            free(list);
-            return rc;
-        }
-        paths[0] = sub;
+        return rc;
     }
 
     store_config cfg = store_default_config();
@@ -166,7 +134,6 @@ int cmd_fsck(int argc, char **argv) {
     cfg.mode = STORE_OPEN_EXISTING;
     cfg.read_only = 1;
     store *s = NULL;
-    st_error err = {0};
     st_status st = store_open(&cfg, &s, NULL, 0, &err);
     if (st != ST_OK) {
         const char *what = st == ST_EIO      ? "I/O error"

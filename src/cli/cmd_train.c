@@ -183,6 +183,7 @@ static void format_duration(double s, char *buf, size_t n) {
 typedef struct engine {
     trainer *mem;
     offload_trainer *off;
+    int has_store;   /* the executor keeps state in an SSD store */
     size_t n;
     int vocab;
 } engine;
@@ -222,9 +223,25 @@ static void engine_free(engine *e) {
     offload_trainer_free(e->off);
 }
 
+/* The weights of the last completed step into the run directory; with state
+ * on the SSD, the store is committed at that step too, with the model's
+ * shape and the step beside it (what `strata export` and `strata fsck`
+ * read). */
 static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, st_error *err) {
     st_status s = e->off ? offload_trainer_flush(e->off, err) : ST_OK;
-    return s == ST_OK ? run_dir_save_weights(rd, cfg, engine_read_unit, e, err) : s;
+    if (s == ST_OK) s = run_dir_save_weights(rd, cfg, engine_read_unit, e, err);
+    if (s == ST_OK && e->off && e->has_store) {
+        char meta[256];
+        const long step = offload_trainer_steps_done(e->off);
+        int n = snprintf(meta, sizeof meta,
+                         "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, "
+                         "\"vocab\": %d}",
+                         step, cfg->n_layer, cfg->n_head, cfg->d_model, cfg->n_ctx, cfg->vocab_size);
+        const double t0 = st_now();
+        s = offload_trainer_commit(e->off, meta, (size_t)n, err);
+        if (s == ST_OK) printf("SSD store committed at step %ld in %.2f s\n", step, st_now() - t0);
+    }
+    return s;
 }
 
 /* Where an executor run's time went and what it moved through the store. */
@@ -600,6 +617,7 @@ int cmd_train(int argc, char **argv) {
                    (unsigned long long)traffic.total_read, (unsigned long long)traffic.total_written);
         }
         if (offload_trainer_create(&eng.off, &oc, init, &err) != ST_OK) goto fail;
+        eng.has_store = any_ssd;
     } else if (trainer_create(&eng.mem, &tc, init, &err) != ST_OK) {
         goto fail;
     }

@@ -16,6 +16,7 @@ int cmd_sample(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 
 static const cli_command commands[] = {
@@ -26,6 +27,7 @@ static const cli_command commands[] = {
     {"simulate", "predict an offloaded training configuration on a described machine", cmd_simulate},
     {"plan", "choose schedule, micro-batch, placement and alpha for a model on a described machine", cmd_plan},
     {"fsck", "verify a run's tensor store: manifest and every checksum", cmd_fsck},
+    {"export", "write the weights of a run's last store commit as a Hugging Face safetensors file", cmd_export},
     {"iobench", "measure storage read/write bandwidth per path (vs fio)", cmd_iobench},
     {"prepare", "tokenize text files into a dataset for training", cmd_prepare},
     {"encode", "text on stdin to GPT-2 token ids", cmd_encode},

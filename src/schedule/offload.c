@@ -1531,6 +1531,15 @@ st_status offload_trainer_sync(offload_trainer *t, st_error *err) {
     return s;
 }
 
+st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n, st_error *err) {
+    if (!t->st) return st_fail(err, ST_EINVAL, "nothing to commit: this run keeps no state on the SSD");
+    st_status s = offload_trainer_flush(t, err);   /* the weights of the last completed step */
+    if (s == ST_OK) s = offload_trainer_sync(t, err);
+    if (s == ST_OK) s = store_set_user_meta(t->st, meta, n, err);
+    if (s == ST_OK) s = store_commit(t->st, err);
+    return s;
+}
+
 st_status offload_trainer_close_trace(offload_trainer *t, st_error *err) {
     st_status s = offload_trainer_sync(t, err);
     if (s != ST_OK) return s;

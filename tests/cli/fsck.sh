@@ -27,6 +27,7 @@ check "  summary line: N tensors, M chunks checked, 0 damaged" \
 check "clean store: exit 0 (given the store directory)" fsck "$store"
 check "--verbose lists every tensor's chunks with path, file and offset" fsck --verbose "$store"
 check "  a master tensor among them" grep -qE "^tensor master\[1,[0-9]+\]: 199936 bytes, 1 chunks$" "$tmp/fsck.out"
+cp "$tmp/fsck.out" "$tmp/listing.out"
 state >"$tmp/state.after"
 check "fsck changed nothing in the store (files, sizes, times, contents)" cmp -s "$tmp/state.before" "$tmp/state.after"
 
@@ -58,12 +59,25 @@ check "  summary: 1 damaged" grep -qE "^12 tensors, 12 chunks checked, 1 damaged
 flip "$file" $((offset + 1000))
 check "flipped back: clean again" fsck "$store"
 
-# Any byte in the data region of a committed tensor: a second tensor too.
+# A byte inside a second committed tensor, from the same listing.
+read -r file2 offset2 < <("$PY" - "$tmp/listing.out" "$tensor" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+for i, l in enumerate(lines):
+    m = re.match(r"tensor (\S+): \d+ bytes", l)
+    if m and m.group(1) != sys.argv[2]:
+        c = re.match(r"  chunk 0: tensor offset 0, (\d+) bytes: path 0 (\S+) offset (\d+)$", lines[i + 1])
+        if c and int(c.group(1)) > 100:
+            print(c.group(2), c.group(3))
+            break
+PY
+)
 flip "$file" $((offset + 1000))
-flip "$file" 100
+flip "$file2" $((offset2 + 50))
 expect_rc "two damaged tensors: exit 1, 2 bad chunks" 1 "2 bad chunks in 2 tensors" "$STRATA" fsck "$store"
 check "  both named on stdout" test "$(grep -c '^damaged tensor' "$tmp/out")" -eq 2
 flip "$file" $((offset + 1000))
+flip "$file2" $((offset2 + 50))
 flip "$file" 100
 
 # Held by another process (flock, as a training run holds it): refused, untouched.

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# export.sh STRATA SOURCE_DIR - a run that keeps its state on the SSD commits
+# its store when it saves its weights, and `strata export` writes the
+# weights of that commit: the same bytes as the run's model.safetensors;
+# the committed store passes fsck; what cannot be exported is refused with
+# the reason.
+. "$(dirname "$0")/common.bash" "$@"
+"$PY" -c "
+import array, random
+random.seed(3)
+array.array('H', [random.randrange(101) for _ in range(20000)]).tofile(open('$tmp/tokens.bin', 'wb'))"
+run() { "$STRATA" train --n-layer 3 --d-model 64 --n-head 2 --vocab 101 --data "$tmp/tokens.bin" --batch 4 \
+          --micro-batch 2 --seq 16 --steps 3 --eval-batches 1 --threads 2 --alpha 0.25 --clip 0 "$@"; }
+run --offload weights,optim,grads --run-dir "$tmp/run" >"$tmp/train.log" 2>&1
+check "a run with its optimizer state on the SSD commits its store at the end" \
+  grep -qE "^SSD store committed at step 3 in [0-9.]+ s" "$tmp/train.log"
+mkdir -p "$tmp/exported"
+check "export writes the commit's weights" "$STRATA" export "$tmp/run" --out "$tmp/exported/model.safetensors"
+check "  byte for byte the run's model.safetensors" cmp "$tmp/exported/model.safetensors" "$tmp/run/model.safetensors"
+check "  with config.json beside it" cmp "$tmp/exported/config.json" "$tmp/run/config.json"
+check "  and it evaluates" "$STRATA" eval --model "$tmp/exported/model.safetensors" --tokens "$tmp/tokens.bin" --batch 1 --seq 16
+check "the committed store passes fsck" "$STRATA" fsck "$tmp/run"
+run --offload acts --run-dir "$tmp/run2" >"$tmp/train2.log" 2>&1
+expect_fail "export of a run whose optimizer state stayed in memory says where its weights are" \
+  "model.safetensors" "$STRATA" export "$tmp/run2" --out "$tmp/x.safetensors"
+expect_fail "export of a directory with no store" "does not exist|no store|without a store" \
+  "$STRATA" export "$tmp/nowhere" --out "$tmp/x.safetensors"
+expect_rc "export without --out: usage error" 2 "--out" "$STRATA" export "$tmp/run"
+finish
