@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "strata/sim.h"
+#include "sim_testutil.h"
 
 /* A CPU machine with round numbers and one SSD path (or two). */
 static hw_desc machine(int paths) {
@@ -44,45 +45,6 @@ static hw_desc machine(int paths) {
     return hw;
 }
 
-static sim_config config(const char *model, int B, int T, int M) {
-    sim_config c = sim_default_config();
-    st_error err = {0};
-    assert_int_equal(gpt_config_from_name(&c.model, model, &err), ST_OK);
-    c.B = B;
-    c.T = T;
-    c.M = M;
-    c.precision = GPT_FP32;   /* no bf16 widening: loads cost only their reads */
-    return c;
-}
-
-/* Appends a task to a hand-made list. */
-static int add(sched_list *l, task_op op, int unit, int mb, int dep) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 16;
-        l->tasks = realloc(l->tasks, sizeof *l->tasks * (size_t)l->cap);
-        assert_non_null(l->tasks);
-    }
-    l->tasks[l->n] = (sched_task){.op = op, .unit = unit, .mb = mb};
-    if (dep >= 0) l->tasks[l->n].deps[l->tasks[l->n].n_deps++] = dep;
-    if (op == TASK_OPTIMIZE) l->tasks[l->n].hi = 1.0;
-    return l->n++;
-}
-
-static sim_result run1(const hw_desc *hw, const sim_config *c, const sched_list *l) {
-    sim_result r;
-    st_error err = {0};
-    const sched_list *lists[1] = {l};
-    st_status s = sim_run_lists(hw, c, lists, 1, &r, &err);
-    if (s != ST_OK) fprintf(stderr, "sim: %s\n", err.msg);
-    assert_int_equal(s, ST_OK);
-    return r;
-}
-
-static double task_s(const hw_desc *hw, const sim_config *c, const sched_list *l, int i) {
-    sim_work w = sim_task_work(c, l, i);
-    return sim_work_seconds(hw, &w);
-}
-
 static uint64_t read_bytes(const sim_config *c, const sched_task *t) {
     uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT], sum = 0;
     sim_task_bytes(c, t, rd, wr);
@@ -96,8 +58,6 @@ static uint64_t written_bytes(const sim_config *c, const sched_task *t) {
     for (int k = 0; k < STORE_KIND_COUNT; k++) sum += wr[k];
     return sum;
 }
-
-#define assert_close(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
 
 static void test_compute_alone_is_the_sum(void **state) {
     (void)state;
