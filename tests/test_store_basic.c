@@ -17,37 +17,10 @@
 
 #include "strata/checksum.h"
 #include "strata/store.h"
+#include "store_testutil.h"
 
-typedef struct fixture {
-    char root[512];
-    char dirs[3][600];
-    const char *paths[3];
-} fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    snprintf(f->root, sizeof f->root, "%s/tmp-store-basic-XXXXXX", STRATA_BINARY_DIR);
-    if (!mkdtemp(f->root)) return -1;
-    for (int i = 0; i < 3; i++) {
-        snprintf(f->dirs[i], sizeof f->dirs[i], "%s/nvme%d", f->root, i);
-        if (mkdir(f->dirs[i], 0755) != 0) return -1;
-        f->paths[i] = f->dirs[i];
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return fixture_setup(state, "tmp-store-basic"); }
+static int teardown(void **state) { return fixture_teardown(state); }
 
 static store *open_store(fixture *f, int n_paths, store_open_mode mode, const double *weights, uint64_t chunk) {
     store_config cfg = store_default_config();

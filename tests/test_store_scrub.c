@@ -21,39 +21,12 @@
 #include <cmocka.h>
 
 #include "strata/store.h"
+#include "store_testutil.h"
 
 #define CHUNK 16384u
 
-typedef struct fixture {
-    char root[512];
-    char dirs[2][600];
-    const char *paths[2];
-} fixture;
-
-static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static int setup(void **state) {
-    fixture *f = calloc(1, sizeof *f);
-    snprintf(f->root, sizeof f->root, "%s/tmp-store-scrub-XXXXXX", STRATA_BINARY_DIR);
-    if (!mkdtemp(f->root)) return -1;
-    for (int i = 0; i < 2; i++) {
-        snprintf(f->dirs[i], sizeof f->dirs[i], "%s/nvme%d", f->root, i);
-        if (mkdir(f->dirs[i], 0755) != 0) return -1;
-        f->paths[i] = f->dirs[i];
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state) {
-    fixture *f = *state;
-    nftw(f->root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(f);
-    return 0;
-}
+static int setup(void **state) { return fixture_setup(state, "tmp-store-scrub"); }
+static int teardown(void **state) { return fixture_teardown(state); }
 
 static st_status try_open(fixture *f, store_open_mode mode, int read_only, store **s, st_error *err) {
     store_config cfg = store_default_config();
