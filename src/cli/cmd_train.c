@@ -184,7 +184,6 @@ typedef struct engine {
     trainer *mem;
     offload_trainer *off;
     int has_store;   /* the executor keeps state in an SSD store */
-    size_t n;
     int vocab;
 } engine;
 
@@ -551,7 +550,6 @@ int cmd_train(int argc, char **argv) {
     printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n",
            o.batch, o.seq, tc.grad_accum, tc.B, o.steps, o.precision, omp_get_max_threads(),
            st_format_bytes((double)trainer_memory_bytes(&tc), mem, sizeof mem));
-    eng.n = gpt_num_params(&tc.model);
     eng.vocab = tc.model.vocab_size;
     if (executor) {
         /* store directories: --store, or RUN_DIR/store (cleared with --overwrite) */
