@@ -68,8 +68,21 @@ typedef struct offload_config {
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     int weights_on_ssd, optim_on_ssd, acts_on_ssd;   /* each: 1 = in the SSD store, 0 = host memory */
     int grads_on_ssd;                                /* gradient accumulators: a few units' buffers, parked in the store */
-    const char *const *store_paths;                  /* store directories (one per drive), when anything is on the SSD */
+    const char *const *store_paths;                  /* store directories (one per drive): needed when anything is on the
+                                                        SSD; with everything in memory, where commits go (none: no commits) */
     int n_store_paths;
+    /* Resuming (strata train --resume): start from the last commit of the
+     * store in these directories, not from init. The same directories as
+     * store_paths: that store is reopened and used in place (its state
+     * tensors must have this run's layout: the same schedule, alpha,
+     * clipping and segment size); others: its state is copied into a new
+     * store at store_paths (the caller removes the old one once the new one
+     * holds a commit). Any placement resumes from any other. */
+    const char *const *resume_paths;
+    int n_resume_paths;
+    long resume_steps;        /* steps the committed state has done */
+    io_engine *engine;        /* the store's I/O engine (it must outlive the trainer; fault injection goes
+                                 through it), or NULL: the store makes its own */
     uint64_t mem_device;   /* budget for the compute working set (0: none) */
     uint64_t mem_host;     /* budget for state kept in host memory and I/O staging (0: none) */
     const char *trace_path;   /* write a Chrome trace here (lanes: compute, optimizer, each SSD path), or NULL */
@@ -147,10 +160,12 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out);
  * written behind: afterwards nothing is in flight. */
 st_status offload_trainer_sync(offload_trainer *t, st_error *err);
 /* Makes the store's state that of the last completed step, durable: runs
- * the deferred optimizer work, waits for every write, records meta (at most
- * 1 MiB: the caller's description of the step) beside it, and commits. A
- * reopened store shows this state; what the store keeps in memory-placed
- * state (master weights and moments in host memory) is not in it. */
+ * the deferred optimizer work, waits for every write, writes the master
+ * weights and moments it keeps in host memory into the store's state
+ * tensors (strata/checkpoint.h), records meta (at most 1 MiB: the caller's
+ * description of the step) beside it, and commits. A reopened store shows
+ * this state, and resume_paths continues from it. Its time and bytes are
+ * not counted in the stats. */
 st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n, st_error *err);
 /* Syncs and finishes the trace file (also done by free). */
 st_status offload_trainer_close_trace(offload_trainer *t, st_error *err);

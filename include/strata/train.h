@@ -23,6 +23,7 @@
 
 #include <stdint.h>
 
+#include "strata/checkpoint.h"
 #include "strata/model.h"
 #include "strata/optim.h"
 
@@ -77,6 +78,16 @@ const train_config *trainer_config(const trainer *t);
 const float *trainer_params(const trainer *t);
 /* What compute reads: the master weights in fp32, a bf16 copy in mixed. */
 gpt_weights trainer_compute_weights(const trainer *t);
+
+/* Commits and resume (strata/checkpoint.h). save writes the state of the
+ * last step (master weights, moments) into st as tensors in segments of
+ * seg elements, through stage (4096-aligned, store_padded_bytes(seg * 4)
+ * bytes); the caller records its meta and commits. load replaces the state
+ * with a committed one and sets the steps done (the learning-rate schedule
+ * and Adam's bias correction go on from there); the compute copy is rebuilt
+ * from the master weights. */
+st_status trainer_save_state(trainer *t, store *st, size_t seg, void *stage, st_error *err);
+st_status trainer_load_state(trainer *t, ckpt_reader *r, long steps_done, st_error *err);
 
 #ifdef __cplusplus
 }

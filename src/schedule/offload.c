@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strata/checkpoint.h"
 #include "strata/offload.h"
 #include "strata/store.h"
 #include "strata/trace.h"
@@ -115,7 +116,7 @@ struct offload_trainer {
     offload_stats stats;               /* fields written by one thread each; worker_bytes by the worker */
     uint64_t worker_bytes;
     uint64_t traffic_base[2][STORE_KIND_COUNT];   /* store traffic of the set-up (read, written) */
-    uint64_t traffic_eval[2][STORE_KIND_COUNT];   /* and of evaluations: neither is training's */
+    uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations and commits: none is training's */
     int deferred_pending;
     float prev_lr, prev_scale;
     long prev_t;
@@ -210,6 +211,7 @@ static void part_range(const offload_trainer *t, int u, int part, size_t *lo, si
 }
 
 static store_key key(store_kind k, int u, int index) { return (store_key){k, u, index}; }
+static const store_kind optim_kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
 
 /* Weights and optimizer state are stored per segment: each part of a unit is
  * cut into runs of t->seg elements, so that the optimizer can stream them. */
@@ -496,10 +498,43 @@ static st_status save_grads(offload_trainer *t, const sched_task *k, st_error *e
 
 /* ---- creation ---------------------------------------------------------------------- */
 
-/* Creates unit u's tensors in the store and writes their initial state from
- * the unit's fp32 weights (moments start at zero), segment by segment. */
-static st_status init_store_unit(offload_trainer *t, int u, const float *unit, st_error *err) {
-    static const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
+/* Where creation takes the state from: a fresh initialization (the unit's
+ * fp32 weights, moments at zero) or a commit (strata/checkpoint.h), which
+ * may be this store's own (in_place: its tensors already are the state). */
+typedef struct state_source {
+    const float *unit;
+    ckpt_reader *ckpt;
+    int in_place;
+} state_source;
+
+/* Elements [lo, hi) of unit u's master weights (k = 0) or moments (1, 2). */
+static st_status source_read(const state_source *src, int k, int u, size_t lo, size_t hi, float *out, st_error *err) {
+    if (src->ckpt) return ckpt_read_range(src->ckpt, optim_kinds[k], u, lo, hi, out, err);
+    if (k == 0) memcpy(out, src->unit + lo, (hi - lo) * sizeof(float));
+    else memset(out, 0, (hi - lo) * sizeof(float));
+    return ST_OK;
+}
+
+/* A persistent tensor of this size: created, or found (a reopened store). */
+static st_status ensure_tensor(offload_trainer *t, store_key k, uint64_t bytes, st_error *err) {
+    if (!store_has_tensor(t->st, k)) return store_create_tensor(t->st, k, bytes, STORE_TIER_SSD, 0, err);
+    store_tensor_info info;
+    st_status s = store_tensor_info_of(t->st, k, &info, err);
+    if (s == ST_OK && info.bytes != bytes) {
+        char name[64];
+        s = st_fail(err, ST_EINVAL,
+                    "the store's %s holds %llu bytes where this run keeps %llu: the store holds its state in another "
+                    "layout (another schedule, alpha, clipping or precision)",
+                    store_key_name(k, name, sizeof name), (unsigned long long)info.bytes, (unsigned long long)bytes);
+    }
+    return s;
+}
+
+/* Unit u's starting state, segment by segment: host copies filled, store
+ * tensors created (or checked, in place) and written; compute weights are
+ * rebuilt from the master weights wherever they live. */
+static st_status init_unit(offload_trainer *t, int u, const state_source *src, st_error *err) {
+    const size_t off = gpt_unit_offset(&t->c, u);
     st_status s = ST_OK;
     for (int part = 0; part < 2 && s == ST_OK; part++) {
         size_t plo, phi;
@@ -511,23 +546,68 @@ static st_status init_store_unit(offload_trainer *t, int u, const float *unit, s
             size_t lo, hi;
             seg_range(t, u, part, j, &lo, &hi);
             const size_t len = hi - lo;
-            if (t->cfg.weights_on_ssd) {
-                store_key k = seg_key(STORE_WEIGHTS, u, part, j);
-                if ((s = store_create_tensor(t->st, k, len * t->wsz, STORE_TIER_SSD, 0, err))) return s;
-                if (t->wsz == 2) gpt_f32_to_bf16(unit + lo, (st_bf16 *)t->sbuf, len);
-                else memcpy(t->sbuf, unit + lo, len * 4);
-                if ((s = store_io(t, 1, k, t->sbuf, store_padded_bytes(len * t->wsz), 0, err))) return s;
+            float *state[3];
+            for (int k = 0; k < 3; k++)
+                state[k] = t->master ? (k == 0 ? t->master : k == 1 ? t->m : t->v) + off + lo : t->oslot[0].buf[k];
+            /* in place on the SSD only the master weights are read: for the compute weights */
+            const int n_read = t->master || !src->in_place ? 3 : 1;
+            for (int k = 0; k < n_read && s == ST_OK; k++) s = source_read(src, k, u, lo, hi, state[k], err);
+            for (int k = 0; !t->master && k < 3 && s == ST_OK; k++) {
+                store_key sk = seg_key(optim_kinds[k], u, part, j);
+                s = ensure_tensor(t, sk, len * 4, err);
+                if (s == ST_OK && !src->in_place) s = store_io(t, 1, sk, state[k], store_padded_bytes(len * 4), 0, err);
             }
-            for (int i = 0; t->cfg.optim_on_ssd && i < 3 && s == ST_OK; i++) {
-                store_key k = seg_key(kinds[i], u, part, j);
-                if ((s = store_create_tensor(t->st, k, len * 4, STORE_TIER_SSD, 0, err))) return s;
-                if (i == 0) memcpy(t->sbuf, unit + lo, len * 4);
-                else memset(t->sbuf, 0, len * 4);
-                s = store_io(t, 1, k, t->sbuf, store_padded_bytes(len * 4), 0, err);
+            if (s != ST_OK) break;
+            if (t->w16) gpt_f32_to_bf16(state[0], t->w16 + off + lo, len);
+            if (t->w32 && t->w32 != t->master) memcpy(t->w32 + off + lo, state[0], len * sizeof(float));
+            if (t->cfg.weights_on_ssd) {
+                store_key sk = seg_key(STORE_WEIGHTS, u, part, j);
+                unsigned char *w = t->oslot[0].wout;
+                if (t->wsz == 2) gpt_f32_to_bf16(state[0], (st_bf16 *)w, len);
+                else memcpy(w, state[0], len * 4);
+                if ((s = ensure_tensor(t, sk, len * t->wsz, err)) == ST_OK)
+                    s = store_io(t, 1, sk, w, store_padded_bytes(len * t->wsz), 0, err);
             }
         }
     }
     return s;
+}
+
+/* Resuming in place: the store's state tensors must be exactly this run's
+ * layout (the reader accepts any; the commits to come write this one). */
+static st_status check_layout_in_place(offload_trainer *t, st_error *err) {
+    for (int u = 0; u < t->L1; u++)
+        for (int part = 0; part < 2; part++)
+            for (size_t j = 0; j < seg_count(t, u, part); j++) {
+                size_t lo, hi;
+                seg_range(t, u, part, j, &lo, &hi);
+                for (int k = 0; k < 3; k++) {
+                    store_key sk = seg_key(optim_kinds[k], u, part, j);
+                    store_tensor_info info;
+                    if (!store_has_tensor(t->st, sk) || store_tensor_info_of(t->st, sk, &info, NULL) != ST_OK ||
+                        info.bytes != (hi - lo) * 4) {
+                        char name[64];
+                        return st_fail(err, ST_EINVAL,
+                                       "the store in %s holds the run's state in another layout (at %s): it was "
+                                       "written with another schedule, alpha or clipping; resume with the run's "
+                                       "settings, or give a new --store to copy the state there",
+                                       t->cfg.store_paths[0], store_key_name(sk, name, sizeof name));
+                    }
+                }
+            }
+    return ST_OK;
+}
+
+/* Compute weights the store keeps from an earlier placement that this one
+ * holds in memory: removed at the next commit. */
+static st_status drop_stale_weights(offload_trainer *t, st_error *err) {
+    for (int i = store_tensor_count(t->st) - 1; i >= 0; i--) {
+        store_tensor_info info;
+        st_status s = store_tensor_info_at(t->st, i, &info, err);
+        if (s == ST_OK && info.key.kind == STORE_WEIGHTS) s = store_delete_tensor(t->st, info.key, err);
+        if (s != ST_OK) return s;
+    }
+    return ST_OK;
 }
 
 static st_status init_store_activations(offload_trainer *t, st_error *err) {
@@ -552,6 +632,26 @@ static void traffic(const offload_trainer *t, uint64_t out[2][STORE_KIND_COUNT])
             out[0][k] += c.bytes_read[k][p];
             out[1][k] += c.bytes_written[k][p];
         }
+}
+
+/* Work that is not training (evaluations, commits): its time and store
+ * traffic are kept out of the stats. */
+typedef struct aside {
+    offload_stats stats;
+    uint64_t before[2][STORE_KIND_COUNT];
+} aside;
+
+static void aside_begin(offload_trainer *t, aside *a) {
+    a->stats = t->stats;
+    traffic(t, a->before);
+}
+
+static void aside_end(offload_trainer *t, const aside *a) {
+    uint64_t after[2][STORE_KIND_COUNT];
+    traffic(t, after);
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < STORE_KIND_COUNT; k++) t->traffic_aside[d][k] += after[d][k] - a->before[d][k];
+    t->stats = a->stats;
 }
 
 static void *alloc_io(size_t bytes) { return st_alloc_aligned(4096, store_padded_bytes(bytes) + 4096); }
@@ -590,8 +690,9 @@ void offload_memory_need(const offload_config *cfg, offload_memory *out) {
     m.gradients = cfg->grads_on_ssd ? io_bytes(unit0 * 4) + (GRAD_POOL - 1) * io_bytes(block * 4) : P * 4;
     /* the optimizer's new compute weights per slot, one segment for set-up
      * and read-back, one unit for initialization */
-    m.staging = (cfg->weights_on_ssd ? OPT_SLOTS * io_bytes(seg * wsz) : 0) + (any_ssd ? io_bytes(seg * 4) : 0) +
-                max_unit * 4;
+    m.staging = (cfg->weights_on_ssd ? OPT_SLOTS * io_bytes(seg * wsz) : 0) +
+                (any_ssd || cfg->n_store_paths > 0 ? io_bytes(seg * 4) : 0) + max_unit * 4 +
+                (cfg->n_resume_paths > 0 ? 3 * io_bytes(seg * 4) : 0);   /* reading a commit back */
     m.host = m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging;
     *out = m;
 }
@@ -712,6 +813,13 @@ st_status offload_traffic_per_step(const offload_config *cfg, offload_traffic *o
     return s;
 }
 
+static int same_paths(const char *const *a, int na, const char *const *b, int nb) {
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0) return 0;
+    return 1;
+}
+
 st_status offload_trainer_create(offload_trainer **out, const offload_config *cfg_in, const float *init,
                                  st_error *err) {
     *out = NULL;
@@ -756,7 +864,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
             t->wbuf_unit[b] = -1;
         }
     }
-    if (any_ssd) ok &= (t->sbuf = alloc_io(t->seg * 4)) != NULL;
+    if (cfg.n_store_paths > 0) ok &= (t->sbuf = alloc_io(t->seg * 4)) != NULL;
     if (t->wsz == 2) ok &= (t->unit32 = st_alloc_aligned(64, max_unit * sizeof(float))) != NULL;
     t->act_slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *));
     ok &= t->act_slot != NULL;
@@ -793,40 +901,54 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "out of memory for the offloaded trainer's buffers");
     }
-    /* Initial state, unit by unit (the caller's weights, or a fresh
-     * initialization), so that no full copy of the model is ever needed. */
-    float *unit_tmp = init ? NULL : st_alloc_aligned(64, max_unit * sizeof(float));
-    if (!init && !unit_tmp) {
+    /* Starting state, unit by unit (a commit, the caller's weights, or a
+     * fresh initialization), so that no full copy of the model is needed. */
+    const int resume = cfg.n_resume_paths > 0;
+    float *unit_tmp = init || resume ? NULL : st_alloc_aligned(64, max_unit * sizeof(float));
+    if (!init && !resume && !unit_tmp) {
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "out of memory for initialization");
     }
-    if (t->m) {
-        memset(t->m, 0, bytes);
-        memset(t->v, 0, bytes);
-    }
     if (t->grads) memset(t->grads, 0, bytes);
-    if (any_ssd) {
+    state_source src = {0};
+    store *from = NULL;   /* the store resumed from, when it is not this one */
+    if (cfg.n_store_paths > 0) {
         store_config sc = store_default_config();
         sc.paths = t->cfg.store_paths;
         sc.n_paths = t->cfg.n_store_paths;
-        sc.mode = STORE_CREATE;
+        src.in_place = resume && same_paths(cfg.store_paths, cfg.n_store_paths, cfg.resume_paths, cfg.n_resume_paths);
+        sc.mode = src.in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
+        sc.engine = cfg.engine;
         s = store_open(&sc, &t->st, NULL, 0, err);
+        if (s == ST_OK && resume && !src.in_place) {
+            store_config rc = store_default_config();
+            rc.paths = cfg.resume_paths;
+            rc.n_paths = cfg.n_resume_paths;
+            rc.read_only = 1;
+            s = store_open(&rc, &from, NULL, 0, err);
+        }
+    } else if (resume) {
+        s = st_fail(err, ST_EINVAL, "resuming needs the store directories to keep the state in");
     }
+    if (s == ST_OK && resume) s = ckpt_reader_open(&src.ckpt, from ? from : t->st, &t->c, err);
+    if (s == ST_OK && src.in_place) s = check_layout_in_place(t, err);
+    if (s == ST_OK && src.in_place && !cfg.weights_on_ssd) s = drop_stale_weights(t, err);
     for (int u = 0; s == ST_OK && u < t->L1; u++) {
-        const size_t off = gpt_unit_offset(&t->c, u), n = unit_n(t, u);
-        const float *src = init ? init + off : unit_tmp;
-        if (!init) gpt_init_unit(&t->c, u, unit_tmp, cfg.train.seed);
-        if (t->master) memcpy(t->master + off, src, n * sizeof(float));
-        if (t->w16) gpt_f32_to_bf16(src, t->w16 + off, n);
-        if (t->w32 && t->w32 != t->master) memcpy(t->w32 + off, src, n * sizeof(float));
-        if (t->st) s = init_store_unit(t, u, src, err);
+        if (!resume) {
+            src.unit = init ? init + gpt_unit_offset(&t->c, u) : unit_tmp;
+            if (!init) gpt_init_unit(&t->c, u, unit_tmp, cfg.train.seed);
+        }
+        s = init_unit(t, u, &src, err);
     }
     if (s == ST_OK && t->st) s = init_store_activations(t, err);
+    ckpt_reader_free(src.ckpt);
+    store_close(from);
     st_free_aligned(unit_tmp);
     if (s != ST_OK) {
         offload_trainer_free(t);
         return s;
     }
+    t->step = cfg.resume_steps;
     if (cfg.trace_path) {
         if ((s = trace_open(&t->tr, cfg.trace_path, err)) != ST_OK) {
             offload_trainer_free(t);
@@ -1126,7 +1248,6 @@ static st_status wait_act_prefetch(offload_trainer *t, float *buf, int *ready, s
 
 /* ---- the optimizer: a part of a unit, streamed in segments ----------------------- */
 
-static const store_kind optim_kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
 
 /* Waits for a slot's reads (writes = 0) or writes (1); the time spent is the
  * worker's I/O that its AdamW did not hide. */
@@ -1464,15 +1585,10 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
         return st_fail(err, ST_EINVAL, "evaluation batch %d x %d exceeds the training micro-batch %d x %d", B, T, t->B, t->T);
     st_status s = offload_trainer_flush(t, err);   /* evaluate the weights of the last step */
     if (s != ST_OK) return s;
-    /* the forward pass below is not training: keep it out of the stats */
-    const offload_stats saved = t->stats;
-    uint64_t before[2][STORE_KIND_COUNT], after[2][STORE_KIND_COUNT];
-    traffic(t, before);
+    aside a;   /* the forward pass below is not training */
+    aside_begin(t, &a);
     s = eval_forward(t, tokens, B, T, loss, err);
-    traffic(t, after);
-    for (int d = 0; d < 2; d++)
-        for (int k = 0; k < STORE_KIND_COUNT; k++) t->traffic_eval[d][k] += after[d][k] - before[d][k];
-    t->stats = saved;
+    aside_end(t, &a);
     return s;
 }
 
@@ -1513,8 +1629,8 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     uint64_t now[2][STORE_KIND_COUNT];
     traffic(t, now);
     for (int k = 0; k < STORE_KIND_COUNT; k++) {
-        out->bytes_read[k] = now[0][k] - t->traffic_base[0][k] - t->traffic_eval[0][k];
-        out->bytes_written[k] = now[1][k] - t->traffic_base[1][k] - t->traffic_eval[1][k];
+        out->bytes_read[k] = now[0][k] - t->traffic_base[0][k] - t->traffic_aside[0][k];
+        out->bytes_written[k] = now[1][k] - t->traffic_base[1][k] - t->traffic_aside[1][k];
     }
 }
 
@@ -1531,12 +1647,40 @@ st_status offload_trainer_sync(offload_trainer *t, st_error *err) {
     return s;
 }
 
+/* Master weights and moments kept in host memory, into the store's state
+ * tensors (the layout the SSD placement uses, so that a resume may place
+ * them either way). */
+static st_status write_host_state(offload_trainer *t, st_error *err) {
+    float *arrays[3] = {t->master, t->m, t->v};
+    for (int u = 0; u < t->L1; u++) {
+        const size_t off = gpt_unit_offset(&t->c, u);
+        for (int part = 0; part < 2; part++)
+            for (size_t j = 0; j < seg_count(t, u, part); j++) {
+                size_t lo, hi;
+                seg_range(t, u, part, j, &lo, &hi);
+                for (int k = 0; k < 3; k++) {
+                    store_key sk = seg_key(optim_kinds[k], u, part, j);
+                    st_status s = ensure_tensor(t, sk, (hi - lo) * 4, err);
+                    memcpy(t->sbuf, arrays[k] + off + lo, (hi - lo) * 4);
+                    if (s == ST_OK) s = store_io(t, 1, sk, t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err);
+                    if (s != ST_OK) return s;
+                }
+            }
+    }
+    return ST_OK;
+}
+
 st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n, st_error *err) {
-    if (!t->st) return st_fail(err, ST_EINVAL, "nothing to commit: this run keeps no state on the SSD");
+    if (!t->st) return st_fail(err, ST_EINVAL, "nothing to commit to: this run was given no store directories");
     st_status s = offload_trainer_flush(t, err);   /* the weights of the last completed step */
     if (s == ST_OK) s = offload_trainer_sync(t, err);
+    if (s != ST_OK) return s;
+    aside a;   /* a commit is not training */
+    aside_begin(t, &a);
+    if (t->master) s = write_host_state(t, err);
     if (s == ST_OK) s = store_set_user_meta(t->st, meta, n, err);
     if (s == ST_OK) s = store_commit(t->st, err);
+    aside_end(t, &a);
     return s;
 }
 

@@ -160,3 +160,30 @@ float trainer_eval(trainer *t, const int32_t *tokens, int B, int T) {
 long trainer_steps_done(const trainer *t) { return t->step; }
 const train_config *trainer_config(const trainer *t) { return &t->tc; }
 const float *trainer_params(const trainer *t) { return t->params; }
+
+st_status trainer_save_state(trainer *t, store *st, size_t seg, void *stage, st_error *err) {
+    const gpt_config *c = &t->tc.model;
+    for (int u = 0; u < gpt_num_units(c); u++) {
+        const size_t off = gpt_unit_offset(c, u);
+        st_status s = ckpt_write_unit(st, u, t->params + off, t->m + off, t->v + off, gpt_unit_numel(c, u), seg,
+                                      stage, err);
+        if (s != ST_OK) return s;
+    }
+    return ST_OK;
+}
+
+st_status trainer_load_state(trainer *t, ckpt_reader *r, long steps_done, st_error *err) {
+    const gpt_config *c = &t->tc.model;
+    float *dst[3] = {t->params, t->m, t->v};
+    const store_kind kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
+    for (int u = 0; u < gpt_num_units(c); u++) {
+        const size_t off = gpt_unit_offset(c, u), n = gpt_unit_numel(c, u);
+        for (int k = 0; k < 3; k++) {
+            st_status s = ckpt_read_range(r, kinds[k], u, 0, n, dst[k] + off, err);
+            if (s != ST_OK) return s;
+        }
+    }
+    if (t->params16) gpt_f32_to_bf16(t->params, t->params16, t->n);
+    t->step = steps_done;
+    return ST_OK;
+}

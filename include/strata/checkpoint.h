@@ -1,0 +1,58 @@
+/*
+ * strata/checkpoint.h - a run's training state in a store, read back
+ * whatever layout wrote it.
+ *
+ * The state a run commits (strata train --save-every, and what --resume
+ * continues from) is, per unit u of the model, the fp32 master weights and
+ * both Adam moments: the tensors master, adam_m and adam_v [u, i]. A unit's
+ * elements are its tensors of a kind concatenated in index order. The
+ * schedule executor writes them as two parts cut into segments (index
+ * part * 65536 + segment, strata/offload.h); the in-memory trainer writes
+ * one part; the reader does not care which: any split reads back the same.
+ * Compute weights (bf16 or f32) are not part of the state: they are
+ * rebuilt from the master weights, bit for bit.
+ *
+ *     ckpt_reader *r;
+ *     if (ckpt_reader_open(&r, st, &model, &err) != ST_OK) ...   // checks every unit is complete
+ *     ckpt_read_range(r, STORE_MASTER, u, lo, hi, out, &err);    // elements [lo, hi) of unit u
+ *     ckpt_reader_free(r);
+ *
+ * Reads are cheapest in order (unit by unit, ascending ranges): the reader
+ * keeps the last tensor it read of each kind. Its memory is three buffers of
+ * the store's largest state tensor (ckpt_reader_bytes), allocated by open.
+ */
+#ifndef STRATA_CHECKPOINT_H
+#define STRATA_CHECKPOINT_H
+
+#include "strata/model.h"
+#include "strata/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ckpt_reader ckpt_reader;
+
+/* Indexes the state tensors of st for model c. ST_ECORRUPT naming the unit
+ * and kind when a unit's tensors of a kind do not add up to its size (a
+ * store of another model, or no committed state). */
+st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st_error *err);
+void ckpt_reader_free(ckpt_reader *r);
+/* Elements [lo, hi) of unit u's tensor of kind (STORE_MASTER, STORE_ADAM_M
+ * or STORE_ADAM_V) into out; checksums are verified as the bytes arrive. */
+st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, size_t hi, float *out, st_error *err);
+/* Staging the reader would allocate for st: three of its largest state tensor. */
+uint64_t ckpt_reader_bytes(store *st);
+
+/* Unit u's state (n floats each) written as one part in segments of seg
+ * elements (tensors kind[u, j]), creating the tensors that are missing;
+ * stage is 4096-aligned and holds store_padded_bytes(seg * 4) bytes. An
+ * existing tensor of another size is refused (ST_EINVAL): the store holds
+ * another layout. What the in-memory trainer commits. */
+st_status ckpt_write_unit(store *st, int u, const float *master, const float *m, const float *v, size_t n,
+                          size_t seg, void *stage, st_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,170 @@
+/* checkpoint.c - a run's training state in a store (see strata/checkpoint.h). */
+#include "strata/checkpoint.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define N_KINDS 3
+static const store_kind state_kinds[N_KINDS] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
+
+static int kind_slot(store_kind k) {
+    for (int i = 0; i < N_KINDS; i++)
+        if (state_kinds[i] == k) return i;
+    return -1;
+}
+
+/* One state tensor: its key and the unit elements it holds. */
+typedef struct piece {
+    int32_t index;
+    size_t lo, hi;
+} piece;
+
+struct ckpt_reader {
+    store *st;
+    int n_units;
+    piece *pieces[N_KINDS];      /* all units' pieces of a kind, by unit then index */
+    int *first[N_KINDS];         /* [n_units + 1]: unit u's pieces are [first[u], first[u+1]) */
+    float *stage[N_KINDS];       /* the last piece read of each kind */
+    int staged[N_KINDS];         /* its position in pieces[], or -1 */
+};
+
+static int by_unit_index(const void *a, const void *b) {
+    const store_tensor_info *x = a, *y = b;
+    if (x->key.block != y->key.block) return x->key.block < y->key.block ? -1 : 1;
+    return (x->key.index > y->key.index) - (x->key.index < y->key.index);
+}
+
+uint64_t ckpt_reader_bytes(store *st) {
+    uint64_t largest = 0;
+    for (int i = 0; i < store_tensor_count(st); i++) {
+        store_tensor_info info;
+        if (store_tensor_info_at(st, i, &info, NULL) == ST_OK && kind_slot(info.key.kind) >= 0 &&
+            info.padded_bytes > largest)
+            largest = info.padded_bytes;
+    }
+    return N_KINDS * largest;
+}
+
+void ckpt_reader_free(ckpt_reader *r) {
+    if (!r) return;
+    for (int k = 0; k < N_KINDS; k++) {
+        free(r->pieces[k]);
+        free(r->first[k]);
+        st_free_aligned(r->stage[k]);
+    }
+    free(r);
+}
+
+st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st_error *err) {
+    *out = NULL;
+    const int L1 = gpt_num_units(c), count = store_tensor_count(st);
+    ckpt_reader *r = calloc(1, sizeof *r);
+    store_tensor_info *infos = calloc((size_t)count + 1, sizeof *infos);
+    if (!r || !infos) {
+        free(r);
+        free(infos);
+        return st_fail(err, ST_ENOMEM, "out of memory");
+    }
+    r->st = st;
+    r->n_units = L1;
+    st_status s = ST_OK;
+    const uint64_t stage_bytes = ckpt_reader_bytes(st) / N_KINDS;
+    for (int k = 0; k < N_KINDS && s == ST_OK; k++) {
+        int n = 0;
+        for (int i = 0; i < count && s == ST_OK; i++) {
+            s = store_tensor_info_at(st, i, &infos[n], err);
+            if (s == ST_OK && infos[n].key.kind == state_kinds[k]) n++;
+        }
+        if (s != ST_OK) break;
+        qsort(infos, (size_t)n, sizeof *infos, by_unit_index);
+        r->pieces[k] = malloc(sizeof(piece) * ((size_t)n + 1));
+        r->first[k] = calloc((size_t)L1 + 1, sizeof(int));
+        r->stage[k] = stage_bytes ? st_alloc_aligned(4096, stage_bytes) : NULL;
+        r->staged[k] = -1;
+        if (!r->pieces[k] || !r->first[k] || (stage_bytes && !r->stage[k])) {
+            s = st_fail(err, ST_ENOMEM, "out of memory for reading the committed state");
+            break;
+        }
+        int i = 0;
+        for (int u = 0; u < L1 && s == ST_OK; u++) {
+            r->first[k][u] = i;
+            size_t at = 0;
+            for (; i < n && infos[i].key.block == u; i++) {
+                if (infos[i].bytes % 4) {
+                    char name[64];
+                    s = st_fail(err, ST_ECORRUPT, "state tensor %s holds %llu bytes, not whole floats",
+                                store_key_name(infos[i].key, name, sizeof name), (unsigned long long)infos[i].bytes);
+                    break;
+                }
+                r->pieces[k][i] = (piece){infos[i].key.index, at, at + infos[i].bytes / 4};
+                at += infos[i].bytes / 4;
+            }
+            if (s == ST_OK && at != gpt_unit_numel(c, u))
+                s = st_fail(err, ST_ECORRUPT,
+                            "the store's %s tensors of unit %d hold %zu elements, the model's unit has %zu (a store "
+                            "of another model, or one without committed training state)",
+                            store_kind_name(state_kinds[k]), u, at, gpt_unit_numel(c, u));
+        }
+        r->first[k][L1] = i;
+        if (s == ST_OK && i != n)
+            s = st_fail(err, ST_ECORRUPT, "the store holds %s tensors of unit %d, past the model's %d units",
+                        store_kind_name(state_kinds[k]), infos[i].key.block, L1);
+    }
+    free(infos);
+    if (s != ST_OK) {
+        ckpt_reader_free(r);
+        return s;
+    }
+    *out = r;
+    return ST_OK;
+}
+
+st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, size_t hi, float *out, st_error *err) {
+    const int k = kind_slot(kind);
+    if (k < 0 || u < 0 || u >= r->n_units)
+        return st_fail(err, ST_EINVAL, "no committed state of kind %s for unit %d", store_kind_name(kind), u);
+    size_t done = lo;   /* out[0] is element lo; [lo, done) is copied */
+    for (int i = r->first[k][u]; i < r->first[k][u + 1] && done < hi; i++) {
+        const piece *p = &r->pieces[k][i];
+        if (p->hi <= done || p->lo >= hi) continue;
+        if (r->staged[k] != i) {
+            r->staged[k] = -1;
+            st_status s = store_read(r->st, (store_key){kind, u, p->index}, r->stage[k],
+                                     store_padded_bytes((p->hi - p->lo) * 4), err);
+            if (s != ST_OK) return s;
+            r->staged[k] = i;
+        }
+        const size_t b = hi < p->hi ? hi : p->hi;
+        memcpy(out + (done - lo), r->stage[k] + (done - p->lo), (b - done) * sizeof(float));
+        done = b;
+    }
+    if (done < hi) return st_fail(err, ST_EINVAL, "unit %d has no elements [%zu, %zu)", u, done, hi);
+    return ST_OK;
+}
+
+st_status ckpt_write_unit(store *st, int u, const float *master, const float *m, const float *v, size_t n,
+                          size_t seg, void *stage, st_error *err) {
+    const float *src[N_KINDS] = {master, m, v};
+    for (size_t j = 0, lo = 0; lo < n; j++, lo += seg) {
+        const size_t len = n - lo < seg ? n - lo : seg;
+        for (int k = 0; k < N_KINDS; k++) {
+            store_key key = {state_kinds[k], u, (int32_t)j};
+            st_status s;
+            if (store_has_tensor(st, key)) {
+                store_tensor_info info;
+                if ((s = store_tensor_info_of(st, key, &info, err)) != ST_OK) return s;
+                if (info.bytes != len * 4) {
+                    char name[64];
+                    return st_fail(err, ST_EINVAL, "store tensor %s holds %llu bytes, this run writes %zu there "
+                                                   "(the store holds another layout of the state)",
+                                   store_key_name(key, name, sizeof name), (unsigned long long)info.bytes, len * 4);
+                }
+            } else if ((s = store_create_tensor(st, key, len * 4, STORE_TIER_SSD, 0, err)) != ST_OK) {
+                return s;
+            }
+            memcpy(stage, src[k] + lo, len * 4);
+            if ((s = store_write(st, key, stage, store_padded_bytes(len * 4), err)) != ST_OK) return s;
+        }
+    }
+    return ST_OK;
+}
