@@ -41,6 +41,8 @@ void ckpt_reader_free(ckpt_reader *r);
 /* Elements [lo, hi) of unit u's tensor of kind (STORE_MASTER, STORE_ADAM_M
  * or STORE_ADAM_V) into out; checksums are verified as the bytes arrive. */
 st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, size_t hi, float *out, st_error *err);
+/* Elements of unit u (what the store holds, checked equal to the model's at open). */
+st_status ckpt_unit_numel(const ckpt_reader *r, int u, size_t *n, st_error *err);
 /* Staging the reader would allocate for st: three of its largest state tensor. */
 uint64_t ckpt_reader_bytes(store *st);
 

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "strata/store.h"
 
 int cli_error(const char *fmt, ...) {
@@ -185,27 +187,85 @@ static int is_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* list cut at its commas into paths. */
+static st_status split_dirs(char *list, const char *paths[], int *n, st_error *err) {
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "a store has at most %d paths", STORE_MAX_PATHS);
+        paths[(*n)++] = tok;
+    }
+    return *n ? ST_OK : st_fail(err, ST_EINVAL, "give the store's directories, or a run directory");
+}
+
 st_status cli_store_dirs(const char *arg, char **list, const char *paths[], int *n, char *sub, size_t sub_cap,
                          st_error *err) {
     *n = 0;
     if (!(*list = strdup(arg))) return st_fail(err, ST_ENOMEM, "out of memory");
-    for (char *save = NULL, *tok = strtok_r(*list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*n == STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "a store has at most %d paths", STORE_MAX_PATHS);
-        paths[(*n)++] = tok;
-    }
-    if (*n == 0) return st_fail(err, ST_EINVAL, "give the store's directories, or a run directory");
+    st_status s = split_dirs(*list, paths, n, err);
+    if (s != ST_OK) return s;
     /* A run directory: its store is RUN_DIR/store. */
     char run_json[PATH_MAX], manifest[PATH_MAX];
     snprintf(run_json, sizeof run_json, "%s/run.json", paths[0]);
     snprintf(manifest, sizeof manifest, "%s/strata-store.manifest", paths[0]);
     snprintf(sub, sub_cap, "%s/store", paths[0]);
     if (*n == 1 && is_file(run_json) && !is_file(manifest)) {
+        /* run.json names the store's directories ("store"); older runs kept it in RUN_DIR/store */
+        FILE *f = fopen(run_json, "rb");
+        char text[65536];
+        size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f) fclose(f);
+        text[len] = 0;
+        cJSON *doc = cJSON_Parse(text);
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "store");
+        if (cJSON_IsString(st) && st->valuestring[0]) {
+            char *named = strdup(st->valuestring);
+            cJSON_Delete(doc);
+            if (!named) return st_fail(err, ST_ENOMEM, "out of memory");
+            free(*list);
+            *list = named;
+            return split_dirs(*list, paths, n, err);
+        }
+        cJSON_Delete(doc);
         if (!is_dir(sub))
-            return st_fail(err, ST_ENOENT,
-                           "%s is a run directory without a store in %s (a run without --offload keeps none there; a "
-                           "run with --store DIRS keeps it in those: name them)",
-                           paths[0], sub);
+            return st_fail(err, ST_ENOENT, "%s is a run directory without a store in %s", paths[0], sub);
         paths[0] = sub;
     }
     return ST_OK;
+}
+
+int cli_commit_format(const cli_commit *c, char *buf, size_t cap) {
+    int n = snprintf(buf, cap,
+                     "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d, "
+                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu}",
+                     c->step, c->model.n_layer, c->model.n_head, c->model.d_model, c->model.n_ctx, c->model.vocab_size,
+                     (unsigned long long)c->data_pos, (unsigned long long)c->data_epoch,
+                     (unsigned long long)c->data_tokens);
+    return n >= 0 && (size_t)n < cap ? n : -1;
+}
+
+st_status cli_commit_read(store *st, cli_commit *out, st_error *err) {
+    size_t n = 0;
+    const void *meta = store_user_meta(st, &n);
+    cJSON *j = meta && n ? cJSON_ParseWithLength(meta, n) : NULL;
+    if (!j) return st_fail(err, ST_ENOENT, "the store holds no commit of a training step yet");
+    static const char *const keys[] = {"step", "n_layer", "n_head", "d_model", "n_ctx", "vocab",
+                                       "data_pos", "data_epoch", "data_tokens"};
+    double v[9] = {0};
+    for (int k = 0; k < 9; k++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, keys[k]);
+        const double most = k < 6 ? (double)INT_MAX : 9007199254740992.0;   /* 2^53: exact in a double */
+        if (!it && k >= 6) continue;   /* a commit without the data position: resume refuses it */
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > most ||
+            it->valuedouble != floor(it->valuedouble)) {
+            cJSON_Delete(j);
+            return st_fail(err, ST_ECORRUPT, "the store's commit record: field %s missing or out of range", keys[k]);
+        }
+        v[k] = it->valuedouble;
+    }
+    cJSON_Delete(j);
+    *out = (cli_commit){.step = (long)v[0],
+                        .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3], .n_ctx = (int)v[4],
+                                  .vocab_size = (int)v[5]},
+                        .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8]};
+    return gpt_config_check(&out->model, err);
 }

@@ -37,7 +37,7 @@ static void progress(void *arg, const char *line) {
 
 int cmd_probe(int argc, char **argv) {
     hw_probe_config pc = hw_probe_defaults();
-    const char *out = "hw.json", *store = NULL;
+    const char *out = "hw.json", *store_arg = NULL;
     long B = pc.B, T = pc.T, reps = pc.reps;
     st_error err = {0};
     for (int i = 1; i < argc; i++) {
@@ -49,7 +49,7 @@ int cmd_probe(int argc, char **argv) {
         if (i + 1 >= argc) return cli_usage_error("probe", "unknown flag or missing value: %s", a);
         const char *v = argv[++i];
         st_status s = ST_OK;
-        if (!strcmp(a, "--store")) store = v;
+        if (!strcmp(a, "--store")) store_arg = v;
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--size")) s = cli_parse_size(a, v, &pc.ssd_bytes, &err);
         else if (!strcmp(a, "--name")) pc.name = v;
@@ -67,8 +67,8 @@ int cmd_probe(int argc, char **argv) {
     pc.T = (int)T;
     pc.reps = (int)reps;
     const char *dirs[HW_MAX_SSD];
-    char *list = store ? strdup(store) : NULL;
-    if (store && !list) return cli_error("out of memory");
+    char *list = store_arg ? strdup(store_arg) : NULL;
+    if (store_arg && !list) return cli_error("out of memory");
     for (char *save = NULL, *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
         if (pc.n_ssd == HW_MAX_SSD) {
             free(list);
@@ -76,7 +76,7 @@ int cmd_probe(int argc, char **argv) {
         }
         dirs[pc.n_ssd++] = tok;
     }
-    if (store && pc.n_ssd == 0) {
+    if (store_arg && pc.n_ssd == 0) {
         free(list);
         return cli_usage_error("probe", "--store lists no directory");
     }

@@ -31,7 +31,7 @@ typedef struct train_opts {
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
     uint64_t seed;
-    const char *mem_device, *mem_host, *trace, *plan, *hw;
+    const char *mem_device, *mem_host, *trace, *plan, *hw, *resume;
     int recompute, overwrite;
 } train_opts;
 
@@ -85,12 +85,92 @@ static const opt_def opt_defs[] = {
     {"seed", OPT_U64, O(seed), "S       initialization seed"},
     {"run-dir", OPT_STR, O(run_dir), "DIR     where metrics, plot and weights go"},
     {"overwrite", OPT_FLAG, O(overwrite), "        replace a run already in --run-dir"},
+    {"resume", OPT_STR, O(resume), "RUN_DIR continue the run in RUN_DIR from its last commit, with its settings\n"
+                                   "                          (budgets, --offload, --store, --threads, logging and\n"
+                                   "                          --save-every may change)"},
     {"eval-every", OPT_LONG, O(eval_every), "N       validation loss every N steps (0 = only at the end)"},
     {"eval-batches", OPT_LONG, O(eval_batches), "N       micro-batches of validation data per evaluation"},
     {"log-every", OPT_LONG, O(log_every), "N       a log line every N steps when stdout is not a terminal"},
-    {"save-every", OPT_LONG, O(save_every), "N       also save the weights every N steps (0 = at the end)"},
+    {"save-every", OPT_LONG, O(save_every), "N       also save the weights and commit every N steps (0 = at the end)"},
 };
 #define N_OPTS (sizeof opt_defs / sizeof opt_defs[0])
+
+/* What run.json records: every setting but those that only say how to
+ * start. The settings that make the run what it is (its model, data, math
+ * and state layout) are kept by a resumed run; the others may change. */
+static const char *const not_recorded[] = {"model", "init", "plan", "hw", "run-dir", "overwrite", "resume", "trace"};
+static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "data", "batch",
+                                             "micro-batch", "seq", "steps", "lr", "min-lr", "warmup", "clip",
+                                             "weight-decay", "beta1", "beta2", "precision", "recompute", "schedule",
+                                             "alpha", "seed"};
+
+static int name_in(const char *name, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, list[i])) return 1;
+    return 0;
+}
+#define NAME_IN(name, list) name_in(name, list, sizeof list / sizeof list[0])
+
+static train_opts train_opts_defaults(void) {
+    return (train_opts){.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
+                        .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
+                        .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
+                        .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
+}
+
+/* An option's value as text, for run.json and messages ("" for an unset string). */
+static void format_opt(const train_opts *o, const opt_def *d, char *buf, size_t n) {
+    const void *field = (const char *)o + d->offset;
+    switch (d->type) {
+    case OPT_STR: snprintf(buf, n, "%s", *(const char *const *)field ? *(const char *const *)field : ""); break;
+    case OPT_LONG: snprintf(buf, n, "%ld", *(const long *)field); break;
+    case OPT_DOUBLE: snprintf(buf, n, "%.17g", *(const double *)field); break;
+    case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case OPT_FLAG:
+    case OPT_NOFLAG: snprintf(buf, n, "%s", *(const int *)field ? "true" : "false"); break;
+    }
+}
+
+/* Equal values; paths (--data) are equal when they name the same file. */
+static int same_opt(const train_opts *a, const train_opts *b, const opt_def *d) {
+    char x[4200], y[4200];
+    format_opt(a, d, x, sizeof x);
+    format_opt(b, d, y, sizeof y);
+    if (!strcmp(d->name, "data")) {
+        char rx[PATH_MAX], ry[PATH_MAX];
+        if (realpath(x, rx) && realpath(y, ry)) return !strcmp(rx, ry);
+    }
+    return !strcmp(x, y);
+}
+
+/* run.json: the run's settings under their flag names, so that it is also
+ * a --config file that repeats the run, and what --resume reads back. */
+static char *run_settings_json(const train_opts *o) {
+    cJSON *doc = cJSON_CreateObject();
+    for (size_t i = 0; doc && i < N_OPTS; i++) {
+        const opt_def *d = &opt_defs[i];
+        const void *field = (const char *)o + d->offset;
+        if (NAME_IN(d->name, not_recorded) || d->type == OPT_NOFLAG) continue;   /* its OPT_FLAG records it */
+        switch (d->type) {
+        case OPT_STR:
+            if (*(const char *const *)field) cJSON_AddStringToObject(doc, d->name, *(const char *const *)field);
+            break;
+        case OPT_LONG: cJSON_AddNumberToObject(doc, d->name, (double)*(const long *)field); break;
+        case OPT_DOUBLE: cJSON_AddNumberToObject(doc, d->name, *(const double *)field); break;
+        case OPT_U64: {   /* as text: a double cannot hold every 64-bit seed */
+            char num[32];
+            format_opt(o, d, num, sizeof num);
+            cJSON_AddStringToObject(doc, d->name, num);
+            break;
+        }
+        case OPT_FLAG:
+        case OPT_NOFLAG: cJSON_AddBoolToObject(doc, d->name, *(const int *)field); break;
+        }
+    }
+    char *text = doc ? cJSON_Print(doc) : NULL;
+    cJSON_Delete(doc);
+    return text;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: strata train --data PATH [--model NAME | --init FILE] [flags]\n"
@@ -166,11 +246,12 @@ static st_status apply_config_file(train_opts *o, const char *path, cJSON **doc,
     return ST_OK;
 }
 
-static volatile sig_atomic_t stop_requested;
+/* SIGINT or SIGTERM: finish the step, commit, exit; a second one exits at
+ * once (the last commit is intact: commits are atomic). */
+static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) {
-    (void)sig;
-    if (stop_requested) _exit(130);   /* a second signal: stop at once */
-    stop_requested = 1;
+    if (stop_signal) _exit(128 + sig);
+    stop_signal = sig;
 }
 
 static void format_duration(double s, char *buf, size_t n) {
@@ -179,13 +260,207 @@ static void format_duration(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%02ld:%02ld", t / 60, t % 60);
 }
 
+/* --resume RUN_DIR: the run's settings from its run.json; the flags given
+ * now may change only what does not make the run what it is. *run_store
+ * is where the run last committed. */
+static st_status merge_resume(train_opts *o, const char *given, cJSON **doc, const char **run_store, st_error *err) {
+    static const char *const refused[] = {"model", "init", "plan", "hw", "run-dir", "overwrite"};
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (given[i] && NAME_IN(opt_defs[i].name, refused))
+            return st_fail(err, ST_EINVAL, "--resume takes the model and settings from %s/run.json; drop --%s",
+                           o->resume, opt_defs[i].name);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", o->resume);
+    if (access(path, F_OK) != 0)
+        return st_fail_errno(err, errno, "%s: not a run directory (no run.json to resume from)", o->resume);
+    train_opts r = train_opts_defaults();
+    st_status s = apply_config_file(&r, path, doc, err);
+    if (s != ST_OK) return s;
+    *run_store = r.store;
+    for (size_t i = 0; i < N_OPTS; i++) {
+        const opt_def *d = &opt_defs[i];
+        if (!given[i] || same_opt(o, &r, d)) continue;
+        if (NAME_IN(d->name, kept_on_resume)) {
+            char now[4200], was[4200];
+            format_opt(o, d, now, sizeof now);
+            format_opt(&r, d, was, sizeof was);
+            return st_fail(err, ST_EINVAL,
+                           "--%s %s: the run in %s has %s, and a resumed run keeps its model, data and training "
+                           "settings (budgets, --offload, --store, --threads, logging and --save-every may change)",
+                           d->name, now, o->resume, was);
+        }
+        const size_t size = d->type == OPT_STR      ? sizeof(const char *)
+                            : d->type == OPT_LONG   ? sizeof(long)
+                            : d->type == OPT_DOUBLE ? sizeof(double)
+                            : d->type == OPT_U64    ? sizeof(uint64_t)
+                                                    : sizeof(int);
+        memcpy((char *)&r + d->offset, (const char *)o + d->offset, size);
+    }
+    r.resume = r.run_dir = o->resume;
+    *o = r;
+    return ST_OK;
+}
+
+/* A store's directories, from a comma-separated list. */
+typedef struct store_dirs {
+    char list[4200];
+    const char *paths[STORE_MAX_PATHS];
+    int n;
+} store_dirs;
+
+static st_status store_dirs_parse(const char *list, store_dirs *d, st_error *err) {
+    snprintf(d->list, sizeof d->list, "%s", list);   /* cut into the paths */
+    d->n = 0;
+    for (char *save = NULL, *tok = strtok_r(d->list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (d->n == STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "--store: at most %d directories", STORE_MAX_PATHS);
+        d->paths[d->n++] = tok;
+    }
+    if (d->n == 0) return st_fail(err, ST_EINVAL, "--store: no directory given");
+    return ST_OK;
+}
+
+/* list (comma-separated paths) with each relative path made absolute, so
+ * that run.json finds them from any working directory. */
+static st_status absolute_paths(const char *list, char *out, size_t cap, st_error *err) {
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd)) return st_fail_errno(err, errno, "cannot read the working directory");
+    size_t len = 0;
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        const int w = snprintf(out + len, cap - len, "%s%s%s%.*s", len ? "," : "", p[0] == '/' ? "" : cwd,
+                               p[0] == '/' ? "" : "/", (int)n, p);
+        if (w < 0 || (size_t)w >= cap - len) return st_fail(err, ST_EINVAL, "store paths too long");
+        len += (size_t)w;
+        p += n + (p[n] == ',');
+    }
+    return ST_OK;
+}
+
+/* The same directories in the same order (after resolving links and ./). */
+static int store_dirs_same(const store_dirs *a, const store_dirs *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++) {
+        char x[PATH_MAX], y[PATH_MAX];
+        if (!realpath(a->paths[i], x) || !realpath(b->paths[i], y) || strcmp(x, y) != 0) return 0;
+    }
+    return 1;
+}
+
+/* The record of the last commit of the store in dirs. */
+static st_status read_last_commit(const store_dirs *dirs, const char *run_path, cli_commit *out, st_error *err) {
+    store_config sc = store_default_config();
+    sc.paths = dirs->paths;
+    sc.n_paths = dirs->n;
+    sc.mode = STORE_OPEN_EXISTING;
+    sc.read_only = 1;
+    store *st;
+    st_error e = {0};
+    st_status s = store_open(&sc, &st, NULL, 0, &e);
+    if (s == ST_OK) {
+        s = cli_commit_read(st, out, &e);
+        store_close(st);
+    } else if (s != ST_ENOENT || access(dirs->paths[0], F_OK) != 0) {   /* ENOENT in a directory: no store yet */
+        return st_fail(err, s, "%s: cannot open the run's store in %s: %s", run_path, dirs->paths[0], e.msg);
+    }
+    if (s == ST_ENOENT)
+        return st_fail(err, s,
+                       "%s: the run stopped before its first commit (--save-every); start it again with --overwrite",
+                       run_path);
+    if (s != ST_OK) return st_fail(err, s, "%s: %s", run_path, e.msg);
+    return ST_OK;
+}
+
+/* The commit belongs to this run: its model, its dataset, not finished. */
+static st_status check_commit(const cli_commit *c, const gpt_config *model, const token_file *tf, long steps,
+                              st_error *err) {
+    const gpt_config *m = &c->model;
+    if (m->n_layer != model->n_layer || m->n_head != model->n_head || m->d_model != model->d_model ||
+        m->n_ctx != model->n_ctx || m->vocab_size != model->vocab_size)
+        return st_fail(err, ST_EINVAL,
+                       "the store's commit is of another model (%d layers, %d heads, d_model %d, context %d, vocab "
+                       "%d) than run.json's",
+                       m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size);
+    if (c->data_tokens != token_file_count(tf))
+        return st_fail(err, ST_EINVAL,
+                       "the training data changed since the commit: it held %llu tokens, now %llu; a resumed run "
+                       "reads the same data from the same position",
+                       (unsigned long long)c->data_tokens, (unsigned long long)token_file_count(tf));
+    if (c->step >= steps)
+        return st_fail(err, ST_EINVAL, "the run finished: its last commit is at step %ld of %ld", c->step, steps);
+    return ST_OK;
+}
+
+/* STRATA_FAULT=OP:ERRNO:STEP:N (testing): after step STEP, the N-th store
+ * transfer of kind OP (read, write, sync) and every one after it fail with
+ * ERRNO (EIO or ENOSPC): a disk that dies or fills up in the middle of a
+ * step. The executor's runs only. */
+typedef struct fault_plan {
+    long armed_after;   /* -1: none */
+    io_fault fault;
+} fault_plan;
+
+static st_status fault_parse(const char *spec, fault_plan *f, st_error *err) {
+    *f = (fault_plan){.armed_after = -1};
+    if (!spec || !*spec) return ST_OK;
+    char op[16], errname[16];
+    long step;
+    unsigned long long n;
+    if (sscanf(spec, "%15[a-z]:%15[A-Z]:%ld:%llu", op, errname, &step, &n) != 4 || step < 1 || n < 1)
+        return st_fail(err, ST_EINVAL, "STRATA_FAULT=%s: expected OP:ERRNO:STEP:N, e.g. write:ENOSPC:3:40", spec);
+    f->fault.ops = !strcmp(op, "read")    ? IO_FAULT_READ
+                   : !strcmp(op, "write") ? IO_FAULT_WRITE
+                   : !strcmp(op, "sync")  ? IO_FAULT_SYNC
+                                          : 0;
+    f->fault.fail_errno = !strcmp(errname, "EIO") ? EIO : !strcmp(errname, "ENOSPC") ? ENOSPC : 0;
+    if (!f->fault.ops || !f->fault.fail_errno)
+        return st_fail(err, ST_EINVAL, "STRATA_FAULT=%s: OP is read, write or sync; ERRNO is EIO or ENOSPC", spec);
+    f->fault.fail_at = n;
+    f->armed_after = step;
+    return ST_OK;
+}
+
 /* The trainer behind a run: the in-memory one, or the schedule executor. */
 typedef struct engine {
     trainer *mem;
     offload_trainer *off;
-    int has_store;   /* the executor keeps state in an SSD store */
+    store *ckpt;      /* the in-memory trainer's commits */
+    void *stage;      /* and its staging buffer */
+    io_engine *io;    /* the executor's I/O engine when faults are injected, else NULL (its store's own) */
     int vocab;
 } engine;
+
+#define CKPT_SEGMENT ((size_t)1 << 21)   /* elements per state tensor the in-memory trainer commits */
+
+/* The in-memory trainer, and the store it commits to (reopened in place,
+ * or created where the state moves to, on resume). */
+static st_status engine_create_memory(engine *e, const train_config *tc, const float *init, const store_dirs *dirs,
+                                      const store_dirs *resume_from, long steps_done, st_error *err) {
+    st_status s = trainer_create(&e->mem, tc, init, err);
+    if (s != ST_OK) return s;
+    const int in_place = resume_from && store_dirs_same(dirs, resume_from);
+    store_config sc = store_default_config();
+    sc.paths = dirs->paths;
+    sc.n_paths = dirs->n;
+    sc.mode = in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
+    if ((s = store_open(&sc, &e->ckpt, NULL, 0, err)) != ST_OK) return s;
+    if (!(e->stage = st_alloc_aligned(4096, store_padded_bytes(CKPT_SEGMENT * 4))))
+        return st_fail(err, ST_ENOMEM, "out of memory for the commit buffer");
+    if (!resume_from) return ST_OK;
+    store *from = e->ckpt;
+    if (!in_place) {
+        store_config rc = store_default_config();
+        rc.paths = resume_from->paths;
+        rc.n_paths = resume_from->n;
+        rc.read_only = 1;
+        if ((s = store_open(&rc, &from, NULL, 0, err)) != ST_OK) return s;
+    }
+    ckpt_reader *r = NULL;
+    s = ckpt_reader_open(&r, from, &tc->model, err);
+    if (s == ST_OK) s = trainer_load_state(e->mem, r, steps_done, err);
+    ckpt_reader_free(r);
+    if (from != e->ckpt) store_close(from);
+    return s;
+}
 
 static st_status engine_step(engine *e, const int32_t *tokens, train_step_stats *st, st_error *err) {
     if (e->mem) {
@@ -220,26 +495,41 @@ static long engine_steps_done(const engine *e) {
 static void engine_free(engine *e) {
     trainer_free(e->mem);
     offload_trainer_free(e->off);
+    store_close(e->ckpt);
+    st_free_aligned(e->stage);
+    if (e->io) io_engine_destroy(e->io);   /* after the store that used it */
 }
 
-/* The weights of the last completed step into the run directory; with state
- * on the SSD, the store is committed at that step too, with the model's
- * shape and the step beside it (what `strata export` and `strata fsck`
- * read). */
-static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, st_error *err) {
+/* Commits the state of the last completed step, with its record (step,
+ * model, data position), and says what it cost. */
+static st_status commit_state(engine *e, const gpt_config *cfg, const batch_loader *bl, uint64_t data_tokens,
+                              st_error *err) {
+    const cli_commit c = {.step = engine_steps_done(e), .model = *cfg, .data_pos = bl->pos, .data_epoch = bl->epoch,
+                          .data_tokens = data_tokens};
+    char meta[512];
+    const int n = cli_commit_format(&c, meta, sizeof meta);
+    if (n < 0) return st_fail(err, ST_EINVAL, "commit record too long");
+    const double t0 = st_now();
+    st_status s;
+    if (e->off) {
+        s = offload_trainer_commit(e->off, meta, (size_t)n, err);
+    } else {
+        s = trainer_save_state(e->mem, e->ckpt, CKPT_SEGMENT, e->stage, err);
+        if (s == ST_OK) s = store_set_user_meta(e->ckpt, meta, (size_t)n, err);
+        if (s == ST_OK) s = store_commit(e->ckpt, err);
+    }
+    if (s == ST_OK) printf("committed step %ld in %.2f s\n", c.step, st_now() - t0);
+    return s;
+}
+
+/* The weights of the last completed step into the run directory, then a
+ * commit of the whole state at that step (what --resume, strata export and
+ * strata fsck read). */
+static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, const batch_loader *bl,
+                              uint64_t data_tokens, st_error *err) {
     st_status s = e->off ? offload_trainer_flush(e->off, err) : ST_OK;
     if (s == ST_OK) s = run_dir_save_weights(rd, cfg, engine_read_unit, e, err);
-    if (s == ST_OK && e->off && e->has_store) {
-        char meta[256];
-        const long step = offload_trainer_steps_done(e->off);
-        int n = snprintf(meta, sizeof meta,
-                         "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, "
-                         "\"vocab\": %d}",
-                         step, cfg->n_layer, cfg->n_head, cfg->d_model, cfg->n_ctx, cfg->vocab_size);
-        const double t0 = st_now();
-        s = offload_trainer_commit(e->off, meta, (size_t)n, err);
-        if (s == ST_OK) printf("SSD store committed at step %ld in %.2f s\n", step, st_now() - t0);
-    }
+    if (s == ST_OK) s = commit_state(e, cfg, bl, data_tokens, err);
     return s;
 }
 
@@ -320,23 +610,23 @@ static st_status build_model_config(const train_opts *o, gpt_config *cfg, float 
 }
 
 int cmd_train(int argc, char **argv) {
-    train_opts o = {.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
-                    .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
-                    .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
-                    .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
+    train_opts o = train_opts_defaults();
     st_error err = {0};
-    cJSON *config_doc = NULL;
+    cJSON *docs[2] = {NULL, NULL};   /* --config's and run.json's: o's strings point into them */
+#define USAGE_ERROR(...)                                   \
+    do {                                                   \
+        cJSON_Delete(docs[0]);                             \
+        cJSON_Delete(docs[1]);                             \
+        return cli_usage_error("train", __VA_ARGS__);      \
+    } while (0)
     /* The config file first, so that flags override it. */
     for (int i = 1; i < argc; i++) {
         const char *path = NULL;
         if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
         else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
-        if (path && config_doc) {   /* its strings are in o: one file only */
-            cJSON_Delete(config_doc);
-            return cli_usage_error("train", "--config may be given once");
-        }
-        if (path && apply_config_file(&o, path, &config_doc, &err) != ST_OK) {
-            cJSON_Delete(config_doc);
+        if (path && docs[0]) USAGE_ERROR("--config may be given once");   /* its strings are in o */
+        if (path && apply_config_file(&o, path, &docs[0], &err) != ST_OK) {
+            cJSON_Delete(docs[0]);
             return cli_fail(&err);
         }
     }
@@ -351,106 +641,83 @@ int cmd_train(int argc, char **argv) {
     longopts[N_OPTS + 2] = (struct option){0};
     optind = 1;
     int c;
+    char given[N_OPTS] = {0};   /* flags on the command line */
+    const char *run_store = NULL;   /* --resume: where the run last committed */
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
-            cJSON_Delete(config_doc);
+            cJSON_Delete(docs[0]);
             return 0;
         }
         if (c == 'c') continue;
-        if (c < 1000) {
-            cJSON_Delete(config_doc);
-            return cli_usage_error("train", "unknown or incomplete flag");
-        }
-        if (apply_opt(&o, &opt_defs[c - 1000], optarg, &err) != ST_OK) {
-            cJSON_Delete(config_doc);
-            return cli_usage_error("train", "%s", err.msg);
-        }
+        if (c < 1000) USAGE_ERROR("unknown or incomplete flag");
+        given[c - 1000] = 1;
+        if (apply_opt(&o, &opt_defs[c - 1000], optarg, &err) != ST_OK) USAGE_ERROR("%s", err.msg);
     }
     int rc = 1;
-    if (optind < argc) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "unexpected argument '%s'", argv[optind]);
+    if (optind < argc) USAGE_ERROR("unexpected argument '%s'", argv[optind]);
+    if (o.resume) {
+        if (docs[0]) USAGE_ERROR("--resume takes the settings from the run's run.json; drop --config");
+        if (merge_resume(&o, given, &docs[1], &run_store, &err) != ST_OK) {
+            cJSON_Delete(docs[1]);
+            return cli_fail(&err);
+        }
     }
-    if (!o.data) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--data is required (a dataset from 'strata prepare' or a token file)");
-    }
+    if (!o.data) USAGE_ERROR("--data is required (a dataset from 'strata prepare' or a token file)");
     if (!o.micro_batch) o.micro_batch = o.batch;
-    if (o.batch < 1 || o.micro_batch < 1 || o.batch % o.micro_batch) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--batch %ld must be a positive multiple of --micro-batch %ld", o.batch,
-                               o.micro_batch);
-    }
-    if (o.steps < 1 || o.seq < 1) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--steps and --seq must be at least 1");
-    }
-    if (o.log_every < 1 || o.eval_batches < 1) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--log-every and --eval-batches must be at least 1");
-    }
+    if (o.batch < 1 || o.micro_batch < 1 || o.batch % o.micro_batch)
+        USAGE_ERROR("--batch %ld must be a positive multiple of --micro-batch %ld", o.batch, o.micro_batch);
+    if (o.steps < 1 || o.seq < 1) USAGE_ERROR("--steps and --seq must be at least 1");
+    if (o.log_every < 1 || o.eval_batches < 1) USAGE_ERROR("--log-every and --eval-batches must be at least 1");
     gpt_precision precision;
-    if (gpt_precision_parse(o.precision, &precision, &err) != ST_OK) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--%s", err.msg);
-    }
+    if (gpt_precision_parse(o.precision, &precision, &err) != ST_OK) USAGE_ERROR("--%s", err.msg);
     /* The schedule and what goes to the SSD. */
     int executor = 0;
     sched_kind kind = SCHED_VERTICAL;
     if (strcmp(o.schedule, "memory") != 0) {
-        if (cli_parse_schedule(o.schedule, &kind, &err) != ST_OK) {
-            cJSON_Delete(config_doc);
-            return cli_usage_error("train", "--schedule must be vertical, horizontal or memory, not '%s'", o.schedule);
-        }
+        if (cli_parse_schedule(o.schedule, &kind, &err) != ST_OK)
+            USAGE_ERROR("--schedule must be vertical, horizontal or memory, not '%s'", o.schedule);
         executor = 1;
     }
     cli_placement pl;   /* what lives on the SSD */
-    if (cli_parse_offload(o.offload, 1, &pl, &err) != ST_OK) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "%s", err.msg);
-    }
+    if (cli_parse_offload(o.offload, 1, &pl, &err) != ST_OK) USAGE_ERROR("%s", err.msg);
     int auto_offload = pl.is_auto;
     int any_ssd = pl.weights || pl.optim || pl.acts || pl.grads;
-    char auto_list[64] = "";
-    if ((any_ssd || o.alpha > 0) && !executor) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--offload and --alpha need --schedule vertical or horizontal");
-    }
-    if (executor && !o.recompute) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "the schedule executor always recomputes activations; drop --no-recompute or use --schedule memory");
-    }
-    if (o.alpha < 0 || o.alpha > 1) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--alpha %g must be in [0, 1]", o.alpha);
-    }
+    if ((any_ssd || o.alpha > 0) && !executor) USAGE_ERROR("--offload and --alpha need --schedule vertical or horizontal");
+    if (executor && !o.recompute)
+        USAGE_ERROR("the schedule executor always recomputes activations; drop --no-recompute or use --schedule memory");
+    if (o.alpha < 0 || o.alpha > 1) USAGE_ERROR("--alpha %g must be in [0, 1]", o.alpha);
     uint64_t mem_device = 0, mem_host = 0;
     if ((o.mem_device && cli_parse_size("--mem-device", o.mem_device, &mem_device, &err) != ST_OK) ||
-        (o.mem_host && cli_parse_size("--mem-host", o.mem_host, &mem_host, &err) != ST_OK)) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "%s", err.msg);
-    }
-    if ((mem_device || mem_host || o.trace) && !executor) {
-        cJSON_Delete(config_doc);
-        return cli_usage_error("train", "--mem-device, --mem-host and --trace need --schedule vertical or horizontal");
-    }
+        (o.mem_host && cli_parse_size("--mem-host", o.mem_host, &mem_host, &err) != ST_OK))
+        USAGE_ERROR("%s", err.msg);
+    if ((mem_device || mem_host || o.trace) && !executor)
+        USAGE_ERROR("--mem-device, --mem-host and --trace need --schedule vertical or horizontal");
     if (o.threads > 0) omp_set_num_threads((int)o.threads);
+    o.threads = omp_get_max_threads();   /* recorded: a resumed run computes with as many */
+    if (o.min_lr < 0) o.min_lr = o.lr / 10;
+    if (o.warmup < 0) o.warmup = o.steps / 10;
 
     engine eng = {0};
+    fault_plan fault = {.armed_after = -1};
+    int committed = 0;   /* a commit of this run exists (say so if it fails) */
     token_file *train_tf = NULL, *val_tf = NULL;
     float *init = NULL;
     int32_t *tokens = NULL;
     run_dir *rd = NULL;
     train_config tc = train_config_defaults();
     if (build_model_config(&o, &tc.model, &init, &err) != ST_OK) goto fail;
+    /* recorded as resolved: the shape (also one read from --init), absolute paths */
+    o.n_layer = tc.model.n_layer, o.n_head = tc.model.n_head, o.d_model = tc.model.d_model;
+    o.n_ctx = tc.model.n_ctx, o.vocab = tc.model.vocab_size;
+    char data_abs[PATH_MAX];
+    if (realpath(o.data, data_abs)) o.data = data_abs;
     tc.precision = precision;
     tc.B = (int)o.micro_batch;
     tc.T = (int)o.seq;
     tc.grad_accum = (int)(o.batch / o.micro_batch);
     tc.recompute = o.recompute;
-    tc.lr = (lr_schedule){.max_lr = (float)o.lr, .min_lr = (float)(o.min_lr >= 0 ? o.min_lr : o.lr / 10),
-                          .warmup = o.warmup >= 0 ? o.warmup : o.steps / 10, .total = o.steps};
+    tc.lr = (lr_schedule){.max_lr = (float)o.lr, .min_lr = (float)o.min_lr, .warmup = o.warmup, .total = o.steps};
     tc.adam = (adamw_hparams){.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
                               .weight_decay = (float)o.weight_decay};
     tc.clip = (float)o.clip;
@@ -510,63 +777,56 @@ int cmd_train(int argc, char **argv) {
     batch_loader loader;
     if (batch_loader_init(&loader, train_tf, tc.T, tc.model.vocab_size, &err) != ST_OK) goto fail;
 
-    /* The run directory: refuse to mix two runs. */
-    cJSON *desc = cJSON_CreateObject();
-    cJSON_AddNumberToObject(desc, "n_layer", tc.model.n_layer);
-    cJSON_AddNumberToObject(desc, "n_head", tc.model.n_head);
-    cJSON_AddNumberToObject(desc, "d_model", tc.model.d_model);
-    cJSON_AddNumberToObject(desc, "n_ctx", tc.model.n_ctx);
-    cJSON_AddNumberToObject(desc, "vocab", tc.model.vocab_size);
-    cJSON_AddStringToObject(desc, "init", o.init ? o.init : "");
-    cJSON_AddStringToObject(desc, "data", o.data);
-    cJSON_AddNumberToObject(desc, "batch", (double)o.batch);
-    cJSON_AddNumberToObject(desc, "micro_batch", (double)o.micro_batch);
-    cJSON_AddNumberToObject(desc, "seq", (double)o.seq);
-    cJSON_AddNumberToObject(desc, "steps", (double)o.steps);
-    cJSON_AddNumberToObject(desc, "lr", tc.lr.max_lr);
-    cJSON_AddNumberToObject(desc, "min_lr", tc.lr.min_lr);
-    cJSON_AddNumberToObject(desc, "warmup", (double)tc.lr.warmup);
-    cJSON_AddNumberToObject(desc, "clip", tc.clip);
-    cJSON_AddNumberToObject(desc, "weight_decay", tc.adam.weight_decay);
-    cJSON_AddStringToObject(desc, "precision", gpt_precision_name(precision));
-    cJSON_AddBoolToObject(desc, "recompute", o.recompute);
-    cJSON_AddStringToObject(desc, "schedule", o.schedule);
-    cJSON_AddNumberToObject(desc, "alpha", o.alpha);
-    cJSON_AddStringToObject(desc, "offload", o.offload);
-    cJSON_AddNumberToObject(desc, "seed", (double)o.seed);
-    char *desc_text = cJSON_Print(desc);
-    cJSON_Delete(desc);
-    st_status rs = desc_text ? run_dir_create(&rd, o.run_dir, desc_text, o.overwrite, &err)
-                             : st_fail(&err, ST_ENOMEM, "out of memory");
-    free(desc_text);
-    if (rs != ST_OK) goto fail;
+    /* The store every run commits to: --store, or RUN_DIR/store. A resumed
+     * run finds its state where it last committed (run.json's "store"). */
+    char store_list[4200], old_list[4200];
+    char default_store[4200], store_abs[4200];
+    snprintf(default_store, sizeof default_store, "%s/store", o.run_dir);
+    snprintf(store_list, sizeof store_list, "%s", o.store ? o.store : default_store);
+    snprintf(old_list, sizeof old_list, "%s", run_store ? run_store : default_store);
+    store_dirs dirs = {0}, old_dirs = {0};
+    cli_commit commit = {0};
+    if (!o.resume) {
+        if (absolute_paths(store_list, store_abs, sizeof store_abs, &err) != ST_OK) goto fail;
+        char *settings = (o.store = store_abs, run_settings_json(&o));
+        st_status rs = settings ? run_dir_create(&rd, o.run_dir, settings, o.overwrite, &err)
+                                : st_fail(&err, ST_ENOMEM, "out of memory");
+        free(settings);
+        if (rs != ST_OK) goto fail;
+        if (!strcmp(store_list, default_store) && run_dir_clear_store(default_store, &err) != ST_OK) goto fail;
+        if (store_dirs_parse(store_list, &dirs, &err) != ST_OK) goto fail;
+    } else {
+        if (store_dirs_parse(old_list, &old_dirs, &err) != ST_OK || store_dirs_parse(store_list, &dirs, &err) != ST_OK)
+            goto fail;
+        if (read_last_commit(&old_dirs, o.run_dir, &commit, &err) != ST_OK) goto fail;
+        if (check_commit(&commit, &tc.model, train_tf, o.steps, &err) != ST_OK) goto fail;
+        loader.pos = commit.data_pos;
+        loader.epoch = commit.data_epoch;
+        if (run_dir_resume(&rd, o.run_dir, commit.step, &err) != ST_OK) goto fail;
+        o.store = store_list;
+    }
+    const int move_store = o.resume && !store_dirs_same(&dirs, &old_dirs);
 
     char mem[32];
     printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters (%s)\n", tc.model.n_layer,
            tc.model.n_head, tc.model.d_model, tc.model.n_ctx, tc.model.vocab_size,
-           (double)gpt_num_real_params(&tc.model) / 1e6, o.init ? o.init : "fresh init");
+           (double)gpt_num_real_params(&tc.model) / 1e6, o.resume ? "resumed" : o.init ? o.init : "fresh init");
     printf("data: %s (%llu tokens), validation %s (%llu tokens)\n", train_path,
            (unsigned long long)token_file_count(train_tf), val_path, (unsigned long long)token_file_count(val_tf));
     printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n",
            o.batch, o.seq, tc.grad_accum, tc.B, o.steps, o.precision, omp_get_max_threads(),
            st_format_bytes((double)trainer_memory_bytes(&tc), mem, sizeof mem));
+    if (o.resume)
+        printf("resuming %s from its commit at step %ld of %ld%s%s\n", o.run_dir, commit.step, o.steps,
+               move_store ? "; moving its state to " : "", move_store ? store_list : "");
     eng.vocab = tc.model.vocab_size;
+    if (fault_parse(getenv("STRATA_FAULT"), &fault, &err) != ST_OK) goto fail;
+    if (fault.armed_after >= 0) {
+        io_engine_config ec = io_engine_default_config();
+        if (io_engine_create(&ec, &eng.io, &err) != ST_OK) goto fail;
+    }
+    const double t_create = st_now();
     if (executor) {
-        /* store directories: --store, or RUN_DIR/store (cleared with --overwrite) */
-        char default_store[4200], store_list[4200];
-        const char *paths[16];
-        int n_paths = 0;
-        if (any_ssd || (auto_offload && (mem_host || mem_device))) {
-            if (o.store) snprintf(store_list, sizeof store_list, "%s", o.store);
-            else {
-                snprintf(default_store, sizeof default_store, "%s/store", o.run_dir);
-                if (run_dir_clear_store(default_store, &err) != ST_OK) goto fail;
-                snprintf(store_list, sizeof store_list, "%s", default_store);
-            }
-            for (char *save = NULL, *tok = strtok_r(store_list, ",", &save); tok && n_paths < 16;
-                 tok = strtok_r(NULL, ",", &save))
-                paths[n_paths++] = tok;
-        }
         if (auto_offload && (mem_host || mem_device)) {
             /* Of the 16 placements, the one that fits the budgets with the
              * least SSD traffic per step (then: the fewest kinds moved) */
@@ -592,20 +852,25 @@ int cmd_train(int argc, char **argv) {
             pl = (cli_placement){.weights = found & 1, .optim = (found >> 1) & 1, .acts = (found >> 2) & 1,
                                  .grads = (found >> 3) & 1};
             any_ssd = found != 0;
-            o.offload = cli_placement_name(&pl, auto_list, sizeof auto_list);
         }
+        char placed[64];
+        cli_placement_name(&pl, placed, sizeof placed);
         offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = pl.weights,
                              .optim_on_ssd = pl.optim, .acts_on_ssd = pl.acts, .grads_on_ssd = pl.grads,
-                             .store_paths = paths,
-                             .n_store_paths = n_paths, .mem_device = mem_device, .mem_host = mem_host,
-                             .trace_path = o.trace};
+                             .store_paths = dirs.paths, .n_store_paths = dirs.n, .mem_device = mem_device,
+                             .mem_host = mem_host, .trace_path = o.trace, .engine = eng.io};
+        if (o.resume) {
+            oc.resume_paths = old_dirs.paths;
+            oc.n_resume_paths = old_dirs.n;
+            oc.resume_steps = commit.step;
+        }
         offload_memory need;
         offload_memory_need(&oc, &need);
         char dv[32], hv[32];
         printf("memory: device working set %s, host %s\n", st_format_bytes((double)need.device, dv, sizeof dv),
                st_format_bytes((double)need.host, hv, sizeof hv));
-        printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s\n", o.schedule, o.alpha, any_ssd ? o.offload : "nothing",
-               any_ssd ? " in " : "", any_ssd ? (o.store ? o.store : default_store) : "");
+        printf("schedule: %s, alpha %.2f, on the SSD: %s; commits to %s\n", o.schedule, o.alpha,
+               any_ssd ? placed : "nothing", store_list);
         offload_traffic traffic;
         if (any_ssd && offload_traffic_per_step(&oc, &traffic, &err) == ST_OK) {
             char tr[32], tw[32];
@@ -615,12 +880,26 @@ int cmd_train(int argc, char **argv) {
                    (unsigned long long)traffic.total_read, (unsigned long long)traffic.total_written);
         }
         if (offload_trainer_create(&eng.off, &oc, init, &err) != ST_OK) goto fail;
-        eng.has_store = any_ssd;
-    } else if (trainer_create(&eng.mem, &tc, init, &err) != ST_OK) {
-        goto fail;
+    } else {
+        printf("schedule: memory (the in-memory trainer); commits to %s\n", store_list);
+        if (engine_create_memory(&eng, &tc, init, &dirs, o.resume ? &old_dirs : NULL, commit.step, &err) != ST_OK)
+            goto fail;
     }
     st_free_aligned(init);
     init = NULL;
+    committed = o.resume != NULL;
+    if (o.resume) {
+        /* the state moved: commit it where it is now, record that, then
+         * remove it from where it was */
+        if (move_store && commit_state(&eng, &tc.model, &loader, token_file_count(train_tf), &err) != ST_OK) goto fail;
+        char *settings = run_settings_json(&o);
+        st_status rs = settings ? run_dir_write_settings(rd, settings, &err) : st_fail(&err, ST_ENOMEM, "out of memory");
+        free(settings);
+        if (rs != ST_OK) goto fail;
+        for (int i = 0; move_store && i < old_dirs.n; i++)
+            if (run_dir_clear_store(old_dirs.paths[i], &err) != ST_OK) goto fail;
+        printf("resumed in %.2f s\n", st_now() - t_create);
+    }
     tokens = malloc(sizeof(int32_t) * (size_t)o.batch * (size_t)(o.seq + 1));
     if (!tokens) {
         st_fail(&err, ST_ENOMEM, "out of memory for a batch");
@@ -633,13 +912,16 @@ int cmd_train(int argc, char **argv) {
     const double start = st_now();
     const double tokens_per_step = (double)o.batch * (double)o.seq;
     float val_loss = NAN, first_val = NAN;
-    if (validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &first_val, &err) != ST_OK) goto fail;
-    val_loss = first_val;
-    printf("step 0: validation loss %.4f\n", first_val);
-    if (run_dir_log_metrics(rd, &err, "{\"step\": 0, \"val_loss\": %.6f}", first_val) != ST_OK) goto fail;
+    if (!o.resume) {
+        if (validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &first_val, &err) != ST_OK) goto fail;
+        val_loss = first_val;
+        printf("step 0: validation loss %.4f\n", first_val);
+        if (run_dir_log_metrics(rd, &err, "{\"step\": 0, \"val_loss\": %.6f}", first_val) != ST_OK) goto fail;
+    }
+    const long first_step = commit.step + 1;
     long step;
     double train_seconds = 0;
-    for (step = 1; step <= o.steps && !stop_requested; step++) {
+    for (step = first_step; step <= o.steps && !stop_signal; step++) {
         if (batch_loader_next(&loader, (int)o.batch, tokens, &err) != ST_OK) goto fail;
         train_step_stats st;
         if (engine_step(&eng, tokens, &st, &err) != ST_OK) goto fail;
@@ -650,15 +932,16 @@ int cmd_train(int argc, char **argv) {
             goto fail;
         }
         const double tok_s = tokens_per_step / st.seconds, elapsed = st_now() - start;
-        const double eta = train_seconds / (double)step * (double)(o.steps - step);
+        const double eta = train_seconds / (double)(step - first_step + 1) * (double)(o.steps - step);
         int do_eval = (o.eval_every > 0 && step % o.eval_every == 0) || step == o.steps;
         if (do_eval && validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK)
             goto fail;
+        /* the loss with every digit of the float, so that runs compare exactly */
         if (run_dir_log_metrics(rd, &err,
-                                do_eval ? "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
+                                do_eval ? "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6f, "
                                           "\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"elapsed_s\": %.3f, "
                                           "\"val_loss\": %.6f}"
-                                        : "{\"step\": %ld, \"loss\": %.6f, \"lr\": %.6g, \"grad_norm\": %.6f, "
+                                        : "{\"step\": %ld, \"loss\": %.9g, \"lr\": %.6g, \"grad_norm\": %.6f, "
                                           "\"tokens_per_s\": %.1f, \"step_s\": %.4f, \"elapsed_s\": %.3f}",
                                 step, st.loss, st.lr, st.grad_norm, tok_s, st.seconds, elapsed, val_loss) != ST_OK)
             goto fail;
@@ -670,43 +953,52 @@ int cmd_train(int argc, char **argv) {
                    o.steps, st.loss, val_loss, st.lr, tok_s, el, et);
             if (do_eval && step != o.steps) printf("\n");
             fflush(stdout);
-        } else if (step % o.log_every == 0 || step == 1 || do_eval) {
+        } else if (step % o.log_every == 0 || step == first_step || do_eval) {
             printf("step %ld/%ld loss %.4f lr %.2e grad_norm %.3f %.0f tok/s elapsed %s eta %s\n", step, o.steps,
                    st.loss, st.lr, st.grad_norm, tok_s, el, et);
             if (do_eval) printf("step %ld: validation loss %.4f\n", step, val_loss);
             fflush(stdout);
         }
-        if (o.save_every > 0 && step % o.save_every == 0 && step != o.steps &&
-            save_weights(rd, &eng, &tc.model, &err) != ST_OK)
-            goto fail;
+        if (fault.armed_after == step) io_engine_set_fault(eng.io, &fault.fault);
+        if (o.save_every > 0 && step % o.save_every == 0 && step != o.steps) {
+            if (save_weights(rd, &eng, &tc.model, &loader, token_file_count(train_tf), &err) != ST_OK) goto fail;
+            run_dir_committed(rd);
+            committed = 1;
+        }
     }
     if (tty) printf("\n");
     long done = engine_steps_done(&eng);
-    if (stop_requested) {
-        printf("stopping after step %ld on request; saving the weights\n", done);
+    if (stop_signal) {
+        printf("stopping after step %ld on %s; saving the weights and committing\n", done, strsignal(stop_signal));
         if (validation_loss(&eng, val_tf, tc.B, tc.T, o.eval_batches, tokens, &val_loss, &err) != ST_OK) goto fail;
     }
-    if (save_weights(rd, &eng, &tc.model, &err) != ST_OK) goto fail;
+    if (save_weights(rd, &eng, &tc.model, &loader, token_file_count(train_tf), &err) != ST_OK) goto fail;
+    run_dir_committed(rd);
     char plot_msg[256] = "";
     run_dir_plot(rd, plot_msg, sizeof plot_msg);
     char peak[32];
-    printf("done: %ld steps in %.1f s (%.0f tokens/s), validation loss %.4f -> %.4f, peak memory %s\n", done,
-           st_now() - start, tokens_per_step * (double)done / train_seconds, first_val, val_loss,
-           st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
+    const long trained = done - commit.step;
+    printf("done: %ld steps in %.1f s (%.0f tokens/s), validation loss %.4f -> %.4f, peak memory %s\n", trained,
+           st_now() - start, trained > 0 ? tokens_per_step * (double)trained / train_seconds : 0.0, first_val,
+           val_loss, st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
     printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o.run_dir, o.run_dir,
            plot_msg);
     if (eng.off) print_executor_summary(eng.off, o.trace);
-    rc = stop_requested ? 130 : 0;
+    rc = stop_signal ? 128 + stop_signal : 0;
     goto out;
 fail:
     rc = cli_fail(&err);
+    if (committed)
+        fprintf(stderr, "strata: the run's last commit is intact; continue it with: strata train --resume %s\n",
+                o.run_dir);
 out:
-    run_dir_finish(rd, rc == 0 || rc == 130);   /* 130: stopped on request, weights saved */
+    run_dir_finish(rd, rc == 0 || rc == 128 + SIGINT || rc == 128 + SIGTERM);   /* stopped on request: committed */
     engine_free(&eng);
     token_file_close(train_tf);
     token_file_close(val_tf);
     st_free_aligned(init);
     free(tokens);
-    cJSON_Delete(config_doc);
+    cJSON_Delete(docs[0]);
+    cJSON_Delete(docs[1]);
     return rc;
 }

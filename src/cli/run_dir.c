@@ -144,6 +144,75 @@ st_status run_dir_create(run_dir **out, const char *path, const char *desc_json,
     return ST_OK;
 }
 
+/* Keeps the lines of metrics.jsonl up to step (whole lines only). */
+static st_status truncate_metrics(const char *path, long step, st_error *err) {
+    FILE *f = fopen(path, "r+");
+    if (!f) return errno == ENOENT ? ST_OK : st_fail_errno(err, errno, "%s: cannot open", path);
+    char line[4096];
+    long keep = 0;
+    for (;;) {
+        if (!fgets(line, sizeof line, f)) break;
+        const size_t n = strlen(line);
+        if (n == 0 || line[n - 1] != '\n') break;   /* cut short (or absurdly long): drop it and what follows */
+        const char *p = strstr(line, "\"step\": ");
+        if (!p || strtol(p + 8, NULL, 10) > step) break;
+        keep = ftell(f);
+    }
+    int bad = fflush(f) != 0 || ftruncate(fileno(f), keep) != 0 || fsync(fileno(f)) != 0;
+    int e = errno;
+    fclose(f);
+    return bad ? st_fail_errno(err, e, "%s: cannot truncate to step %ld", path, step) : ST_OK;
+}
+
+/* Temporary files of a save that a crash interrupted. */
+static void remove_temporaries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const size_t n = strlen(e->d_name);
+        if (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) {
+            char f[4400];
+            snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+            unlink(f);
+        }
+    }
+    closedir(d);
+}
+
+st_status run_dir_resume(run_dir **out, const char *path, long step, st_error *err) {
+    *out = NULL;
+    char f[4200];
+    join(f, sizeof f, path, "run.json");
+    if (access(f, F_OK) != 0) return st_fail_errno(err, errno, "%s: not a run directory (no run.json)", path);
+    if (access(path, W_OK) != 0) return st_fail_errno(err, errno, "%s: run directory is not writable", path);
+    remove_temporaries(path);
+    join(f, sizeof f, path, "metrics.jsonl");
+    st_status s = truncate_metrics(f, step, err);
+    if (s != ST_OK) return s;
+    run_dir *rd = calloc(1, sizeof *rd);
+    if (!rd) return st_fail(err, ST_ENOMEM, "out of memory");
+    snprintf(rd->path, sizeof rd->path, "%s", path);
+    if (!(rd->metrics = fopen(f, "a"))) {
+        s = st_fail_errno(err, errno, "%s: cannot open", f);
+        free(rd);
+        return s;
+    }
+    *out = rd;
+    return ST_OK;
+}
+
+st_status run_dir_write_settings(run_dir *rd, const char *settings_json, st_error *err) {
+    char f[4200];
+    join(f, sizeof f, rd->path, "run.json");
+    char *text = malloc(strlen(settings_json) + 2);
+    if (!text) return st_fail(err, ST_ENOMEM, "out of memory");
+    sprintf(text, "%s\n", settings_json);
+    st_status s = write_file_atomic(f, text, err);
+    free(text);
+    return s;
+}
+
 st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -257,10 +326,8 @@ static void remove_entry(const char *path) {
     }
 }
 
-void run_dir_finish(run_dir *rd, int success) {
-    if (!rd) return;
-    if (rd->metrics) fclose(rd->metrics);
-    rd->metrics = NULL;
+/* Settles an overwritten run: deleted (success), or put back (failure). */
+static void settle_previous(run_dir *rd, int success) {
     if (rd->has_previous) {
         char prev[4200];
         join(prev, sizeof prev, rd->path, PREVIOUS);
@@ -277,6 +344,16 @@ void run_dir_finish(run_dir *rd, int success) {
             }
         }
         rmdir(prev);
+        rd->has_previous = 0;
     }
+}
+
+void run_dir_committed(run_dir *rd) { settle_previous(rd, 1); }
+
+void run_dir_finish(run_dir *rd, int success) {
+    if (!rd) return;
+    if (rd->metrics) fclose(rd->metrics);
+    rd->metrics = NULL;
+    settle_previous(rd, success);
     free(rd);
 }

@@ -7,7 +7,9 @@
  * replace, is refused unless the caller passes overwrite, so two runs never
  * mix their metrics and weights and files that are not a run's survive.
  * Weights are written atomically (temporary file, fsync, rename): a crash
- * leaves the previous weights or the new ones, never half of each.
+ * leaves the previous weights or the new ones, never half of each. The
+ * run's training state is committed to its store (RUN_DIR/store, or the
+ * directories run.json names), which --resume continues from.
  */
 #ifndef STRATA_CLI_RUN_DIR_H
 #define STRATA_CLI_RUN_DIR_H
@@ -24,6 +26,17 @@ typedef struct run_dir run_dir;
  * (or metrics.jsonl, model.safetensors, config.json, loss.png) and overwrite
  * is 0. */
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err);
+/* Reopens the run in path to continue it from its commit at step: run.json
+ * must be there; metrics.jsonl keeps its lines up to that step (the lines
+ * of steps after it, and a line cut short by a crash, are dropped, so the
+ * file reads as if the run had never stopped); temporary files a crashed
+ * save left (*.tmp) are removed. Nothing is deleted when the run fails later. */
+st_status run_dir_resume(run_dir **out, const char *path, long step, st_error *err);
+/* Replaces run.json (atomically): a resumed run's settings. */
+st_status run_dir_write_settings(run_dir *rd, const char *settings_json, st_error *err);
+/* The run has committed training state: from now on a failure keeps the
+ * run (the run it overwrote is deleted now). */
+void run_dir_committed(run_dir *rd);
 /* Appends one line to metrics.jsonl (printf format, no newline needed). */
 st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* model.safetensors (F32, Hugging Face names) and config.json; the weights

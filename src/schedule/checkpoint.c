@@ -142,6 +142,12 @@ st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, siz
     return ST_OK;
 }
 
+st_status ckpt_unit_numel(const ckpt_reader *r, int u, size_t *n, st_error *err) {
+    if (u < 0 || u >= r->n_units) return st_fail(err, ST_EINVAL, "unit %d out of range [0, %d)", u, r->n_units);
+    *n = r->pieces[0][r->first[0][u + 1] - 1].hi;
+    return ST_OK;
+}
+
 st_status ckpt_write_unit(store *st, int u, const float *master, const float *m, const float *v, size_t n,
                           size_t seg, void *stage, st_error *err) {
     const float *src[N_KINDS] = {master, m, v};
