@@ -124,7 +124,14 @@ static void format_opt(const train_opts *o, const opt_def *d, char *buf, size_t 
     switch (d->type) {
     case OPT_STR: snprintf(buf, n, "%s", *(const char *const *)field ? *(const char *const *)field : ""); break;
     case OPT_LONG: snprintf(buf, n, "%ld", *(const long *)field); break;
-    case OPT_DOUBLE: snprintf(buf, n, "%.17g", *(const double *)field); break;
+    case OPT_DOUBLE: {   /* the shortest text that reads back as the same double */
+        const double v = *(const double *)field;
+        for (int digits = 6; digits <= 17; digits++) {
+            snprintf(buf, n, "%.*g", digits, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+        break;
+    }
     case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case OPT_FLAG:
     case OPT_NOFLAG: snprintf(buf, n, "%s", *(const int *)field ? "true" : "false"); break;
@@ -527,8 +534,10 @@ static st_status commit_state(engine *e, const gpt_config *cfg, const batch_load
  * strata fsck read). */
 static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, const batch_loader *bl,
                               uint64_t data_tokens, st_error *err) {
+    const double t0 = st_now();
     st_status s = e->off ? offload_trainer_flush(e->off, err) : ST_OK;
     if (s == ST_OK) s = run_dir_save_weights(rd, cfg, engine_read_unit, e, err);
+    if (s == ST_OK) printf("saved model.safetensors in %.2f s\n", st_now() - t0);
     if (s == ST_OK) s = commit_state(e, cfg, bl, data_tokens, err);
     return s;
 }

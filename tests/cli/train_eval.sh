@@ -137,9 +137,9 @@ auto() { "$STRATA" train --n-layer 8 --d-model 64 --n-head 4 --vocab 101 --data 
 auto 8M
 check "auto placement with room: nothing on the SSD" grep -q "on the SSD: nothing" "$tmp/auto.log"
 auto 5M
-check "auto placement under 5M: optimizer state and gradients on the SSD" grep -q "on the SSD: optim,grads in" "$tmp/auto.log"
+check "auto placement under 5M: optimizer state and gradients on the SSD" grep -q "on the SSD: optim,grads;" "$tmp/auto.log"
 auto 4M
-check "auto placement under 4M: weights too" grep -q "on the SSD: weights,optim,grads in" "$tmp/auto.log"
+check "auto placement under 4M: weights too" grep -q "on the SSD: weights,optim,grads;" "$tmp/auto.log"
 check "  and it trains" grep -q "step 2/2" "$tmp/auto.log"
 auto 1000K
 check "auto placement: a budget nothing fits is refused with the smallest need" \
