@@ -29,7 +29,7 @@ typedef struct train_opts {
     long n_layer, n_head, d_model, n_ctx, vocab;
     long batch, micro_batch, seq, steps, warmup, threads;
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
-    long eval_every, eval_batches, log_every, save_every;
+    long eval_every, eval_batches, log_every, save_every, commit_every;
     uint64_t seed;
     const char *mem_device, *mem_host, *trace, *plan, *hw, *resume;
     int recompute, overwrite;
@@ -91,7 +91,9 @@ static const opt_def opt_defs[] = {
     {"eval-every", OPT_LONG, O(eval_every), "N       validation loss every N steps (0 = only at the end)"},
     {"eval-batches", OPT_LONG, O(eval_batches), "N       micro-batches of validation data per evaluation"},
     {"log-every", OPT_LONG, O(log_every), "N       a log line every N steps when stdout is not a terminal"},
-    {"save-every", OPT_LONG, O(save_every), "N       also save the weights and commit every N steps (0 = at the end)"},
+    {"save-every", OPT_LONG, O(save_every), "N       also save the weights (and commit) every N steps (0 = at the end)"},
+    {"commit-every", OPT_LONG, O(commit_every), "N       commit the training state every N steps, without writing the weights\n"
+                                                "                          file (cheap with the state on the SSD; 0 = with saves only)"},
 };
 #define N_OPTS (sizeof opt_defs / sizeof opt_defs[0])
 
@@ -293,7 +295,8 @@ static st_status merge_resume(train_opts *o, const char *given, cJSON **doc, con
             format_opt(&r, d, was, sizeof was);
             return st_fail(err, ST_EINVAL,
                            "--%s %s: the run in %s has %s, and a resumed run keeps its model, data and training "
-                           "settings (budgets, --offload, --store, --threads, logging and --save-every may change)",
+                           "settings (budgets, --offload, --store, --threads, logging, --save-every and --commit-every "
+                           "may change)",
                            d->name, now, o->resume, was);
         }
         const size_t size = d->type == OPT_STR      ? sizeof(const char *)
@@ -371,7 +374,8 @@ static st_status read_last_commit(const store_dirs *dirs, const char *run_path, 
     }
     if (s == ST_ENOENT)
         return st_fail(err, s,
-                       "%s: the run stopped before its first commit (--save-every); start it again with --overwrite",
+                       "%s: the run stopped before its first commit (--commit-every, --save-every); start it again with "
+                       "--overwrite",
                        run_path);
     if (s != ST_OK) return st_fail(err, s, "%s: %s", run_path, e.msg);
     return ST_OK;
@@ -969,8 +973,12 @@ int cmd_train(int argc, char **argv) {
             fflush(stdout);
         }
         if (fault.armed_after == step) io_engine_set_fault(eng.io, &fault.fault);
-        if (o.save_every > 0 && step % o.save_every == 0 && step != o.steps) {
-            if (save_weights(rd, &eng, &tc.model, &loader, token_file_count(train_tf), &err) != ST_OK) goto fail;
+        const int save = o.save_every > 0 && step % o.save_every == 0 && step != o.steps;
+        if (save || (o.commit_every > 0 && step % o.commit_every == 0 && step != o.steps)) {
+            if (tty) printf("\n");
+            if ((save ? save_weights(rd, &eng, &tc.model, &loader, token_file_count(train_tf), &err)
+                      : commit_state(&eng, &tc.model, &loader, token_file_count(train_tf), &err)) != ST_OK)
+                goto fail;
             run_dir_committed(rd);
             committed = 1;
         }

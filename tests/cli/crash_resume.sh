@@ -16,7 +16,7 @@ import array, random
 random.seed(5)
 array.array('H', [random.randrange(101) for _ in range(30000)]).tofile(open('$tmp/tokens.bin', 'wb'))"
 COMMON=(--n-layer 3 --d-model 64 --n-head 2 --vocab 101 --data "$tmp/tokens.bin" --batch 4 --micro-batch 2
-        --seq 16 --steps 24 --eval-batches 1 --threads 2 --clip 1 --save-every 3)
+        --seq 16 --steps 24 --eval-batches 1 --threads 2 --clip 1 --commit-every 2 --save-every 3)
 MODES=("--schedule vertical --offload weights,optim,grads --alpha 0.25"
        "--schedule horizontal --offload acts"
        "--schedule memory --offload none")

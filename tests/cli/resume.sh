@@ -108,7 +108,7 @@ for e in ENOSPC EIO; do
 done
 
 # disk use over many commits: flat after the first
-"$STRATA" train "${ARGS[@]}" --steps 40 --save-every 1 --offload weights,optim,grads --run-dir "$tmp/many" >/dev/null 2>&1 &
+"$STRATA" train "${ARGS[@]}" --steps 40 --commit-every 1 --offload weights,optim,grads --run-dir "$tmp/many" >"$tmp/many.log" 2>&1 &
 pid=$!
 wait_step "$tmp/many" 3
 sleep 0.2
@@ -117,4 +117,6 @@ wait $pid
 late=$(du -sk "$tmp/many/store" | cut -f1)
 echo "store disk use after 3 commits: ${early} KiB, after 40: ${late} KiB"
 check "disk use of the store stays flat over 40 commits (old versions reclaimed)" test "$late" -le "$early"
+check "  --commit-every commits without writing the weights file" \
+  bash -c "[ \$(grep -c '^committed step' '$tmp/many.log') -ge 39 ] && [ \$(grep -c '^saved model' '$tmp/many.log') -le 14 ]"
 finish
