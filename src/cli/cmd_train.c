@@ -381,6 +381,34 @@ static st_status read_last_commit(const store_dirs *dirs, const char *run_path, 
     return ST_OK;
 }
 
+/* Where a resume moves the state to: nothing there, or the copy an
+ * interrupted move left (a store without a commit record), removed; a store
+ * with a commit is someone's state and is refused. */
+static st_status clear_unfinished_copy(const store_dirs *to, st_error *err) {
+    store_config sc = store_default_config();
+    sc.paths = to->paths;
+    sc.n_paths = to->n;
+    sc.mode = STORE_OPEN_EXISTING;
+    sc.read_only = 1;
+    store *st;
+    st_error e = {0};
+    st_status s = store_open(&sc, &st, NULL, 0, &e);
+    if (s == ST_ENOENT) return ST_OK;
+    if (s != ST_OK) return st_fail(err, s, "--store %s: %s", to->list, e.msg);
+    cli_commit c;
+    s = cli_commit_read(st, &c, &e);
+    store_close(st);
+    if (s == ST_OK)
+        return st_fail(err, ST_EEXIST,
+                       "--store %s already holds a store with a commit (step %ld): choose an empty directory, or "
+                       "delete its strata-store.* files if they are a copy an interrupted resume left",
+                       to->paths[0], c.step);
+    for (int i = 0; i < to->n; i++)
+        if ((s = run_dir_clear_store(to->paths[i], err)) != ST_OK) return s;
+    printf("removed an unfinished copy of the state from %s (an interrupted resume)\n", to->paths[0]);
+    return ST_OK;
+}
+
 /* The commit belongs to this run: its model, its dataset, not finished. */
 static st_status check_commit(const cli_commit *c, const gpt_config *model, const token_file *tf, long steps,
                               st_error *err) {
@@ -819,6 +847,7 @@ int cmd_train(int argc, char **argv) {
         o.store = store_list;
     }
     const int move_store = o.resume && !store_dirs_same(&dirs, &old_dirs);
+    if (move_store && clear_unfinished_copy(&dirs, &err) != ST_OK) goto fail;
 
     char mem[32];
     printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters (%s)\n", tc.model.n_layer,

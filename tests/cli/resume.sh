@@ -95,6 +95,23 @@ check "resume cleans a crashed save's temporary files" bash -c "! ls '$tmp/part/
 check "  and finishes as the uninterrupted run (all in memory this time)" \
   bash -c "diff <(grep -o '\"step\": [0-9]*, \"loss\": [^,]*' '$tmp/ref/metrics.jsonl') <(grep -o '\"step\": [0-9]*, \"loss\": [^,]*' '$tmp/part/metrics.jsonl')"
 
+# moving into directories that already hold a store: the copy an interrupted
+# move left (no commit record) is replaced; a store with a commit is refused
+"$STRATA" train "${ARGS[@]}" --steps 30 --offload optim --store "$tmp/debris" --run-dir "$tmp/other" >/dev/null 2>&1 &
+pid=$!
+mkdir -p "$tmp/debris"
+wait_step "$tmp/other" 1
+kill -9 $pid; wait $pid 2>/dev/null
+"$STRATA" train "${ARGS[@]}" --steps 30 --offload none --run-dir "$tmp/mv" >/dev/null 2>&1 &
+pid=$!
+wait_step "$tmp/mv" 4
+kill -9 $pid; wait $pid 2>/dev/null
+expect_fail "moving the state into another run's committed store is refused" "already holds a store with a commit" \
+  "$STRATA" train --resume "$tmp/mv" --store "$tmp/ref/store"
+"$STRATA" train --resume "$tmp/mv" --store "$tmp/debris" >"$tmp/mv.log" 2>&1
+check "moving it over an interrupted copy replaces the copy and finishes the run" \
+  bash -c "grep -q 'removed an unfinished copy' '$tmp/mv.log' && diff <(grep -o '\"step\": [0-9]*, \"loss\": [^,]*' '$tmp/ref/metrics.jsonl') <(grep -o '\"step\": [0-9]*, \"loss\": [^,]*' '$tmp/mv/metrics.jsonl') >/dev/null"
+
 # a disk that fills up or fails in the middle of a step
 for e in ENOSPC EIO; do
   STRATA_FAULT="write:$e:7:5" train --steps 30 --offload weights,optim,grads --run-dir "$tmp/fault$e" >"$tmp/fault$e.log" 2>&1
