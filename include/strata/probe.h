@@ -52,6 +52,8 @@ typedef struct hw_probe_config {
     int B, T;
     int reps;                         /* timed repetitions per measurement (median) */
     uint64_t adamw_elements;          /* the optimizer measurement's size */
+    const hw_desc *base;              /* non-NULL: measure the SSD paths only and keep the rest of base
+                                         (disks drift; compute does not) */
     /* called before each step with a line saying what is measured (and after
      * the SSD with its result); may be NULL */
     void (*progress)(void *arg, const char *line);

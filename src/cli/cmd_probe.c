@@ -27,7 +27,9 @@ static void usage(FILE *f) {
             "  --model NAME          the shape compute is measured at (default gpt2-124m)\n"
             "  --micro-batch B       sequences per micro-batch at that shape (default 4)\n"
             "  --seq T               tokens per sequence (default 256)\n"
-            "  --reps N              timed repetitions per measurement, median (default 3)\n");
+            "  --reps N              timed repetitions per measurement, median (default 3)\n"
+            "  --update FILE         measure only the store directories again, keep the rest of FILE\n"
+            "                        (a disk's rates drift; re-measure them before a run you compare)\n");
 }
 
 static void progress(void *arg, const char *line) {
@@ -37,7 +39,7 @@ static void progress(void *arg, const char *line) {
 
 int cmd_probe(int argc, char **argv) {
     hw_probe_config pc = hw_probe_defaults();
-    const char *out = "hw.json", *store_arg = NULL;
+    const char *out = "hw.json", *store_arg = NULL, *update = NULL;
     long B = pc.B, T = pc.T, reps = pc.reps;
     st_error err = {0};
     for (int i = 1; i < argc; i++) {
@@ -57,6 +59,7 @@ int cmd_probe(int argc, char **argv) {
         else if (!strcmp(a, "--micro-batch")) s = cli_parse_int(a, v, 1, 1 << 16, &B, &err);
         else if (!strcmp(a, "--seq")) s = cli_parse_int(a, v, 1, 1 << 20, &T, &err);
         else if (!strcmp(a, "--reps")) s = cli_parse_int(a, v, 1, 32, &reps, &err);
+        else if (!strcmp(a, "--update")) update = v;
         else return cli_usage_error("probe", "unknown flag: %s", a);
         if (s != ST_OK) return cli_usage_error("probe", "%s", err.msg);
     }
@@ -82,8 +85,17 @@ int cmd_probe(int argc, char **argv) {
     }
     pc.ssd_dirs = dirs;
     pc.progress = progress;
-    hw_desc hw;
-    st_status s = hw_probe(&pc, &hw, &err);
+    hw_desc hw, base;
+    st_status s = ST_OK;
+    if (update) {
+        if (!store_arg) {
+            free(list);
+            return cli_usage_error("probe", "--update re-measures the store directories: give them with --store");
+        }
+        s = hw_load_json(update, &base, &err);
+        pc.base = &base;
+    }
+    if (s == ST_OK) s = hw_probe(&pc, &hw, &err);
     if (s == ST_OK) s = hw_save_json(out, &hw, &err);
     free(list);
     if (s != ST_OK) return cli_fail(&err);

@@ -478,6 +478,18 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
 st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     hw_desc hw;
     memset(&hw, 0, sizeof hw);
+    if (cfg->base) {   /* the SSD paths again, everything else as it was */
+        hw = *cfg->base;
+        if (cfg->n_ssd < 1) return st_fail(err, ST_EINVAL, "probe: updating a description needs store directories");
+        if (cfg->ssd_bytes < 8192 || cfg->ssd_bytes % 4096)
+            return st_fail(err, ST_EINVAL, "probe: the SSD test size must be a multiple of 4096 and at least 8192");
+        memset(hw.ssd, 0, sizeof hw.ssd);
+        hw.n_ssd = 0;
+        st_status s = probe_ssd(cfg, &hw, err);
+        if (s == ST_OK) s = hw_check(&hw, "probe", err);
+        if (s == ST_OK) *out = hw;
+        return s;
+    }
     if (cfg->n_ssd > 0 && (cfg->ssd_bytes < 8192 || cfg->ssd_bytes % 4096))
         return st_fail(err, ST_EINVAL, "probe: the SSD test size must be a multiple of 4096 and at least 8192");
     if (cfg->adamw_elements < 1024 || cfg->adamw_elements > (1ull << 32))

@@ -22,6 +22,16 @@ check "probe: small run succeeds" test $? -eq 0
 check "probe: progress on stderr" grep -q "AdamW on the optimizer thread" "$tmp/probe.err"
 check "probe: summary on stdout" grep -Eq "^ssd\[1\] .*st2: read [0-9.]+ GB/s" "$tmp/probe.out"
 check "probe: test files removed" bash -c "[ -z \"\$(find '$tmp/st1' '$tmp/st2' -mindepth 1)\" ]"
+"$STRATA" probe --update "$tmp/hw.json" --store "$tmp/st2" --size 64K --out "$tmp/hw2.json" >"$tmp/upd.out" 2>"$tmp/upd.err"
+check "probe --update: re-measures the store only (no compute measured)" \
+  bash -c "[ $? -eq 0 ] && ! grep -q 'AdamW on the optimizer thread' '$tmp/upd.err'"
+check "  keeps the rest of the description, replaces the SSD list" "$PY" - "$tmp/hw.json" "$tmp/hw2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["compute"] == b["compute"] and a["optimizer"] == b["optimizer"] and a["name"] == b["name"]
+assert len(a["ssd"]) == 2 and len(b["ssd"]) == 1 and b["ssd"][0]["path"].endswith("st2") and b["ssd"][0]["read_gbps"] > 0
+PY
+expect_rc "probe --update without --store: usage error" 2 "--store" "$STRATA" probe --update "$tmp/hw.json"
 check "probe: the description has every measured field" "$PY" - "$tmp/hw.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
