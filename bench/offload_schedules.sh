@@ -9,6 +9,11 @@
 #   defaults: build/strata gpt2-350m 1G 3 bench/results/offload
 #   RESUME=1 keeps the runs (and the bandwidth measurement) that finished in
 #   OUT_DIR before and runs the rest.
+#   PROBE_HW=FILE (a description from strata probe) re-measures the store's
+#   disk right before and right after each executor run (strata probe
+#   --update, 2 GiB) into OUT_DIR/run-NAME.hw-before.json and .hw-after.json,
+#   for bench/sim_vs_measured.sh: this disk's rates drift by tens of percent
+#   within minutes.
 #
 # Everything on the SSD (weights, optimizer state, checkpoints, gradients),
 # O_DIRECT through the store, mixed precision, no clipping (so that vertical
@@ -51,11 +56,24 @@ train() {
         return
     fi
     log "run $name"
+    probe "$name" before "$@"
     "$STRATA" train --model "$MODEL" --data "$DATA" --batch "$SEQS" --micro-batch "$mb" --seq "$seq" \
         --steps "$STEPS" --precision mixed --clip 0 --eval-batches 1 --eval-every 0 \
         --run-dir "$OUT/run-$name" --overwrite "$@" >"$OUT/run-$name.log" 2>&1 ||
         { echo "run $name failed:" >&2; tail -5 "$OUT/run-$name.log" >&2; exit 1; }
     rm -rf "$OUT/run-$name/store"
+    probe "$name" after "$@"
+}
+
+# The disk's rates now (PROBE_HW), for the executor's runs.
+probe() {
+    local name=$1 when=$2; shift 2
+    [ -n "${PROBE_HW:-}" ] && [[ " $* " == *" --offload "* ]] || return 0
+    mkdir -p "$OUT/probe"
+    "$STRATA" probe --update "$PROBE_HW" --store "$OUT/probe" --size 2G --out "$OUT/run-$name.hw-$when.json" \
+        >/dev/null 2>"$OUT/run-$name.probe-$when.log" ||
+        { echo "probe for $name failed:" >&2; tail -3 "$OUT/run-$name.probe-$when.log" >&2; exit 1; }
+    rm -rf "$OUT/probe"
 }
 
 if [ "${RESUME:-0}" != 1 ] || [ ! -s "$OUT/iobench.log" ]; then

@@ -337,8 +337,12 @@ static st_status absolute_paths(const char *list, char *out, size_t cap, st_erro
     size_t len = 0;
     for (const char *p = list; *p;) {
         const size_t n = strcspn(p, ",");
-        const int w = snprintf(out + len, cap - len, "%s%s%s%.*s", len ? "," : "", p[0] == '/' ? "" : cwd,
-                               p[0] == '/' ? "" : "/", (int)n, p);
+        char one[PATH_MAX], resolved[PATH_MAX];
+        snprintf(one, sizeof one, "%.*s", (int)n, p);
+        int w;
+        if (realpath(one, resolved)) w = snprintf(out + len, cap - len, "%s%s", len ? "," : "", resolved);
+        else w = snprintf(out + len, cap - len, "%s%s%s%s", len ? "," : "", one[0] == '/' ? "" : cwd,
+                          one[0] == '/' ? "" : "/", one);
         if (w < 0 || (size_t)w >= cap - len) return st_fail(err, ST_EINVAL, "store paths too long");
         len += (size_t)w;
         p += n + (p[n] == ',');
@@ -381,10 +385,12 @@ static st_status read_last_commit(const store_dirs *dirs, const char *run_path, 
     return ST_OK;
 }
 
-/* Where a resume moves the state to: nothing there, or the copy an
- * interrupted move left (a store without a commit record), removed; a store
- * with a commit is someone's state and is refused. */
-static st_status clear_unfinished_copy(const store_dirs *to, st_error *err) {
+/* Where a resume moves the state to: nothing there; or a copy an
+ * interrupted move left there, removed: a store without a commit record
+ * (the copy had not committed), or one whose record is this very commit's
+ * (it had, but run.json did not name it yet). Any other store is someone's
+ * state and is refused. */
+static st_status clear_unfinished_copy(const store_dirs *to, const cli_commit *ours, st_error *err) {
     store_config sc = store_default_config();
     sc.paths = to->paths;
     sc.n_paths = to->n;
@@ -393,19 +399,23 @@ static st_status clear_unfinished_copy(const store_dirs *to, st_error *err) {
     store *st;
     st_error e = {0};
     st_status s = store_open(&sc, &st, NULL, 0, &e);
-    if (s == ST_ENOENT) return ST_OK;
+    if (s == ST_ENOENT && access(to->paths[0], F_OK) == 0) return ST_OK;   /* no store there */
     if (s != ST_OK) return st_fail(err, s, "--store %s: %s", to->list, e.msg);
+    size_t n = 0;
+    store_user_meta(st, &n);
     cli_commit c;
-    s = cli_commit_read(st, &c, &e);
+    const int no_record = n == 0;
+    const int same = !no_record && cli_commit_read(st, &c, &e) == ST_OK && c.step == ours->step &&
+                     c.data_pos == ours->data_pos && c.data_epoch == ours->data_epoch &&
+                     c.data_tokens == ours->data_tokens && !memcmp(&c.model, &ours->model, sizeof c.model);
     store_close(st);
-    if (s == ST_OK)
+    if (!no_record && !same)
         return st_fail(err, ST_EEXIST,
-                       "--store %s already holds a store with a commit (step %ld): choose an empty directory, or "
-                       "delete its strata-store.* files if they are a copy an interrupted resume left",
-                       to->paths[0], c.step);
+                       "--store %s already holds a store with a commit of its own: choose an empty directory",
+                       to->paths[0]);
     for (int i = 0; i < to->n; i++)
         if ((s = run_dir_clear_store(to->paths[i], err)) != ST_OK) return s;
-    printf("removed an unfinished copy of the state from %s (an interrupted resume)\n", to->paths[0]);
+    printf("removed an unfinished copy of this run's state from %s (an interrupted resume)\n", to->paths[0]);
     return ST_OK;
 }
 
@@ -567,7 +577,8 @@ static st_status commit_state(engine *e, const gpt_config *cfg, const batch_load
 static st_status save_weights(run_dir *rd, engine *e, const gpt_config *cfg, const batch_loader *bl,
                               uint64_t data_tokens, st_error *err) {
     const double t0 = st_now();
-    st_status s = e->off ? offload_trainer_flush(e->off, err) : ST_OK;
+    st_status s = run_dir_sync_metrics(rd, err);
+    if (s == ST_OK && e->off) s = offload_trainer_flush(e->off, err);
     if (s == ST_OK) s = run_dir_save_weights(rd, cfg, engine_read_unit, e, err);
     if (s == ST_OK) printf("saved model.safetensors in %.2f s\n", st_now() - t0);
     if (s == ST_OK) s = commit_state(e, cfg, bl, data_tokens, err);
@@ -818,36 +829,38 @@ int cmd_train(int argc, char **argv) {
     batch_loader loader;
     if (batch_loader_init(&loader, train_tf, tc.T, tc.model.vocab_size, &err) != ST_OK) goto fail;
 
-    /* The store every run commits to: --store, or RUN_DIR/store. A resumed
-     * run finds its state where it last committed (run.json's "store"). */
-    char store_list[4200], old_list[4200];
-    char default_store[4200], store_abs[4200];
+    /* The store every run commits to: --store, or RUN_DIR/store. run.json
+     * records --store (as absolute paths) and not the default, so that it
+     * stays a --config file for another run directory. A resumed run finds
+     * its state where it last committed (run.json's "store"). */
+    char store_list[4200], old_list[4200], default_store[4200], store_abs[4200];
     snprintf(default_store, sizeof default_store, "%s/store", o.run_dir);
     snprintf(store_list, sizeof store_list, "%s", o.store ? o.store : default_store);
     snprintf(old_list, sizeof old_list, "%s", run_store ? run_store : default_store);
-    store_dirs dirs = {0}, old_dirs = {0};
+    if (o.store && absolute_paths(o.store, store_abs, sizeof store_abs, &err) != ST_OK) goto fail;
+    if (o.store) o.store = store_abs;
+    store_dirs dirs = {0}, old_dirs = {0}, default_dirs = {0};
     cli_commit commit = {0};
+    if (store_dirs_parse(store_list, &dirs, &err) != ST_OK || store_dirs_parse(default_store, &default_dirs, &err) != ST_OK)
+        goto fail;
     if (!o.resume) {
-        if (absolute_paths(store_list, store_abs, sizeof store_abs, &err) != ST_OK) goto fail;
-        char *settings = (o.store = store_abs, run_settings_json(&o));
+        char *settings = run_settings_json(&o);
         st_status rs = settings ? run_dir_create(&rd, o.run_dir, settings, o.overwrite, &err)
                                 : st_fail(&err, ST_ENOMEM, "out of memory");
         free(settings);
         if (rs != ST_OK) goto fail;
-        if (!strcmp(store_list, default_store) && run_dir_clear_store(default_store, &err) != ST_OK) goto fail;
-        if (store_dirs_parse(store_list, &dirs, &err) != ST_OK) goto fail;
+        if (!o.store && run_dir_clear_store(default_store, &err) != ST_OK) goto fail;
     } else {
-        if (store_dirs_parse(old_list, &old_dirs, &err) != ST_OK || store_dirs_parse(store_list, &dirs, &err) != ST_OK)
-            goto fail;
+        if (store_dirs_parse(old_list, &old_dirs, &err) != ST_OK) goto fail;
         if (read_last_commit(&old_dirs, o.run_dir, &commit, &err) != ST_OK) goto fail;
         if (check_commit(&commit, &tc.model, train_tf, o.steps, &err) != ST_OK) goto fail;
         loader.pos = commit.data_pos;
         loader.epoch = commit.data_epoch;
         if (run_dir_resume(&rd, o.run_dir, commit.step, &err) != ST_OK) goto fail;
-        o.store = store_list;
+        if (store_dirs_same(&dirs, &default_dirs)) o.store = NULL;   /* back in RUN_DIR/store: the default again */
     }
     const int move_store = o.resume && !store_dirs_same(&dirs, &old_dirs);
-    if (move_store && clear_unfinished_copy(&dirs, &err) != ST_OK) goto fail;
+    if (move_store && clear_unfinished_copy(&dirs, &commit, &err) != ST_OK) goto fail;
 
     char mem[32];
     printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters (%s)\n", tc.model.n_layer,
@@ -877,7 +890,8 @@ int cmd_train(int argc, char **argv) {
             for (int cand = 0; cand < 16; cand++) {
                 offload_config probe = {.train = tc, .schedule = kind, .alpha = o.alpha,
                                         .weights_on_ssd = cand & 1, .optim_on_ssd = (cand >> 1) & 1,
-                                        .acts_on_ssd = (cand >> 2) & 1, .grads_on_ssd = (cand >> 3) & 1};
+                                        .acts_on_ssd = (cand >> 2) & 1, .grads_on_ssd = (cand >> 3) & 1,
+                                        .n_store_paths = dirs.n, .n_resume_paths = old_dirs.n};
                 offload_memory need;
                 offload_traffic traffic;
                 offload_memory_need(&probe, &need);
@@ -1005,9 +1019,10 @@ int cmd_train(int argc, char **argv) {
         const int save = o.save_every > 0 && step % o.save_every == 0 && step != o.steps;
         if (save || (o.commit_every > 0 && step % o.commit_every == 0 && step != o.steps)) {
             if (tty) printf("\n");
-            if ((save ? save_weights(rd, &eng, &tc.model, &loader, token_file_count(train_tf), &err)
-                      : commit_state(&eng, &tc.model, &loader, token_file_count(train_tf), &err)) != ST_OK)
-                goto fail;
+            st_status cs = save ? save_weights(rd, &eng, &tc.model, &loader, token_file_count(train_tf), &err)
+                                : run_dir_sync_metrics(rd, &err);
+            if (cs == ST_OK && !save) cs = commit_state(&eng, &tc.model, &loader, token_file_count(train_tf), &err);
+            if (cs != ST_OK) goto fail;
             run_dir_committed(rd);
             committed = 1;
         }

@@ -49,6 +49,21 @@ static st_status mkdir_p(const char *path, st_error *err) {
     return ST_OK;
 }
 
+/* Makes a rename in path's directory durable. */
+static st_status sync_parent(const char *path, st_error *err) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return st_fail_errno(err, errno, "%s: cannot open to sync", dir);
+    int bad = fsync(fd) != 0;
+    int e = errno;
+    close(fd);
+    return bad ? st_fail_errno(err, e, "%s: cannot sync", dir) : ST_OK;
+}
+
 static st_status write_file_atomic(const char *path, const char *text, st_error *err) {
     char tmp[4400];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -63,7 +78,7 @@ static st_status write_file_atomic(const char *path, const char *text, st_error 
         remove(tmp);
         return st_fail_errno(err, e, "%s: cannot write", path);
     }
-    return ST_OK;
+    return sync_parent(path, err);   /* the rename itself survives a power cut */
 }
 
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err) {
@@ -220,6 +235,12 @@ st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) 
     va_end(ap);
     bad |= fputc('\n', rd->metrics) == EOF || fflush(rd->metrics) != 0;
     if (bad) return st_fail_errno(err, errno, "%s/metrics.jsonl: write failed", rd->path);
+    return ST_OK;
+}
+
+st_status run_dir_sync_metrics(run_dir *rd, st_error *err) {
+    if (fflush(rd->metrics) != 0 || fsync(fileno(rd->metrics)) != 0)
+        return st_fail_errno(err, errno, "%s/metrics.jsonl: cannot sync", rd->path);
     return ST_OK;
 }
 

@@ -39,6 +39,9 @@ st_status run_dir_write_settings(run_dir *rd, const char *settings_json, st_erro
 void run_dir_committed(run_dir *rd);
 /* Appends one line to metrics.jsonl (printf format, no newline needed). */
 st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Makes metrics.jsonl durable: before a commit, so that after a power cut
+ * the lines up to the committed step are there. */
+st_status run_dir_sync_metrics(run_dir *rd, st_error *err);
 /* model.safetensors (F32, Hugging Face names) and config.json; the weights
  * are fetched one unit at a time, so a model larger than memory saves too. */
 st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx, st_error *err);

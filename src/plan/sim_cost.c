@@ -43,6 +43,7 @@ offload_config sim_offload_config(const sim_config *c) {
     oc.acts_on_ssd = c->acts_on_ssd;
     oc.grads_on_ssd = c->grads_on_ssd;
     oc.segment_elems = c->optimizer_segment;
+    oc.n_store_paths = 1;   /* strata train always has a store to commit to: its staging buffer counts */
     return oc;
 }
 

@@ -1,5 +1,6 @@
 /* offload.c - runs iteration task lists (strata/offload.h) against state in
  * host memory or in the SSD store. */
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -700,7 +701,7 @@ void offload_memory_need(const offload_config *cfg, offload_memory *out) {
 static st_status check_budgets(const offload_config *cfg, st_error *err) {
     offload_memory m;
     offload_memory_need(cfg, &m);
-    char need[32], have[32], a[32], b[32], c[32], d[32];
+    char need[32], have[32], a[32], b[32], c[32], d[32], e[32];
     if (cfg->mem_device && m.device > cfg->mem_device)
         return st_fail(err, ST_ENOMEM,
                        "the device budget %s is too small: one block's working set at micro-batch %d x %d needs %s "
@@ -712,13 +713,15 @@ static st_status check_budgets(const offload_config *cfg, st_error *err) {
     if (cfg->mem_host && m.host > cfg->mem_host)
         return st_fail(err, ST_ENOMEM,
                        "the host budget %s is too small: this placement needs %s (optimizer state %s, compute weights "
-                       "%s, checkpoints %s, gradients %s); place more state on the SSD (--offload) or raise --mem-host",
+                       "%s, checkpoints %s, gradients %s, I/O staging %s); place more state on the SSD (--offload) or "
+                       "raise --mem-host",
                        st_format_bytes((double)cfg->mem_host, have, sizeof have),
                        st_format_bytes((double)m.host, need, sizeof need),
                        st_format_bytes((double)m.optimizer_state, a, sizeof a),
                        st_format_bytes((double)m.compute_weights, b, sizeof b),
                        st_format_bytes((double)m.checkpoints, c, sizeof c),
-                       st_format_bytes((double)m.gradients, d, sizeof d));
+                       st_format_bytes((double)m.gradients, d, sizeof d),
+                       st_format_bytes((double)m.staging, e, sizeof e));
     return ST_OK;
 }
 
@@ -813,10 +816,14 @@ st_status offload_traffic_per_step(const offload_config *cfg, offload_traffic *o
     return s;
 }
 
+/* The same directories in the same order, however spelled (./, links, a
+ * trailing slash): the store to resume from is this one. */
 static int same_paths(const char *const *a, int na, const char *const *b, int nb) {
     if (na != nb) return 0;
-    for (int i = 0; i < na; i++)
-        if (strcmp(a[i], b[i]) != 0) return 0;
+    for (int i = 0; i < na; i++) {
+        char x[PATH_MAX], y[PATH_MAX];
+        if (!realpath(a[i], x) || !realpath(b[i], y) || strcmp(x, y) != 0) return 0;
+    }
     return 1;
 }
 

@@ -20,7 +20,7 @@ train() { "$STRATA" train "${ARGS[@]}" "$@"; }   # (background runs call "$STRAT
 losses() { grep -o '"step": [0-9]*, "loss": [^,]*' "$1/metrics.jsonl"; }
 same_run() { diff <(losses "$1") <(losses "$2") >/dev/null && cmp -s "$1/model.safetensors" "$2/model.safetensors"; }
 # waits until the run in $1 has logged step $2
-wait_step() { for _ in $(seq 1 3000); do grep -q "\"step\": $2," "$1/metrics.jsonl" 2>/dev/null && return; sleep 0.01; done; }
+wait_step() { for _ in $(seq 1 12000); do grep -q "\"step\": $2," "$1/metrics.jsonl" 2>/dev/null && return; sleep 0.01; done; }
 
 train --steps 30 --offload weights,optim,grads --run-dir "$tmp/ref" >"$tmp/ref.log" 2>&1
 check "the uninterrupted run" test -s "$tmp/ref/model.safetensors"
@@ -39,13 +39,16 @@ check "SIGTERM: exit 143 after committing" bash -c "[ $rc -eq 143 ] && grep -q '
 check "  resumed, its losses and weights are the uninterrupted run's" same_run "$tmp/ref" "$tmp/term"
 
 # a second signal stops at once (no commit of its own); the last commit resumes
-"$STRATA" train "${ARGS[@]}" --steps 30 --offload weights,optim,grads --run-dir "$tmp/twice" >/dev/null 2>&1 &
+# (the stop's validation pass is long here, so that the second signal lands in it)
+"$STRATA" train "${ARGS[@]}" --steps 30 --offload weights,optim,grads --eval-batches 1000 --eval-every 1000 \
+  --run-dir "$tmp/twice" >"$tmp/twice.log" 2>&1 &
 pid=$!
 wait_step "$tmp/twice" 7
-kill -INT $pid; kill -INT $pid
+kill -INT $pid; sleep 0.05; kill -INT $pid
 wait $pid
 rc=$?
-check "a second SIGINT exits at once (130)" test $rc -eq 130
+check "a second SIGINT exits at once (130), before the stop's own commit" \
+  bash -c "[ $rc -eq 130 ] && ! grep -q '^done:' '$tmp/twice.log'"
 "$STRATA" train --resume "$tmp/twice" >"$tmp/twice2.log" 2>&1
 check "  resumed from the last commit, same losses and weights" same_run "$tmp/ref" "$tmp/twice"
 
@@ -67,6 +70,32 @@ check "  run.json names the new store" grep -q "\"store\":.*elsewhere" "$tmp/mov
 check "  fsck finds the store through run.json" "$STRATA" fsck "$tmp/move"
 check "  export writes the last commit's weights, the run's model.safetensors" \
   bash -c "'$STRATA' export '$tmp/move' --out '$tmp/exported.safetensors' >/dev/null && cmp '$tmp/exported.safetensors' '$tmp/move/model.safetensors'"
+
+# the same store named another way is resumed in place; the in-memory
+# trainer moves its state too; run.json stays a --config file for another run
+"$STRATA" train "${ARGS[@]}" --steps 30 --schedule memory --offload none --alpha 0 --run-dir "$tmp/memref" >/dev/null 2>&1
+same_losses() { diff <(losses "$1") <(losses "$2") >/dev/null && cmp -s "$1/model.safetensors" "$2/model.safetensors"; }
+for d in mem mem2; do
+  mkdir -p "$tmp/$d-store"
+  "$STRATA" train "${ARGS[@]}" --steps 30 --schedule memory --offload none --alpha 0 --store "$tmp/$d-store" \
+    --run-dir "$tmp/$d" >/dev/null 2>&1 &
+  pid=$!
+  wait_step "$tmp/$d" 4
+  kill -9 $pid; wait $pid 2>/dev/null
+done
+"$STRATA" train --resume "$tmp/mem" --store "$tmp/./mem-store/" >"$tmp/mem1.log" 2>&1
+check "the same store spelled another way (./, trailing /) resumes in place" \
+  bash -c "grep -q 'resumed in' '$tmp/mem1.log' && ! grep -q 'moving its state' '$tmp/mem1.log'"
+check "  and the in-memory trainer's run is the uninterrupted one" same_run "$tmp/memref" "$tmp/mem"
+mkdir -p "$tmp/mem2-moved"
+"$STRATA" train --resume "$tmp/mem2" --store "$tmp/mem2-moved" >"$tmp/mem2.log" 2>&1
+check "the in-memory trainer's state moves to another store, and the run is the uninterrupted one" \
+  bash -c "grep -q 'moving its state' '$tmp/mem2.log' && diff <(grep -o '\"step\": [0-9]*, \"loss\": [^,]*' '$tmp/memref/metrics.jsonl') <(grep -o '\"step\": [0-9]*, \"loss\": [^,]*' '$tmp/mem2/metrics.jsonl') >/dev/null"
+check "  run.json records the new store as an absolute path" grep -q "\"store\":.*\"$tmp/mem2-moved\"" "$tmp/mem2/run.json"
+check "run.json of a run with the default store is a --config file for another run directory" \
+  bash -c "'$STRATA' train --config '$tmp/memref/run.json' --run-dir '$tmp/again' --steps 30 >/dev/null 2>&1"
+check "  and for the same one, with --overwrite" \
+  bash -c "'$STRATA' train --config '$tmp/memref/run.json' --run-dir '$tmp/memref' --overwrite >/dev/null 2>&1"
 
 # what may not change, and what cannot be resumed
 "$STRATA" train "${ARGS[@]}" --steps 30 --offload none --run-dir "$tmp/part" >/dev/null 2>&1 &
