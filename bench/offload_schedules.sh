@@ -94,6 +94,11 @@ for M in 1 2 4 8 16; do
 done
 train "memory-big" "$BIG_SEQ" "$BIG_MB" --schedule memory
 train "vertical-big" "$BIG_SEQ" "$BIG_MB" --schedule vertical --offload "$ssd" --mem-host "$HOST"
+# Other placements (no host budget), for the simulator's check (bench/sim_vs_measured.sh)
+train "vertical-M4-acts" "$SEQ" 4 --schedule vertical --offload acts
+train "horizontal-M4-acts" "$SEQ" 4 --schedule horizontal --offload acts
+train "vertical-M8-weights-acts" "$SEQ" 2 --schedule vertical --offload weights,acts
+train "horizontal-big-acts" "$BIG_SEQ" "$BIG_MB" --schedule horizontal --offload acts
 
 "$PY" - "$OUT" "$MODEL" "$HOST" "$SEQS" "$SEQ" "$BIG_SEQ" "$STEPS" <<'PY'
 import json, re, sys
