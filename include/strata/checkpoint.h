@@ -54,6 +54,22 @@ uint64_t ckpt_reader_bytes(store *st);
 st_status ckpt_write_unit(store *st, int u, const float *master, const float *m, const float *v, size_t n,
                           size_t seg, void *stage, st_error *err);
 
+/* What a training run records beside each commit (the store's user meta,
+ * a JSON object): the step the state is at, the model's shape, and the
+ * training data loader's position after that step (strata/batches.h). */
+typedef struct ckpt_record {
+    long step;
+    gpt_config model;
+    uint64_t data_pos, data_epoch;   /* the batch_loader's pos and epoch */
+    uint64_t data_tokens;            /* tokens in the training file, to notice another dataset */
+} ckpt_record;
+/* r as JSON into buf; returns its length (< cap), or -1 when it does not fit. */
+int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap);
+/* Parses a record. ST_ENOENT for an empty one (no commit of a step yet);
+ * ST_ECORRUPT naming a field missing, of the wrong type or out of range
+ * (integers up to 2^53; the shape must pass gpt_config_check). */
+st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -233,39 +233,8 @@ st_status cli_store_dirs(const char *arg, char **list, const char *paths[], int 
     return ST_OK;
 }
 
-int cli_commit_format(const cli_commit *c, char *buf, size_t cap) {
-    int n = snprintf(buf, cap,
-                     "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d, "
-                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu}",
-                     c->step, c->model.n_layer, c->model.n_head, c->model.d_model, c->model.n_ctx, c->model.vocab_size,
-                     (unsigned long long)c->data_pos, (unsigned long long)c->data_epoch,
-                     (unsigned long long)c->data_tokens);
-    return n >= 0 && (size_t)n < cap ? n : -1;
-}
-
-st_status cli_commit_read(store *st, cli_commit *out, st_error *err) {
+st_status cli_commit_read(store *st, ckpt_record *out, st_error *err) {
     size_t n = 0;
-    const void *meta = store_user_meta(st, &n);
-    cJSON *j = meta && n ? cJSON_ParseWithLength(meta, n) : NULL;
-    if (!j) return st_fail(err, ST_ENOENT, "the store holds no commit of a training step yet");
-    static const char *const keys[] = {"step", "n_layer", "n_head", "d_model", "n_ctx", "vocab",
-                                       "data_pos", "data_epoch", "data_tokens"};
-    double v[9] = {0};
-    for (int k = 0; k < 9; k++) {
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, keys[k]);
-        const double most = k < 6 ? (double)INT_MAX : 9007199254740992.0;   /* 2^53: exact in a double */
-        if (!it && k >= 6) continue;   /* a commit without the data position: resume refuses it */
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > most ||
-            it->valuedouble != floor(it->valuedouble)) {
-            cJSON_Delete(j);
-            return st_fail(err, ST_ECORRUPT, "the store's commit record: field %s missing or out of range", keys[k]);
-        }
-        v[k] = it->valuedouble;
-    }
-    cJSON_Delete(j);
-    *out = (cli_commit){.step = (long)v[0],
-                        .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3], .n_ctx = (int)v[4],
-                                  .vocab_size = (int)v[5]},
-                        .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8]};
-    return gpt_config_check(&out->model, err);
+    const void *meta = store_user_meta(st, &n);   /* valid until the next store_set_user_meta: parsed at once */
+    return ckpt_record_parse(meta, n, out, err);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "strata/base.h"
 #include "strata/model.h"
+#include "strata/checkpoint.h"
 #include "strata/schedule.h"
 #include "strata/store.h"
 
@@ -71,21 +72,9 @@ int cli_model_flag(const char *flag, const char *value, cli_model_flags *f, st_s
 st_status cli_store_dirs(const char *arg, char **list, const char *paths[], int *n, char *sub, size_t sub_cap,
                          st_error *err);
 
-/* What strata train records beside each commit (the store's user meta, a
- * JSON object): the step the state is at, the model's shape, and the
- * training data loader's position after that step. */
-typedef struct cli_commit {
-    long step;
-    gpt_config model;
-    uint64_t data_pos, data_epoch;   /* strata/batches.h's batch_loader pos and epoch */
-    uint64_t data_tokens;            /* tokens in the training file, to notice another dataset */
-} cli_commit;
-/* c as JSON into buf; returns its length (< cap) or -1 when it does not fit. */
-int cli_commit_format(const cli_commit *c, char *buf, size_t cap);
-/* The record of st's last commit. ST_ENOENT when there is none (the run
- * stopped before its first commit); ST_ECORRUPT naming a field missing or
- * out of range. */
-st_status cli_commit_read(store *st, cli_commit *out, st_error *err);
+/* The record of st's last commit (strata/checkpoint.h's ckpt_record_parse
+ * of the store's user meta). */
+st_status cli_commit_read(store *st, ckpt_record *out, st_error *err);
 
 /* True when stdout is a terminal (live status lines) rather than a log. */
 int cli_stdout_is_tty(void);

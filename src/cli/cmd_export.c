@@ -57,7 +57,7 @@ int cmd_export(int argc, char **argv) {
     st_status s = cli_store_dirs(arg, &list, paths, &n, sub, sizeof sub, &err);
     store *st = NULL;
     ckpt_reader *r = NULL;
-    cli_commit commit = {0};
+    ckpt_record commit = {0};
     if (s == ST_OK) {
         store_config sc = store_default_config();
         sc.paths = paths;

@@ -361,7 +361,7 @@ static int store_dirs_same(const store_dirs *a, const store_dirs *b) {
 }
 
 /* The record of the last commit of the store in dirs. */
-static st_status read_last_commit(const store_dirs *dirs, const char *run_path, cli_commit *out, st_error *err) {
+static st_status read_last_commit(const store_dirs *dirs, const char *run_path, ckpt_record *out, st_error *err) {
     store_config sc = store_default_config();
     sc.paths = dirs->paths;
     sc.n_paths = dirs->n;
@@ -390,7 +390,7 @@ static st_status read_last_commit(const store_dirs *dirs, const char *run_path, 
  * (the copy had not committed), or one whose record is this very commit's
  * (it had, but run.json did not name it yet). Any other store is someone's
  * state and is refused. */
-static st_status clear_unfinished_copy(const store_dirs *to, const cli_commit *ours, st_error *err) {
+static st_status clear_unfinished_copy(const store_dirs *to, const ckpt_record *ours, st_error *err) {
     store_config sc = store_default_config();
     sc.paths = to->paths;
     sc.n_paths = to->n;
@@ -403,7 +403,7 @@ static st_status clear_unfinished_copy(const store_dirs *to, const cli_commit *o
     if (s != ST_OK) return st_fail(err, s, "--store %s: %s", to->list, e.msg);
     size_t n = 0;
     store_user_meta(st, &n);
-    cli_commit c;
+    ckpt_record c;
     const int no_record = n == 0;
     const int same = !no_record && cli_commit_read(st, &c, &e) == ST_OK && c.step == ours->step &&
                      c.data_pos == ours->data_pos && c.data_epoch == ours->data_epoch &&
@@ -420,7 +420,7 @@ static st_status clear_unfinished_copy(const store_dirs *to, const cli_commit *o
 }
 
 /* The commit belongs to this run: its model, its dataset, not finished. */
-static st_status check_commit(const cli_commit *c, const gpt_config *model, const token_file *tf, long steps,
+static st_status check_commit(const ckpt_record *c, const gpt_config *model, const token_file *tf, long steps,
                               st_error *err) {
     const gpt_config *m = &c->model;
     if (m->n_layer != model->n_layer || m->n_head != model->n_head || m->d_model != model->d_model ||
@@ -553,10 +553,10 @@ static void engine_free(engine *e) {
  * model, data position), and says what it cost. */
 static st_status commit_state(engine *e, const gpt_config *cfg, const batch_loader *bl, uint64_t data_tokens,
                               st_error *err) {
-    const cli_commit c = {.step = engine_steps_done(e), .model = *cfg, .data_pos = bl->pos, .data_epoch = bl->epoch,
+    const ckpt_record c = {.step = engine_steps_done(e), .model = *cfg, .data_pos = bl->pos, .data_epoch = bl->epoch,
                           .data_tokens = data_tokens};
     char meta[512];
-    const int n = cli_commit_format(&c, meta, sizeof meta);
+    const int n = ckpt_record_format(&c, meta, sizeof meta);
     if (n < 0) return st_fail(err, ST_EINVAL, "commit record too long");
     const double t0 = st_now();
     st_status s;
@@ -840,7 +840,7 @@ int cmd_train(int argc, char **argv) {
     if (o.store && absolute_paths(o.store, store_abs, sizeof store_abs, &err) != ST_OK) goto fail;
     if (o.store) o.store = store_abs;
     store_dirs dirs = {0}, old_dirs = {0}, default_dirs = {0};
-    cli_commit commit = {0};
+    ckpt_record commit = {0};
     if (store_dirs_parse(store_list, &dirs, &err) != ST_OK || store_dirs_parse(default_store, &default_dirs, &err) != ST_OK)
         goto fail;
     if (!o.resume) {

@@ -1,6 +1,10 @@
 /* checkpoint.c - a run's training state in a store (see strata/checkpoint.h). */
 #include "strata/checkpoint.h"
 
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,5 +176,47 @@ st_status ckpt_write_unit(store *st, int u, const float *master, const float *m,
             if ((s = store_write(st, key, stage, store_padded_bytes(len * 4), err)) != ST_OK) return s;
         }
     }
+    return ST_OK;
+}
+
+int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap) {
+    int n = snprintf(buf, cap,
+                     "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d, "
+                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu}",
+                     r->step, r->model.n_layer, r->model.n_head, r->model.d_model, r->model.n_ctx, r->model.vocab_size,
+                     (unsigned long long)r->data_pos, (unsigned long long)r->data_epoch,
+                     (unsigned long long)r->data_tokens);
+    return n >= 0 && (size_t)n < cap ? n : -1;
+}
+
+st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_error *err) {
+    if (!text || n == 0) return st_fail(err, ST_ENOENT, "the store holds no commit of a training step yet");
+    cJSON *j = cJSON_ParseWithLength(text, n);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return st_fail(err, ST_ECORRUPT, "the store's commit record is not a JSON object");
+    }
+    static const char *const keys[] = {"step", "n_layer", "n_head", "d_model", "n_ctx", "vocab",
+                                       "data_pos", "data_epoch", "data_tokens"};
+    double v[9] = {0};
+    for (int k = 0; k < 9; k++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, keys[k]);
+        const double most = k < 6 ? (double)INT_MAX : 9007199254740992.0;   /* 2^53: exact in a double */
+        if (!it && k >= 6) continue;   /* a commit from before the data position was recorded */
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= 0) || it->valuedouble > most ||
+            it->valuedouble != floor(it->valuedouble)) {
+            cJSON_Delete(j);
+            return st_fail(err, ST_ECORRUPT, "the store's commit record: field %s missing or out of range", keys[k]);
+        }
+        v[k] = it->valuedouble;
+    }
+    cJSON_Delete(j);
+    *out = (ckpt_record){.step = (long)v[0],
+                         .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3],
+                                   .n_ctx = (int)v[4], .vocab_size = (int)v[5]},
+                         .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8]};
+    st_error e = {0};
+    if (gpt_config_check(&out->model, &e) != ST_OK)
+        return st_fail(err, ST_ECORRUPT, "the store's commit record: %s", e.msg);
     return ST_OK;
 }
