@@ -360,16 +360,21 @@ static int store_dirs_same(const store_dirs *a, const store_dirs *b) {
     return 1;
 }
 
-/* The record of the last commit of the store in dirs. */
-static st_status read_last_commit(const store_dirs *dirs, const char *run_path, ckpt_record *out, st_error *err) {
+/* Opens the store in d to look at it (the lock is shared; nothing is written). */
+static st_status open_read_only(const store_dirs *d, store **out, st_error *err) {
     store_config sc = store_default_config();
-    sc.paths = dirs->paths;
-    sc.n_paths = dirs->n;
+    sc.paths = d->paths;
+    sc.n_paths = d->n;
     sc.mode = STORE_OPEN_EXISTING;
     sc.read_only = 1;
+    return store_open(&sc, out, NULL, 0, err);
+}
+
+/* The record of the last commit of the store in dirs. */
+static st_status read_last_commit(const store_dirs *dirs, const char *run_path, ckpt_record *out, st_error *err) {
     store *st;
     st_error e = {0};
-    st_status s = store_open(&sc, &st, NULL, 0, &e);
+    st_status s = open_read_only(dirs, &st, &e);
     if (s == ST_OK) {
         s = cli_commit_read(st, out, &e);
         store_close(st);
@@ -391,14 +396,9 @@ static st_status read_last_commit(const store_dirs *dirs, const char *run_path, 
  * (it had, but run.json did not name it yet). Any other store is someone's
  * state and is refused. */
 static st_status clear_unfinished_copy(const store_dirs *to, const ckpt_record *ours, st_error *err) {
-    store_config sc = store_default_config();
-    sc.paths = to->paths;
-    sc.n_paths = to->n;
-    sc.mode = STORE_OPEN_EXISTING;
-    sc.read_only = 1;
     store *st;
     st_error e = {0};
-    st_status s = store_open(&sc, &st, NULL, 0, &e);
+    st_status s = open_read_only(to, &st, &e);
     if (s == ST_ENOENT && access(to->paths[0], F_OK) == 0) return ST_OK;   /* no store there */
     if (s != ST_OK) return st_fail(err, s, "--store %s: %s", to->list, e.msg);
     size_t n = 0;
@@ -496,13 +496,7 @@ static st_status engine_create_memory(engine *e, const train_config *tc, const f
         return st_fail(err, ST_ENOMEM, "out of memory for the commit buffer");
     if (!resume_from) return ST_OK;
     store *from = e->ckpt;
-    if (!in_place) {
-        store_config rc = store_default_config();
-        rc.paths = resume_from->paths;
-        rc.n_paths = resume_from->n;
-        rc.read_only = 1;
-        if ((s = store_open(&rc, &from, NULL, 0, err)) != ST_OK) return s;
-    }
+    if (!in_place && (s = open_read_only(resume_from, &from, err)) != ST_OK) return s;
     ckpt_reader *r = NULL;
     s = ckpt_reader_open(&r, from, &tc->model, err);
     if (s == ST_OK) s = trainer_load_state(e->mem, r, steps_done, err);
