@@ -854,6 +854,11 @@ int cmd_train(int argc, char **argv) {
         if (store_dirs_same(&dirs, &default_dirs)) o.store = NULL;   /* back in RUN_DIR/store: the default again */
     }
     const int move_store = o.resume && !store_dirs_same(&dirs, &old_dirs);
+    for (int i = 0; move_store && i < dirs.n; i++)   /* where the state moves to may be new */
+        if (mkdir(dirs.paths[i], 0755) != 0 && errno != EEXIST) {
+            st_fail_errno(&err, errno, "--store %s: cannot create", dirs.paths[i]);
+            goto fail;
+        }
     if (move_store && clear_unfinished_copy(&dirs, &commit, &err) != ST_OK) goto fail;
 
     char mem[32];

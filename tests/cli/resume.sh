@@ -61,8 +61,7 @@ kill -9 $pid; wait $pid 2>/dev/null
 pid=$!
 wait_step "$tmp/move" 14
 kill -9 $pid; wait $pid 2>/dev/null
-mkdir -p "$tmp/elsewhere"
-"$STRATA" train --resume "$tmp/move" --store "$tmp/elsewhere" --mem-host 4M >"$tmp/move2.log" 2>&1
+"$STRATA" train --resume "$tmp/move" --store "$tmp/elsewhere" --mem-host 4M >"$tmp/move2.log" 2>&1   # (created)
 check "resumed in another placement, then into another store with a host budget: same run" same_run "$tmp/ref" "$tmp/move"
 check "  the state moved: the new store has it" test -f "$tmp/elsewhere/strata-store.manifest"
 check "  the old store is gone" bash -c "! ls '$tmp/move/store/'strata-store.* >/dev/null 2>&1"
