@@ -499,6 +499,9 @@ static st_status save_grads(offload_trainer *t, const sched_task *k, st_error *e
 
 /* ---- creation ---------------------------------------------------------------------- */
 
+/* The state kept in host memory: master weights (k = 0) or a moment (1, 2). */
+static float *host_state(const offload_trainer *t, int k) { return k == 0 ? t->master : k == 1 ? t->m : t->v; }
+
 /* Where creation takes the state from: a fresh initialization (the unit's
  * fp32 weights, moments at zero) or a commit (strata/checkpoint.h), which
  * may be this store's own (in_place: its tensors already are the state). */
@@ -549,7 +552,7 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
             const size_t len = hi - lo;
             float *state[3];
             for (int k = 0; k < 3; k++)
-                state[k] = t->master ? (k == 0 ? t->master : k == 1 ? t->m : t->v) + off + lo : t->oslot[0].buf[k];
+                state[k] = t->master ? host_state(t, k) + off + lo : t->oslot[0].buf[k];
             /* in place on the SSD only the master weights are read: for the compute weights */
             const int n_read = t->master || !src->in_place ? 3 : 1;
             for (int k = 0; k < n_read && s == ST_OK; k++) s = source_read(src, k, u, lo, hi, state[k], err);
@@ -574,29 +577,39 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
     return s;
 }
 
-/* Resuming in place: the store's state tensors must be exactly this run's
- * layout (the reader accepts any; the commits to come write this one). */
-static st_status check_layout_in_place(offload_trainer *t, st_error *err) {
+/* Visits every state tensor of this run's layout: kind optim_kinds[k] of
+ * elements [lo, hi) of unit u, in layout order. */
+typedef st_status (*state_tensor_fn)(offload_trainer *t, store_key key, int u, int k, size_t lo, size_t hi,
+                                     st_error *err);
+static st_status each_state_tensor(offload_trainer *t, state_tensor_fn fn, st_error *err) {
     for (int u = 0; u < t->L1; u++)
         for (int part = 0; part < 2; part++)
             for (size_t j = 0; j < seg_count(t, u, part); j++) {
                 size_t lo, hi;
                 seg_range(t, u, part, j, &lo, &hi);
                 for (int k = 0; k < 3; k++) {
-                    store_key sk = seg_key(optim_kinds[k], u, part, j);
-                    store_tensor_info info;
-                    if (!store_has_tensor(t->st, sk) || store_tensor_info_of(t->st, sk, &info, NULL) != ST_OK ||
-                        info.bytes != (hi - lo) * 4) {
-                        char name[64];
-                        return st_fail(err, ST_EINVAL,
-                                       "the store in %s holds the run's state in another layout (at %s): it was "
-                                       "written with another schedule, alpha or clipping; resume with the run's "
-                                       "settings, or give a new --store to copy the state there",
-                                       t->cfg.store_paths[0], store_key_name(sk, name, sizeof name));
-                    }
+                    st_status s = fn(t, seg_key(optim_kinds[k], u, part, j), u, k, lo, hi, err);
+                    if (s != ST_OK) return s;
                 }
             }
     return ST_OK;
+}
+
+/* Resuming in place: the store's state tensors must be exactly this run's
+ * layout (the reader accepts any; the commits to come write this one). */
+static st_status check_in_place(offload_trainer *t, store_key key, int u, int k, size_t lo, size_t hi,
+                                st_error *err) {
+    (void)u, (void)k;
+    store_tensor_info info;
+    if (store_has_tensor(t->st, key) && store_tensor_info_of(t->st, key, &info, NULL) == ST_OK &&
+        info.bytes == (hi - lo) * 4)
+        return ST_OK;
+    char name[64];
+    return st_fail(err, ST_EINVAL,
+                   "the store in %s holds the run's state in another layout (at %s): it was written with another "
+                   "schedule, alpha or clipping; resume with the run's settings, or give a new --store to copy the "
+                   "state there",
+                   t->cfg.store_paths[0], store_key_name(key, name, sizeof name));
 }
 
 /* Compute weights the store keeps from an earlier placement that this one
@@ -938,7 +951,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         s = st_fail(err, ST_EINVAL, "resuming needs the store directories to keep the state in");
     }
     if (s == ST_OK && resume) s = ckpt_reader_open(&src.ckpt, from ? from : t->st, &t->c, err);
-    if (s == ST_OK && src.in_place) s = check_layout_in_place(t, err);
+    if (s == ST_OK && src.in_place) s = each_state_tensor(t, check_in_place, err);
     if (s == ST_OK && src.in_place && !cfg.weights_on_ssd) s = drop_stale_weights(t, err);
     for (int u = 0; s == ST_OK && u < t->L1; u++) {
         if (!resume) {
@@ -1656,25 +1669,12 @@ st_status offload_trainer_sync(offload_trainer *t, st_error *err) {
 
 /* Master weights and moments kept in host memory, into the store's state
  * tensors (the layout the SSD placement uses, so that a resume may place
- * them either way). */
-static st_status write_host_state(offload_trainer *t, st_error *err) {
-    float *arrays[3] = {t->master, t->m, t->v};
-    for (int u = 0; u < t->L1; u++) {
-        const size_t off = gpt_unit_offset(&t->c, u);
-        for (int part = 0; part < 2; part++)
-            for (size_t j = 0; j < seg_count(t, u, part); j++) {
-                size_t lo, hi;
-                seg_range(t, u, part, j, &lo, &hi);
-                for (int k = 0; k < 3; k++) {
-                    store_key sk = seg_key(optim_kinds[k], u, part, j);
-                    st_status s = ensure_tensor(t, sk, (hi - lo) * 4, err);
-                    memcpy(t->sbuf, arrays[k] + off + lo, (hi - lo) * 4);
-                    if (s == ST_OK) s = store_io(t, 1, sk, t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err);
-                    if (s != ST_OK) return s;
-                }
-            }
-    }
-    return ST_OK;
+ * them either way): one tensor, through sbuf. */
+static st_status write_host_tensor(offload_trainer *t, store_key key, int u, int k, size_t lo, size_t hi,
+                                   st_error *err) {
+    st_status s = ensure_tensor(t, key, (hi - lo) * 4, err);
+    memcpy(t->sbuf, host_state(t, k) + gpt_unit_offset(&t->c, u) + lo, (hi - lo) * 4);
+    return s == ST_OK ? store_io(t, 1, key, t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err) : s;
 }
 
 st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n, st_error *err) {
@@ -1684,7 +1684,7 @@ st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n,
     if (s != ST_OK) return s;
     aside a;   /* a commit is not training */
     aside_begin(t, &a);
-    if (t->master) s = write_host_state(t, err);
+    if (t->master) s = each_state_tensor(t, write_host_tensor, err);
     if (s == ST_OK) s = store_set_user_meta(t->st, meta, n, err);
     if (s == ST_OK) s = store_commit(t->st, err);
     aside_end(t, &a);
