@@ -1,7 +1,6 @@
 /* cmd_export.c - `strata export RUN_DIR --out FILE.safetensors`: the fp32
  * weights of a store's last commit, in the Hugging Face GPT-2 layout, read
  * one unit at a time (a model larger than memory exports too). */
-#include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
