@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     }
     tc.B = B;
     tc.T = T;
-    tc.grad_accum = accum;
+    tc.micro_batches = accum;
     tc.recompute = recompute;
     tc.precision = strcmp(precision, "fp32") ? GPT_MIXED_BF16 : GPT_FP32;
     double gemm = sgemm_gflops(2048, 3);

@@ -17,7 +17,7 @@ static inline sim_config config(const char *model, int B, int T, int M) {
     assert_int_equal(gpt_config_from_name(&c.model, model, &err), ST_OK);
     c.B = B;
     c.T = T;
-    c.M = M;
+    c.micro_batches = M;
     c.precision = GPT_FP32;   /* no bf16 widening: loads cost only their transfers */
     return c;
 }

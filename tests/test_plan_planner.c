@@ -43,7 +43,7 @@ static plan_request request(const char *model, int T, int global) {
     return q;
 }
 
-static int on_ssd(const sim_config *c) { return c->weights_on_ssd + c->optim_on_ssd + c->acts_on_ssd + c->grads_on_ssd; }
+static int on_ssd(const sim_config *c) { return c->place.weights + c->place.optim + c->place.acts + c->place.grads; }
 
 /* The best is the fastest fitting candidate of the whole space. */
 static void test_best_is_fastest(void **state) {
@@ -64,13 +64,12 @@ static void test_best_is_fastest(void **state) {
         for (int M = 1; M <= 4; M *= 2)
             for (int p = 0; p < 16; p++) {
                 sim_config c = sim_default_config();
-                c.model = q.model, c.B = 4 / M, c.T = 32, c.M = M, c.schedule = (sched_kind)k, c.clipping = 1;
-                c.weights_on_ssd = p & 1, c.optim_on_ssd = (p >> 1) & 1, c.acts_on_ssd = (p >> 2) & 1;
-                c.grads_on_ssd = (p >> 3) & 1;
+                c.model = q.model, c.B = 4 / M, c.T = 32, c.micro_batches = M, c.schedule = (sched_kind)k, c.clipping = 1;
+                c.place = placement_at(p);
                 for (int a = 0; a < 4; a++) {
                     c.alpha = a / 3.0 > 0.6 ? 1.0 : a * 0.25;   /* 0, 0.25, 0.5, 1 */
                     offload_config oc = sim_offload_config(&c);
-                    offload_memory m;
+                    layout_memory m;
                     offload_memory_need(&oc, &m);
                     if (m.host > q.mem_host || m.device > hw.device_bytes) continue;
                     sim_result sr;
@@ -82,7 +81,7 @@ static void test_best_is_fastest(void **state) {
            fastest, r.considered, r.simulated);
     assert_true(r.best[0].result.iter_s <= fastest * (1 + 1e-12));
     offload_config oc = sim_offload_config(&r.best[0].config);
-    offload_memory m;
+    layout_memory m;
     offload_memory_need(&oc, &m);
     assert_true(m.host <= q.mem_host);
 }
@@ -125,7 +124,7 @@ static void test_vertical_wins_when_io_bound(void **state) {
     assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
     printf("  best: %s, %d x %d, %.3f s (best horizontal %.3f s)\n",
            r.best[0].config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", r.best[0].config.B,
-           r.best[0].config.M, r.best[0].result.iter_s, horizontal);
+           r.best[0].config.micro_batches, r.best[0].result.iter_s, horizontal);
     assert_int_equal(r.best[0].config.schedule, SCHED_VERTICAL);
     assert_true(r.best[0].result.iter_s < horizontal);
 }

@@ -34,8 +34,8 @@ static void test_one_header_gives_every_layer(void **state) {
     sc.model = c;
     sc.B = 1;
     sc.T = 64;
-    sc.M = 2;
-    sc.weights_on_ssd = 1;
+    sc.micro_batches = 2;
+    sc.place.weights = 1;
     sim_result r;
     assert_int_equal(sim_run(&hw, &sc, &r, &err), ST_OK);
     assert_true(r.iter_s > 0 && r.bytes_read[STORE_WEIGHTS] > 0);

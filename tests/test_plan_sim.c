@@ -118,7 +118,7 @@ static void test_rates_by_rows(void **state) {
 static void test_read_alone_is_bytes_over_bandwidth(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 2, 32, 1);
-    c.weights_on_ssd = 1;
+    c.place.weights = 1;
     sched_list l = {0};
     add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
     const double bytes = (double)read_bytes(&c, &l.tasks[0]);
@@ -148,7 +148,7 @@ static void test_read_alone_is_bytes_over_bandwidth(void **state) {
 static void test_prefetch_hides_a_shorter_read(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 4, 64, 1);
-    c.weights_on_ssd = 1;
+    c.place.weights = 1;
     sched_list l = {0};
     add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
     add(&l, TASK_BLOCK_FORWARD, 1, 0, 0);
@@ -196,7 +196,7 @@ static void test_prefetch_hides_a_shorter_read(void **state) {
 static void test_saves_are_written_behind(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 4, 64, 1);
-    c.acts_on_ssd = 1;
+    c.place.acts = 1;
     hw_desc hw = machine(1);
     hw.ssd[0].write_gbps = 1e-3;   /* a write far longer than the compute */
     sched_list l = {0};
@@ -227,7 +227,7 @@ static void test_saves_are_written_behind(void **state) {
 static void test_weight_load_waits_for_the_optimizer(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 2, 32, 1);
-    c.weights_on_ssd = c.optim_on_ssd = 1;
+    c.place.weights = c.place.optim = 1;
     hw_desc hw = machine(1);
     hw.ssd[0].mixed_read_gbps = hw.ssd[0].read_gbps;   /* no interference: the phases add up simply */
     hw.ssd[0].mixed_write_gbps = hw.ssd[0].write_gbps;
@@ -292,7 +292,7 @@ static void test_weight_reads_vertical_vs_horizontal(void **state) {
     (void)state;
     hw_desc hw = machine(1);
     sim_config c = config("gpt2-tiny", 2, 32, 1);
-    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = 1;
+    c.place.weights = c.place.optim = c.place.acts = 1;
     c.alpha = 0.25;
     c.clipping = 0;
     uint64_t unit_bytes = 0;
@@ -302,7 +302,7 @@ static void test_weight_reads_vertical_vs_horizontal(void **state) {
     }
     double prev_h = 0;
     for (int M = 1; M <= 8; M *= 2) {
-        c.M = M;
+        c.micro_batches = M;
         sim_result v, h;
         st_error err = {0};
         c.schedule = SCHED_VERTICAL;
@@ -330,11 +330,11 @@ static void test_bytes_match_the_executor(void **state) {
     assert_int_equal(gpt_config_check(&tc.model, &err), ST_OK);
     tc.B = 2;
     tc.T = 16;
-    tc.grad_accum = 3;
+    tc.micro_batches = 3;
     tc.precision = GPT_MIXED_BF16;
     tc.clip = 0;
     tc.lr.total = 10;
-    const size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     int32_t *tok = malloc(per * sizeof *tok);
     for (size_t i = 0; i < per; i++) tok[i] = (int32_t)(i * 7 % 97);
     hw_desc hw = machine(1);
@@ -347,7 +347,7 @@ static void test_bytes_match_the_executor(void **state) {
             assert_non_null(mkdtemp(dir));
             const char *paths[1] = {dir};
             offload_config oc = {.train = tc, .schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL, .alpha = 0.5,
-                                 .weights_on_ssd = 1, .optim_on_ssd = 1, .acts_on_ssd = 1, .grads_on_ssd = g,
+                                 .place.weights = 1, .place.optim = 1, .place.acts = 1, .place.grads = g,
                                  .store_paths = paths, .n_store_paths = 1, .segment_elems = 2048};
             offload_trainer *t;
             st_status s = offload_trainer_create(&t, &oc, NULL, &err);
@@ -372,12 +372,12 @@ static void test_bytes_match_the_executor(void **state) {
             c.model = tc.model;
             c.B = tc.B;
             c.T = tc.T;
-            c.M = tc.grad_accum;
+            c.micro_batches = tc.micro_batches;
             c.precision = tc.precision;
             c.schedule = oc.schedule;
             c.alpha = oc.alpha;
-            c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = 1;
-            c.grads_on_ssd = g;
+            c.place.weights = c.place.optim = c.place.acts = 1;
+            c.place.grads = g;
             c.optimizer_segment = 2048;
             sim_result r;
             assert_int_equal(sim_run(&hw, &c, &r, &err), ST_OK);
@@ -394,7 +394,7 @@ static void test_bytes_match_the_executor(void **state) {
             assert_true(r.bytes_read[STORE_WEIGHTS] && r.bytes_written[STORE_MASTER] && r.bytes_read[STORE_ACTIVATIONS]);
             assert_true(!g || (r.bytes_read[STORE_GRADS] && r.bytes_written[STORE_GRADS]));
             /* and the memory it reports is the executor's own accounting */
-            offload_memory need;
+            layout_memory need;
             offload_memory_need(&oc, &need);
             assert_memory_equal(&need, &r.memory, sizeof need);
         }
@@ -418,13 +418,10 @@ static void test_bytes_match_offload_traffic(void **state) {
                         c.schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL;
                         c.alpha = alphas[a];
                         c.clipping = clip;
-                        c.weights_on_ssd = pl & 1;
-                        c.optim_on_ssd = pl >> 1 & 1;
-                        c.acts_on_ssd = pl >> 2 & 1;
-                        c.grads_on_ssd = pl >> 3 & 1;
+                        c.place = placement_at(pl);
                         c.iterations = 1;
                         sim_result r;
-                        offload_traffic t;
+                        layout_traffic t;
                         st_error err = {0};
                         assert_int_equal(sim_run(&hw, &c, &r, &err), ST_OK);
                         offload_config oc = sim_offload_config(&c);
@@ -449,7 +446,7 @@ static void test_deterministic(void **state) {
     hw.compute_slowdown = hw.optimizer_slowdown = 2.0;
     sim_config c = config("gpt2-mini", 2, 64, 3);
     c.precision = GPT_MIXED_BF16;
-    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = c.grads_on_ssd = 1;
+    c.place.weights = c.place.optim = c.place.acts = c.place.grads = 1;
     c.alpha = 0.3;
     c.optimizer_segment = 1 << 18;
     for (int k = 0; k < 2; k++) {
@@ -475,7 +472,7 @@ static void test_roofline(void **state) {
     (void)state;
     hw_desc hw = machine(1);
     sim_config c = config("gpt2-tiny", 2, 32, 1);
-    c.weights_on_ssd = c.optim_on_ssd = 1;
+    c.place.weights = c.place.optim = 1;
     sched_list l = {0};
     add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
     add(&l, TASK_BLOCK_FORWARD, 1, 0, 0);
@@ -497,12 +494,12 @@ static void test_bad_input(void **state) {
     (void)state;
     hw_desc hw = machine(0);
     sim_config c = config("gpt2-tiny", 2, 32, 2);
-    c.optim_on_ssd = 1;
+    c.place.optim = 1;
     sim_result r;
     st_error err = {0};
     assert_int_equal(sim_run(&hw, &c, &r, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "ssd"));
-    c.optim_on_ssd = 0;
+    c.place.optim = 0;
     c.T = 100000;
     assert_int_equal(sim_run(&hw, &c, &r, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "context"));

@@ -117,7 +117,7 @@ static void test_reduction_overlaps_compute(void **state) {
 static void test_weight_load_all_gathers(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 2, 32, 1);
-    c.weights_on_ssd = 1;
+    c.place.weights = 1;
     sched_list l = {0};
     add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
     const double W = 4.0 * (double)gpt_unit_numel(&c.model, 1), ssd = (double)store_padded_bytes((uint64_t)W);
@@ -140,7 +140,7 @@ static void test_one_device_unchanged(void **state) {
     (void)state;
     sim_config c = config("gpt2-mini", 2, 64, 3);
     c.precision = GPT_MIXED_BF16;
-    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = 1;
+    c.place.weights = c.place.optim = c.place.acts = 1;
     c.alpha = 0.25;
     for (int k = 0; k < 2; k++) {
         c.schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL;
@@ -172,7 +172,7 @@ static void test_data_parallel_bytes(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 2, 32, 4);
     c.precision = GPT_MIXED_BF16;
-    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = 1;
+    c.place.weights = c.place.optim = c.place.acts = 1;
     c.schedule = SCHED_VERTICAL;
     hw_desc h1 = gpu(1), h4 = gpu(4);
     sim_result r1 = run(&h1, &c), r4 = run(&h4, &c);
@@ -196,8 +196,8 @@ static void test_data_parallel_bytes(void **state) {
     }
     assert_close(r4.interconnect_bytes, 0.75 * (W + G));
     sched_counts sc;
-    sched_params p = {.kind = SCHED_VERTICAL, .n_units = c.model.n_layer + 1, .micro_batches = c.M, .alpha = c.alpha,
-                      .acts_on_ssd = 1, .weights_on_ssd = 1, .optim_on_ssd = 1};
+    sched_params p = {.kind = SCHED_VERTICAL, .n_units = c.model.n_layer + 1, .micro_batches = c.micro_batches, .alpha = c.alpha,
+                      .place.acts = 1, .place.weights = 1, .place.optim = 1};
     sched_list l;
     st_error err = {0};
     assert_int_equal(sched_build(&p, 1, &l, &err), ST_OK);
@@ -206,7 +206,7 @@ static void test_data_parallel_bytes(void **state) {
     assert_true(r4.link_to_device == wshard + (uint64_t)(sc.act_loads * act));
     assert_true(r4.link_from_device == gshard + (uint64_t)(sc.act_saves * act));
     /* GPU checkpoints leave the device even when they stay in host memory */
-    c.acts_on_ssd = 0;
+    c.place.acts = 0;
     sim_result m = run(&h4, &c);
     assert_true(m.bytes_read[STORE_ACTIVATIONS] == 0 && m.link_to_device == r4.link_to_device);
 }
@@ -217,7 +217,7 @@ static void test_slow_links_lower_throughput(void **state) {
     (void)state;
     sim_config c = config("gpt2-mini", 4, 64, 4);
     c.precision = GPT_MIXED_BF16;
-    c.weights_on_ssd = 1;
+    c.place.weights = 1;
     for (int k = 0; k < 2; k++) {
         c.schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL;
         hw_desc fast = gpu(4);
@@ -262,7 +262,7 @@ static void test_gpu_memory(void **state) {
     uint64_t scratch = gpt_block_scratch_numel(g, c.B, c.T), head = gpt_head_scratch_numel(g, c.B, c.T);
     if (head > scratch) scratch = head;
     hw_desc hw = gpu(4);
-    offload_memory m, cpu;
+    layout_memory m, cpu;
     int fd, fh;
     sim_memory_need(&hw, &c, &m, &fd, &fh);
     assert_true(fd && fh);
@@ -275,7 +275,7 @@ static void test_gpu_memory(void **state) {
     assert_true(m.host == m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging);
     /* horizontal keeps one micro-batch's gradient flowing down */
     c.schedule = SCHED_HORIZONTAL;
-    offload_memory h;
+    layout_memory h;
     sim_memory_need(&hw, &c, &h, NULL, NULL);
     assert_true(m.activations - h.activations == 2 * NC * 4);
     /* the result reports the same, and whether it fits */
@@ -310,7 +310,7 @@ static void test_deterministic(void **state) {
     (void)state;
     sim_config c = config("gpt2-mini", 2, 64, 3);
     c.precision = GPT_MIXED_BF16;
-    c.weights_on_ssd = c.optim_on_ssd = c.acts_on_ssd = c.grads_on_ssd = 1;
+    c.place.weights = c.place.optim = c.place.acts = c.place.grads = 1;
     c.alpha = 0.3;
     c.optimizer_segment = 1 << 18;
     hw_desc hw = gpu(4);

@@ -27,7 +27,7 @@ static train_config small_config(gpt_precision p, float clip) {
     assert_int_equal(gpt_config_check(&tc.model, &err), ST_OK);   /* fills the padded vocabulary */
     tc.B = 2;
     tc.T = 16;
-    tc.grad_accum = 3;   /* odd: the snake turns on both ends */
+    tc.micro_batches = 3;   /* odd: the snake turns on both ends */
     tc.precision = p;
     tc.recompute = 1;
     tc.clip = clip;      /* 0.05 clips every step here */
@@ -37,7 +37,7 @@ static train_config small_config(gpt_precision p, float clip) {
 }
 
 static int32_t *make_tokens(const train_config *tc) {
-    size_t n = (size_t)STEPS * tc->grad_accum * tc->B * (tc->T + 1);
+    size_t n = (size_t)STEPS * tc->micro_batches * tc->B * (tc->T + 1);
     int32_t *tok = malloc(n * sizeof *tok);
     st_rng r;
     st_rng_seed(&r, 11);
@@ -59,15 +59,15 @@ static double rel_diff(const float *a, const float *b, size_t n) {
  * optimizer state there, weights and checkpoints in memory. The store's
  * segments are small here so that the optimizer's streaming runs through
  * several segments per part. */
-enum placement { ALL_HOST, ALL_SSD, MIXED, GRADS, PLACEMENTS };
-static const char *placement_name[] = {"host", "ssd ", "mix ", "grad"};
+enum test_placement { ALL_HOST, ALL_SSD, MIXED, GRADS, PLACEMENTS };
+static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad"};
 
 /* A fresh store directory for each run. */
 static char store_dir[256];
 static const char *store_paths[1] = {store_dir};
 
 /* Runs the executor; returns its final (flushed) weights, fills losses. */
-static float *run_offload(const train_config *tc, sched_kind k, double alpha, enum placement pl, const int32_t *tok,
+static float *run_offload(const train_config *tc, sched_kind k, double alpha, enum test_placement pl, const int32_t *tok,
                           float *losses) {
     offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha};
     if (pl != ALL_HOST) {
@@ -75,14 +75,14 @@ static float *run_offload(const train_config *tc, sched_kind k, double alpha, en
         assert_non_null(mkdtemp(store_dir));
         oc.store_paths = store_paths;
         oc.n_store_paths = 1;
-        oc.weights_on_ssd = oc.acts_on_ssd = pl == ALL_SSD || pl == MIXED;
-        oc.optim_on_ssd = oc.grads_on_ssd = pl == ALL_SSD || pl == GRADS;
+        oc.place.weights = oc.place.acts = pl == ALL_SSD || pl == MIXED;
+        oc.place.optim = oc.place.grads = pl == ALL_SSD || pl == GRADS;
         oc.segment_elems = 2048;
     }
     offload_trainer *t;
     st_error err = {0};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
-    size_t per = (size_t)tc->grad_accum * tc->B * (tc->T + 1);
+    size_t per = (size_t)tc->micro_batches * tc->B * (tc->T + 1);
     for (int s = 0; s < STEPS; s++) {
         train_step_stats st;
         assert_int_equal(offload_trainer_step(t, tok + s * per, &st, &err), ST_OK);
@@ -119,7 +119,7 @@ static void test_matches_in_memory_trainer(void **state) {
             st_error err = {0};
             assert_int_equal(trainer_create(&ref, &tc, NULL, &err), ST_OK);
             float ref_loss[STEPS];
-            size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1), n = gpt_num_params(&tc.model);
+            size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1), n = gpt_num_params(&tc.model);
             for (int s = 0; s < STEPS; s++) {
                 train_step_stats st;
                 trainer_step(ref, tok + s * per, &st);
@@ -129,10 +129,10 @@ static void test_matches_in_memory_trainer(void **state) {
             for (int k = 0; k < 2; k++) {
                 for (int a = 0; a < 3; a++) for (int pl = 0; pl < PLACEMENTS; pl++) {
                     float losses[STEPS];
-                    float *w = run_offload(&tc, (sched_kind)k, alphas[a], (enum placement)pl, tok, losses);
+                    float *w = run_offload(&tc, (sched_kind)k, alphas[a], (enum test_placement)pl, tok, losses);
                     double d = rel_diff(w, trainer_params(ref), n);
                     printf("  %s %s %s alpha %.2f clip %d: weights rel diff %.2e, losses %.6f..%.6f (ref %.6f..%.6f)\n",
-                           k ? "horizontal" : "vertical  ", placement_name[pl], p ? "mixed" : "fp32 ", alphas[a], clip,
+                           k ? "horizontal" : "vertical  ", test_placement_name[pl], p ? "mixed" : "fp32 ", alphas[a], clip,
                            d, losses[0], losses[STEPS - 1], ref_loss[0], ref_loss[STEPS - 1]);
                     /* the first forward is the same computation: the same loss bits */
                     assert_memory_equal(&losses[0], &ref_loss[0], sizeof(float));
@@ -180,11 +180,11 @@ static void test_eval_matches(void **state) {
     assert_int_equal(trainer_create(&ref, &tc, NULL, &err), ST_OK);
     snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
     assert_non_null(mkdtemp(store_dir));
-    offload_config oc = {.train = tc, .schedule = SCHED_HORIZONTAL, .alpha = 0.25, .weights_on_ssd = 1,
-                         .optim_on_ssd = 1, .acts_on_ssd = 1, .store_paths = store_paths, .n_store_paths = 1};
+    offload_config oc = {.train = tc, .schedule = SCHED_HORIZONTAL, .alpha = 0.25, .place.weights = 1,
+                         .place.optim = 1, .place.acts = 1, .store_paths = store_paths, .n_store_paths = 1};
     offload_trainer *t;
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
-    size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int s = 0; s < 2; s++) {
         train_step_stats st;
         trainer_step(ref, tok + s * per, &st);
@@ -212,9 +212,9 @@ static void test_memory_budgets(void **state) {
     offload_config host = {.train = small_config(GPT_MIXED_BF16, 0), .schedule = SCHED_VERTICAL, .alpha = 0.25};
     host.train.model.n_layer = 8;   /* more blocks than gradient buffers */
     offload_config ssd = host;
-    ssd.weights_on_ssd = ssd.optim_on_ssd = ssd.acts_on_ssd = ssd.grads_on_ssd = 1;
+    ssd.place.weights = ssd.place.optim = ssd.place.acts = ssd.place.grads = 1;
     ssd.segment_elems = 2048;   /* the optimizer streams through 3 segment slots, not the whole state */
-    offload_memory mh, ms;
+    layout_memory mh, ms;
     offload_memory_need(&host, &mh);
     offload_memory_need(&ssd, &ms);
     size_t P = gpt_num_params(&host.train.model);
@@ -245,16 +245,16 @@ static void test_traffic_estimate_is_exact(void **state) {
     (void)state;
     train_config tc = small_config(GPT_MIXED_BF16, 0);
     int32_t *tok = make_tokens(&tc);
-    const size_t per = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int k = 0; k < 2; k++)
         for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
             snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
             assert_non_null(mkdtemp(store_dir));
             offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .store_paths = store_paths,
                                  .n_store_paths = 1, .segment_elems = 2048};
-            oc.weights_on_ssd = oc.acts_on_ssd = pl == ALL_SSD || pl == MIXED;
-            oc.optim_on_ssd = oc.grads_on_ssd = pl == ALL_SSD || pl == GRADS;
-            offload_traffic want;
+            oc.place.weights = oc.place.acts = pl == ALL_SSD || pl == MIXED;
+            oc.place.optim = oc.place.grads = pl == ALL_SSD || pl == GRADS;
+            layout_traffic want;
             st_error err = {0};
             assert_int_equal(offload_traffic_per_step(&oc, &want, &err), ST_OK);
             assert_true(want.total_read > 0 && want.total_written > 0);
@@ -282,12 +282,12 @@ static void test_traffic_estimate_is_exact(void **state) {
 
 static void test_bad_placements_refused(void **state) {
     (void)state;
-    offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .grads_on_ssd = 1};
+    offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .place.grads = 1};
     offload_trainer *t;
     st_error err = {0};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);   /* no store directory */
     assert_non_null(strstr(err.msg, "store directory"));
-    oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .acts_on_ssd = 1};
+    oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .place.acts = 1};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "store directory"));
     oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .segment_elems = 1000};

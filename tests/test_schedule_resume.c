@@ -29,7 +29,7 @@ static train_config small_config(gpt_precision p, float clip) {
     assert_int_equal(gpt_config_check(&tc.model, &err), ST_OK);
     tc.B = 2;
     tc.T = 16;
-    tc.grad_accum = 3;
+    tc.micro_batches = 3;
     tc.precision = p;
     tc.clip = clip;
     tc.lr = (lr_schedule){.max_lr = 1e-2f, .min_lr = 1e-3f, .warmup = 1, .total = STEPS};
@@ -38,7 +38,7 @@ static train_config small_config(gpt_precision p, float clip) {
 }
 
 static int32_t *make_tokens(const train_config *tc) {
-    size_t n = (size_t)STEPS * tc->grad_accum * tc->B * (tc->T + 1);
+    size_t n = (size_t)STEPS * tc->micro_batches * tc->B * (tc->T + 1);
     int32_t *tok = malloc(n * sizeof *tok);
     st_rng r;
     st_rng_seed(&r, 3);
@@ -46,20 +46,19 @@ static int32_t *make_tokens(const train_config *tc) {
     return tok;
 }
 
-static size_t step_tokens(const train_config *tc) { return (size_t)tc->grad_accum * tc->B * (tc->T + 1); }
+static size_t step_tokens(const train_config *tc) { return (size_t)tc->micro_batches * tc->B * (tc->T + 1); }
 
 /* Placements: what lives on the SSD (weights, optim, acts, grads). */
-typedef struct placement {
-    int weights, optim, acts, grads;
+typedef struct named_placement {
+    placement place;
     const char *name;
-} placement;
-static const placement HOST = {0, 0, 0, 0, "host"}, ALL_SSD = {1, 1, 1, 1, "ssd"}, MIXED = {1, 0, 1, 0, "mixed"},
-                       GRADS = {0, 1, 0, 1, "grads+optim"};
+} named_placement;
+static const named_placement HOST = {{0, 0, 0, 0}, "host"}, ALL_SSD = {{1, 1, 1, 1}, "ssd"},
+                             MIXED = {{1, 0, 1, 0}, "mixed"}, GRADS = {{0, 1, 0, 1}, "grads+optim"};
 
-static offload_config make_config(const train_config *tc, sched_kind k, double alpha, placement pl,
+static offload_config make_config(const train_config *tc, sched_kind k, double alpha, named_placement pl,
                                   const char *const *paths) {
-    offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha, .weights_on_ssd = pl.weights,
-                         .optim_on_ssd = pl.optim, .acts_on_ssd = pl.acts, .grads_on_ssd = pl.grads,
+    offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha, .place = pl.place,
                          .store_paths = paths, .n_store_paths = 1, .segment_elems = 2048};
     return oc;
 }
@@ -136,7 +135,7 @@ typedef struct resume_case {
     double alpha;
     float clip;
     gpt_precision precision;
-    placement from, to;
+    named_placement from, to;
     int other_dir;   /* resume into another store directory (the state is copied) */
 } resume_case;
 

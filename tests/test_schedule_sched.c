@@ -13,7 +13,7 @@
 
 static sched_params params(sched_kind k, int units, int M, double alpha, int clip, int ssd) {
     return (sched_params){.kind = k, .n_units = units, .micro_batches = M, .alpha = alpha, .clipping = clip,
-                          .weights_on_ssd = ssd, .optim_on_ssd = ssd, .acts_on_ssd = ssd, .grads_on_ssd = ssd};
+                          .place.weights = ssd, .place.optim = ssd, .place.acts = ssd, .place.grads = ssd};
 }
 
 static sched_list build(const sched_params *p, int deferred_in) {

@@ -18,7 +18,7 @@ static train_config config_from(safetensors_file *ref, gpt_config model, gpt_pre
     tc.recompute = recompute;
     tc.B = fixture_int(ref, "B");
     tc.T = fixture_int(ref, "T");
-    tc.grad_accum = fixture_int(ref, "micro_batches");
+    tc.micro_batches = fixture_int(ref, "micro_batches");
     tc.lr = (lr_schedule){.max_lr = (float)fixture_double(ref, "max_lr"), .min_lr = (float)fixture_double(ref, "min_lr"),
                           .warmup = fixture_int(ref, "warmup"), .total = fixture_int(ref, "total_steps")};
     tc.adam = (adamw_hparams){.beta1 = (float)fixture_double(ref, "beta1"), .beta2 = (float)fixture_double(ref, "beta2"),
@@ -41,7 +41,7 @@ static trainer *run_steps(safetensors_file *ref, gpt_precision p, int recompute,
     st_free_aligned(init);
     int32_t *tokens = fixture_i32(ref, "tokens", NULL);
     int steps = fixture_int(ref, "steps");
-    size_t per_step = (size_t)tc.grad_accum * tc.B * (tc.T + 1);
+    size_t per_step = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int s = 0; s < steps; s++) trainer_step(t, tokens + s * per_step, &stats[s]);
     free(tokens);
     return t;

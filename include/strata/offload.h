@@ -24,36 +24,36 @@
  * started when its inputs are final, and saves of checkpoints and gradients
  * are written behind compute.
  *
- * Gradients on the SSD (grads_on_ssd) means memory holds gradient buffers
+ * Gradients on the SSD (place.grads) means memory holds gradient buffers
  * for a few units, not for the model: the embedding unit's, and three
  * shared by the blocks (the one being accumulated, one read ahead, one that
  * a queued optimizer step still reads). A gradient that must outlive its
  * buffer (horizontal's accumulators between micro-batches, the deferred
  * share) is parked in the store.
  *
- * Memory: every buffer is allocated once, in offload_trainer_create, and
- * counted by offload_memory_need; budgets given in the config are checked
- * there first, and a configuration that does not fit is refused with
- * ST_ENOMEM saying how much it needs and for what.
+ * Memory: the run's layout (strata/layout.h) plans every buffer; budgets
+ * given in the config are checked against the plan first (a configuration
+ * that does not fit is refused with ST_ENOMEM saying how much it needs and
+ * for what), then exactly the plan's buffers are allocated, once.
  *
- * On the SSD each unit u is stored as up to two parts: elements [0, s_u)
- * stepped during backward and [s_u, n_u) deferred (alpha), with s_u a
- * multiple of 2048 elements so that both parts read back into one aligned
- * buffer; weights and optimizer state are stored per segment of a part
- * (segment_elems). Tensors: weights[u, p*65536+j] (bf16, or f32 in fp32
- * mode), master, adam_m, adam_v [u, p*65536+j] (f32), grads[u, p] (f32,
- * volatile), activations[u, m] (f32, volatile).
+ * On the SSD each unit u is stored as the layout's two parts: elements
+ * [0, s_u) stepped during backward and [s_u, n_u) deferred (alpha); weights
+ * and optimizer state are stored per segment of a part (segment_elems).
+ * Tensors: weights[u, p*65536+j] (bf16, or f32 in fp32 mode), master,
+ * adam_m, adam_v [u, p*65536+j] (f32), grads[u, p] (f32, volatile),
+ * activations[u, m] (f32, volatile).
  *
  *     offload_config oc = {.train = tc, .schedule = SCHED_VERTICAL, .alpha = 0.25};
  *     offload_trainer *t;
  *     if (offload_trainer_create(&t, &oc, NULL, &err) != ST_OK) ...
- *     for (...) offload_trainer_step(t, tokens, &stats, &err);   // tokens: [grad_accum][B][T+1]
+ *     for (...) offload_trainer_step(t, tokens, &stats, &err);   // tokens: [micro_batches][B][T+1]
  *     offload_trainer_flush(t, &err);        // deferred optimizer work, before saving weights
  *     const float *w = offload_trainer_params(t);
  */
 #ifndef STRATA_OFFLOAD_H
 #define STRATA_OFFLOAD_H
 
+#include "strata/layout.h"
 #include "strata/schedule.h"
 #include "strata/store.h"
 #include "strata/train.h"
@@ -63,11 +63,11 @@ extern "C" {
 #endif
 
 typedef struct offload_config {
-    train_config train;    /* model, precision, B, T, grad_accum (M), lr, AdamW, clip, seed */
+    train_config train;    /* model, precision, B, T, micro_batches (M), lr, AdamW, clip, seed */
     sched_kind schedule;
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
-    int weights_on_ssd, optim_on_ssd, acts_on_ssd;   /* each: 1 = in the SSD store, 0 = host memory */
-    int grads_on_ssd;                                /* gradient accumulators: a few units' buffers, parked in the store */
+    placement place;       /* each kind of state in the SSD store or in host memory; gradients on the SSD
+                              means a few units' buffers in memory, parked in the store */
     const char *const *store_paths;                  /* store directories (one per drive): needed when anything is on the
                                                         SSD; with everything in memory, where commits go (none: no commits) */
     int n_store_paths;
@@ -90,30 +90,20 @@ typedef struct offload_config {
                                  2048 (0: 2M, 8 MiB of f32); the optimizer streams one segment at a time */
 } offload_config;
 
-/* What the executor allocates for a configuration, by budget. */
-typedef struct offload_memory {
-    uint64_t device;             /* unit_weights + activations */
-    uint64_t unit_weights;       /* the loaded unit's weights (and its f32 widening) */
-    uint64_t activations;        /* one block's activations and scratch, the gradients flowing down, I/O buffers */
-    uint64_t host;               /* the sum below */
-    uint64_t optimizer_state;    /* master weights and Adam moments, or their staging buffers */
-    uint64_t compute_weights;    /* the compute copy when it stays in memory */
-    uint64_t checkpoints;        /* activation checkpoints of every block and micro-batch when in memory */
-    uint64_t gradients;          /* fp32 gradients: all of them, or a few units' buffers when on the SSD */
-    uint64_t staging;            /* I/O staging and initialization */
-} offload_memory;
-void offload_memory_need(const offload_config *cfg, offload_memory *out);
+/* The layout of this configuration (strata/layout.h): its parts, segments,
+ * buffer plan and traffic. What offload_trainer_create allocates is exactly
+ * the plan's buffers; the simulator reads the same layout. */
+layout_params offload_layout_params(const offload_config *cfg);
+st_status offload_layout(const offload_config *cfg, run_layout *out, st_error *err);
+
+/* What offload_trainer_create allocates, by budget (the layout's memory;
+ * zero for a configuration the layout refuses). */
+void offload_memory_need(const offload_config *cfg, layout_memory *out);
 
 /* SSD bytes one steady-state iteration moves (padding included: what the
- * drive sees), by kind of tensor (strata/store.h's store_kind); the
- * deferred work arriving from the previous iteration is counted, the
- * set-up is not. The least traffic a schedule and placement must move: the
- * I/O side of the roofline bound, and how --offload auto ranks placements. */
-typedef struct offload_traffic {
-    uint64_t read[STORE_KIND_COUNT], written[STORE_KIND_COUNT];
-    uint64_t total_read, total_written;
-} offload_traffic;
-st_status offload_traffic_per_step(const offload_config *cfg, offload_traffic *out, st_error *err);
+ * drive sees), by kind of tensor (strata/store.h's store_kind): the layout's
+ * layout_traffic_per_step. How --offload auto ranks placements. */
+st_status offload_traffic_per_step(const offload_config *cfg, layout_traffic *out, st_error *err);
 
 typedef struct offload_trainer offload_trainer;
 
@@ -121,7 +111,7 @@ typedef struct offload_trainer offload_trainer;
  * initialization from train.seed (the same as trainer_create's). */
 st_status offload_trainer_create(offload_trainer **out, const offload_config *cfg, const float *init, st_error *err);
 void offload_trainer_free(offload_trainer *t);
-/* One iteration on tokens[grad_accum][B][T+1]; stats as trainer_step's. */
+/* One iteration on tokens[micro_batches][B][T+1]; stats as trainer_step's. */
 st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err);
 /* Runs the optimizer work still deferred, so that the weights are those of
  * the last completed step. Steps may continue afterwards. */

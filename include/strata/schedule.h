@@ -22,7 +22,7 @@
  *
  *     sched_params p = {.kind = SCHED_VERTICAL, .n_units = cfg.n_layer + 1,
  *                       .micro_batches = 8, .alpha = 0.25, .clipping = 0,
- *                       .weights_on_ssd = 1, .optim_on_ssd = 1, .acts_on_ssd = 1};
+ *                       .place = {.weights = 1, .optim = 1, .acts = 1}};
  *     sched_list l;
  *     if (sched_build(&p, 1, &l, &err) != ST_OK) ...   // 1: deferred work arrives from the previous iteration
  *     for (int i = 0; i < l.n; i++) describe(&l.tasks[i]);
@@ -76,16 +76,34 @@ typedef struct sched_task {
     int deps[SCHED_MAX_DEPS];
 } sched_task;
 
+/* Where each kind of training state lives: 1 in the SSD store, 0 in host
+ * memory. The one placement type of the engine: the executor, the
+ * simulator, the planner and the command line all pass this. */
+typedef struct placement {
+    int weights;   /* compute weights: loaded per use from the SSD, or kept in host memory */
+    int optim;     /* master weights and Adam moments (read and written inside TASK_OPTIMIZE) */
+    int acts;      /* activation checkpoints */
+    int grads;     /* gradients kept between their completion and their step */
+} placement;
+
+/* The 16 placements, numbered so that bit 0 is weights, 1 optim, 2 acts,
+ * 3 grads: index 0 keeps everything in memory, 15 puts everything on the SSD. */
+#define PLACEMENT_COUNT 16
+placement placement_at(int index);
+/* 1 when anything is on the SSD. */
+int placement_any_ssd(placement p);
+/* 1 when every kind a has on the SSD, b has there too. */
+int placement_within(placement a, placement b);
+/* "weights,optim" or "none", for messages and run.json. */
+const char *placement_name(placement p, char *buf, size_t n);
+
 typedef struct sched_params {
     sched_kind kind;
     int n_units;           /* L + 1 */
     int micro_batches;     /* M */
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     int clipping;          /* global-norm clipping: no step before the norm (forces alpha = 1) */
-    int weights_on_ssd;    /* compute weights: SSD (loaded per use) or host */
-    int optim_on_ssd;      /* master weights and Adam moments: SSD or host (reads/writes are inside TASK_OPTIMIZE) */
-    int acts_on_ssd;       /* activation checkpoints: SSD or host */
-    int grads_on_ssd;      /* gradients kept between their completion and their step: SSD or host */
+    placement place;       /* decides which loads and saves the list holds */
 } sched_params;
 
 typedef struct sched_list {
@@ -112,6 +130,47 @@ typedef struct sched_counts {
     int forward_tasks, backward_tasks;
 } sched_counts;
 void sched_count(const sched_list *l, sched_counts *out);
+
+/* ---- what consumers of a list need to know about it ------------------------------------ */
+
+/* Kinds of load: one read ahead of each kind may be in flight. */
+enum { SCHED_LOAD_WEIGHTS, SCHED_LOAD_ACTS, SCHED_LOAD_GRADS, SCHED_LOAD_KINDS };
+/* The kind of a load task, or -1. */
+int sched_load_kind(task_op op);
+/* Head, block backward and embedding backward add into a unit's gradients. */
+int sched_is_grad_task(task_op op);
+/* The unit whose gradient buffer a task uses (gradient tasks, gradient
+ * saves and loads, optimizer steps), or -1. */
+int sched_grad_unit(const sched_task *t);
+
+/* Computed once per list, read alike by the executor and the simulator,
+ * so that both follow the same policy. Arrays are indexed by task. */
+typedef struct sched_analysis {
+    int n, n_units;
+    int *next_compute;    /* [n + 1] the first compute task at or after i (n: none) */
+    int *next_load;       /* [n] after a load: the next load of the same kind, or -1 */
+    int *next_grad_load;  /* [n] the next LOAD_GRAD after task i, or -1 */
+    char *first_grad;     /* [n] the unit's first gradient task of the list: its gradients are zeroed before */
+    char *last_grad;      /* [n] its last: their sum of squares (for the norm) is taken after */
+    char *grad_leave;     /* [n] a gradient task after which the next gradient task is another unit's */
+    char *grad_release;   /* [n] with gradients on the SSD, the compute thread is done with the unit's
+                             buffer after task i: after a save of it, after its step unless a save of
+                             the rest follows, before a load of it, and after its last use */
+    int *last_grad_task;  /* [n_units] the unit's last gradient task, or -1 */
+} sched_analysis;
+st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *out, st_error *err);
+void sched_analysis_free(sched_analysis *a);
+
+/* 1 when every dependency of task j is at or before task i: its inputs are
+ * final once the tasks up to i have run. */
+int sched_inputs_final(const sched_list *l, int j, int i);
+/* The load to read ahead once task i has run (the executor's policy, which
+ * the simulator replays): after a load of weights or checkpoints, the next
+ * load of that kind; after any task, the next gradient load; only when its
+ * inputs are final then; -1 for none. Whether a buffer is free for it, and
+ * for weights whether the unit's optimizer steps are done, is the caller's
+ * to check. */
+int sched_read_ahead(const sched_analysis *a, const sched_list *l, int i, int kind);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,7 @@
  *     the one leaving) and one block's activations (sim_memory_need); so
  *     every checkpoint leaves it: the lists are built with checkpoint save
  *     and load tasks whatever the placement (they reach the SSD only when
- *     acts_on_ssd). Weight loads cross the host-device link to the device,
+ *     place.acts). Weight loads cross the host-device link to the device,
  *     checkpoint saves cross it back and loads forward again. A unit's
  *     gradients stay on the device while its gradient tasks follow one
  *     another; when the next gradient task is another unit's (vertical: once
@@ -83,9 +83,9 @@
  * bit for bit.
  *
  *     sim_config sc = sim_default_config();
- *     sc.model = cfg; sc.B = 4; sc.T = 256; sc.M = 8;
+ *     sc.model = cfg; sc.B = 4; sc.T = 256; sc.micro_batches = 8;
  *     sc.schedule = SCHED_VERTICAL; sc.alpha = 0.25;
- *     sc.weights_on_ssd = sc.optim_on_ssd = 1;
+ *     sc.place.weights = sc.place.optim = 1;
  *     sim_result r;
  *     if (sim_run(&hw, &sc, &r, &err) != ST_OK) ...
  *     printf("%.2f s per iteration, bound by %s\n", r.iter_s, sim_resource_name(r.bottleneck));
@@ -107,12 +107,12 @@ extern "C" {
 typedef struct sim_config {
     gpt_config model;
     int B, T;                  /* micro-batch: sequences, tokens per sequence */
-    int M;                     /* micro-batches per iteration (gradient accumulation) */
+    int micro_batches;         /* M: micro-batches per iteration (gradient accumulation) */
     gpt_precision precision;   /* mixed: bf16 compute weights (2 bytes), else 4 */
     sched_kind schedule;
     double alpha;              /* share of each unit's optimizer step deferred to the next forward */
     int clipping;              /* global-norm clipping (vertical then defers every step) */
-    int weights_on_ssd, optim_on_ssd, acts_on_ssd, grads_on_ssd;
+    placement place;           /* which kinds of state live on the SSD */
     int iterations;            /* steady iterations after the first (default 3; the last is reported) */
     size_t optimizer_segment;  /* elements the optimizer streams at a time (default 2M) */
     double stripe[HW_MAX_SSD]; /* relative share of each SSD path in a transfer; all 0: equal */
@@ -169,7 +169,7 @@ typedef struct sim_result {
     /* work per iteration at full speed */
     double work_compute_s, work_adamw_s;
     /* peak memory per tier (sim_memory_need): the executor's own accounting on a CPU backend */
-    offload_memory memory;
+    layout_memory memory;
     int fits_device, fits_host;   /* within hw.device_bytes / hw.host_bytes */
 } sim_result;
 
@@ -184,7 +184,7 @@ typedef struct sim_result {
  * checkpoint buffers in flight. On the host, for the node: the state placed
  * there (optimizer state and gradients once: sharded; the checkpoints of
  * every device), and the I/O staging. */
-void sim_memory_need(const hw_desc *hw, const sim_config *cfg, offload_memory *out, int *fits_device, int *fits_host);
+void sim_memory_need(const hw_desc *hw, const sim_config *cfg, layout_memory *out, int *fits_device, int *fits_host);
 
 /* Builds the executor's lists (sched_build: first, then steady) and runs them. */
 st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_error *err);

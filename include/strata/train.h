@@ -5,11 +5,11 @@
  *
  *     train_config tc = train_config_defaults();
  *     gpt_config_from_name(&tc.model, "gpt2-tiny", &err);
- *     tc.B = 4; tc.T = 64; tc.grad_accum = 2;
+ *     tc.B = 4; tc.T = 64; tc.micro_batches = 2;
  *     trainer *t;
  *     if (trainer_create(&t, &tc, NULL, &err) != ST_OK) ...   // NULL: init from tc.seed
  *     train_step_stats st;
- *     trainer_step(t, tokens, &st);      // tokens: [grad_accum][B][T+1]
+ *     trainer_step(t, tokens, &st);      // tokens: [micro_batches][B][T+1]
  *     trainer_free(t);
  *
  * Each micro-batch row holds T+1 tokens: inputs are the first T, targets the
@@ -35,7 +35,7 @@ typedef struct train_config {
     gpt_config model;
     gpt_precision precision;
     int B, T;            /* micro-batch: B sequences of T tokens */
-    int grad_accum;      /* M micro-batches per optimizer step */
+    int micro_batches;      /* M micro-batches per optimizer step */
     int recompute;       /* keep only block inputs, recompute in backward */
     lr_schedule lr;
     adamw_hparams adam;
@@ -66,7 +66,7 @@ void trainer_free(trainer *t);
  * compute copy and activations. */
 size_t trainer_memory_bytes(const train_config *tc);
 
-/* One optimizer step on tokens[grad_accum][B][T+1]. */
+/* One optimizer step on tokens[micro_batches][B][T+1]. */
 void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats);
 /* Mean loss on tokens[B][T+1] with the current weights (no update). B, T
  * at most the configuration's; NaN otherwise. */

@@ -111,12 +111,13 @@ st_status cli_parse_schedule(const char *s, sched_kind *out, st_error *err) {
     return ST_OK;
 }
 
-st_status cli_parse_offload(const char *s, int allow_auto, cli_placement *out, st_error *err) {
+st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *is_auto, st_error *err) {
     memset(out, 0, sizeof *out);
+    *is_auto = 0;
     const char *choices = allow_auto ? "weights, optim, acts, grads, none or auto" : "weights, optim, acts, grads or none";
     if (!strcmp(s, "none")) return ST_OK;
     if (allow_auto && !strcmp(s, "auto")) {
-        out->is_auto = 1;
+        *is_auto = 1;
         return ST_OK;
     }
     char list[256];
@@ -134,17 +135,6 @@ st_status cli_parse_offload(const char *s, int allow_auto, cli_placement *out, s
     }
     if (!any) return st_fail(err, ST_EINVAL, "--offload: empty list (%s)", choices);
     return ST_OK;
-}
-
-const char *cli_placement_name(const cli_placement *p, char *buf, size_t n) {
-    static const char *names[4] = {"weights", "optim", "acts", "grads"};
-    const int on[4] = {p->weights, p->optim, p->acts, p->grads};
-    size_t len = 0;
-    buf[0] = 0;
-    for (int k = 0; k < 4; k++)
-        if (on[k] && len < n) len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", names[k]);
-    if (!buf[0]) snprintf(buf, n, "none");
-    return buf;
 }
 
 st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *err) {

@@ -42,13 +42,7 @@ st_status cli_parse_schedule(const char *s, sched_kind *out, st_error *err);
 /* --offload: a comma-separated list of weights, optim, acts, grads, or
  * "none"; with allow_auto also "auto" (then *is_auto is set and nothing is
  * placed). Names the bad item: "--offload: unknown state 'x' (...)". */
-typedef struct cli_placement {
-    int weights, optim, acts, grads;
-    int is_auto;
-} cli_placement;
-st_status cli_parse_offload(const char *s, int allow_auto, cli_placement *out, st_error *err);
-/* "weights,optim" or "none", for messages. */
-const char *cli_placement_name(const cli_placement *p, char *buf, size_t n);
+st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *is_auto, st_error *err);
 
 /* The model shape from --model NAME or an explicit --n-layer/--n-head/--d-model
  * (with --n-ctx, default seq, and --vocab, default 50257), checked. Zero

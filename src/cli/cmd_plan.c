@@ -105,15 +105,13 @@ int cmd_plan(int argc, char **argv) {
     for (int i = 0; i < r.n_best; i++) {
         const plan_choice *ch = &r.best[i];
         const sim_config *c = &ch->config;
-        cli_placement pl = {.weights = c->weights_on_ssd, .optim = c->optim_on_ssd, .acts = c->acts_on_ssd,
-                            .grads = c->grads_on_ssd};
-        char placement[64], mb[32], io[48];
-        cli_placement_name(&pl, placement, sizeof placement);
-        snprintf(mb, sizeof mb, "%d x %d", c->B, c->M);
+        char where[64], mb[32], io[48];
+        placement_name(c->place, where, sizeof where);
+        snprintf(mb, sizeof mb, "%d x %d", c->B, c->micro_batches);
         snprintf(io, sizeof io, "%s / %s", st_format_bytes((double)ch->result.total_read, rd, sizeof rd),
                  st_format_bytes((double)ch->result.total_written, wr, sizeof wr));
         printf("%-4d %-10s %-12s %-5.2f %-25s %10.1f %12.1f %-10s %-22s %s + %s\n", i + 1,
-               c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", mb, c->alpha, placement,
+               c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", mb, c->alpha, where,
                ch->result.tokens_per_s, ch->result.model_flops_per_s / 1e9, sim_resource_name(ch->result.bottleneck),
                io, st_format_bytes((double)ch->result.memory.device, d, sizeof d),
                st_format_bytes((double)ch->result.memory.host, h, sizeof h));
@@ -122,9 +120,7 @@ int cmd_plan(int argc, char **argv) {
     printf("\nbest: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per iteration, %.0f%% of its "
            "roofline bound's speed (%s-bound at %.3f s)\n",
            b->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", b->config.B, b->config.alpha,
-           cli_placement_name(&(cli_placement){.weights = b->config.weights_on_ssd, .optim = b->config.optim_on_ssd,
-                                               .acts = b->config.acts_on_ssd, .grads = b->config.grads_on_ssd},
-                              d, sizeof d),
+           placement_name(b->config.place, d, sizeof d),
            b->result.iter_s, b->result.iter_s > 0 ? 100.0 * b->roofline.bound_s / b->result.iter_s : 0,
            sim_resource_name(b->roofline.limit), b->roofline.bound_s);
     return 0;

@@ -49,24 +49,24 @@ static void usage(FILE *f) {
 
 static double pct(double x) { return 100.0 * x; }
 
-static void print_text(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *placement,
+static void print_text(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *where,
                        const sim_result *r, const sim_roofline *rf) {
     char a[32], b[32];
     const gpt_config *g = &c->model;
     printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters; micro-batch %d x %d, "
            "%d micro-batch%s (%d tokens per iteration%s), %s\n",
            g->n_layer, g->n_head, g->d_model, g->n_ctx, g->vocab_size, (double)gpt_num_real_params(g) / 1e6, c->B,
-           c->T, c->M, c->M == 1 ? "" : "es", c->B * c->T * c->M, r->devices > 1 ? " per device" : "",
+           c->T, c->micro_batches, c->micro_batches == 1 ? "" : "es", c->B * c->T * c->micro_batches, r->devices > 1 ? " per device" : "",
            gpt_precision_name(c->precision));
     if (r->devices > 1)
         printf("data parallel: %d devices, global batch %d sequences; state sharded over them (ZeRO-3), collectives "
                "over the interconnect at %.0f GB/s\n",
-               r->devices, r->devices * c->B * c->M, hw->interconnect_gbps);
+               r->devices, r->devices * c->B * c->micro_batches, hw->interconnect_gbps);
     sched_params sp = {.kind = c->schedule, .alpha = c->alpha, .clipping = c->clipping};
     printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s\n",
            c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", c->alpha,
            sched_deferred_share(&sp) != c->alpha ? " (clipping defers every step: 1.00)" : "", c->clipping ? "on" : "off",
-           placement);
+           where);
     printf("hardware: %s (%s): %s, %d cores, %d SSD path%s\n", hw->name, hw_path, hw_backend_name(hw->backend),
            hw->cores, hw->n_ssd, hw->n_ssd == 1 ? "" : "s");
     printf("iteration: %.3f s steady (first %.3f s): %.1f tokens/s, %.2f model GFLOP/s%s\n", r->iter_s,
@@ -131,7 +131,7 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
                rf->bound_s, rf->compute_s, rf->optimizer_s, rf->io_s, r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
 }
 
-static void print_json(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *placement,
+static void print_json(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *where,
                        const sim_result *r, const sim_roofline *rf) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "hw", hw_path);
@@ -140,12 +140,12 @@ static void print_json(const char *hw_path, const hw_desc *hw, const sim_config 
     cJSON_AddNumberToObject(o, "params", (double)gpt_num_real_params(&c->model));
     cJSON_AddStringToObject(o, "schedule", c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal");
     cJSON_AddNumberToObject(o, "devices", r->devices);
-    cJSON_AddNumberToObject(o, "global_batch", (double)r->devices * c->B * c->M);
+    cJSON_AddNumberToObject(o, "global_batch", (double)r->devices * c->B * c->micro_batches);
     cJSON_AddNumberToObject(o, "micro_batch", c->B);
     cJSON_AddNumberToObject(o, "seq", c->T);
-    cJSON_AddNumberToObject(o, "grad_accum", c->M);
+    cJSON_AddNumberToObject(o, "grad_accum", c->micro_batches);
     cJSON_AddNumberToObject(o, "alpha", c->alpha);
-    cJSON_AddStringToObject(o, "offload", placement);
+    cJSON_AddStringToObject(o, "offload", where);
     cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
     cJSON_AddNumberToObject(o, "first_iter_s", r->first_iter_s);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
@@ -218,15 +218,13 @@ static void need_have(uint64_t need_b, uint64_t have_b, char *need, char *have, 
 /* --offload auto: of the 16 placements, the one with the least SSD traffic
  * per iteration that fits the machine's memory (ties: the first in the order
  * none, weights, optim, weights+optim, acts, ...); 0 when none fits. */
-static int choose_placement(const hw_desc *hw, sim_config *c, cli_placement *out, st_error *err, st_status *st) {
+static int choose_placement(const hw_desc *hw, sim_config *c, st_error *err, st_status *st) {
     double best = -1;
+    placement chosen = {0};
     *st = ST_OK;
-    for (int pl = 0; pl < 16; pl++) {
+    for (int pl = 0; pl < PLACEMENT_COUNT; pl++) {
         sim_config t = *c;
-        t.weights_on_ssd = pl & 1;
-        t.optim_on_ssd = pl >> 1 & 1;
-        t.acts_on_ssd = pl >> 2 & 1;
-        t.grads_on_ssd = pl >> 3 & 1;
+        t.place = placement_at(pl);
         if (pl && hw->n_ssd < 1) break;
         int fd, fh;
         sim_memory_need(hw, &t, NULL, &fd, &fh);
@@ -236,15 +234,11 @@ static int choose_placement(const hw_desc *hw, sim_config *c, cli_placement *out
         const double bytes = (double)rf.ssd_read + (double)rf.ssd_written;
         if (best < 0 || bytes < best) {
             best = bytes;
-            *out = (cli_placement){.weights = t.weights_on_ssd, .optim = t.optim_on_ssd, .acts = t.acts_on_ssd,
-                                   .grads = t.grads_on_ssd, .is_auto = 1};
+            chosen = t.place;
         }
     }
     if (best < 0) return 0;
-    c->weights_on_ssd = out->weights;
-    c->optim_on_ssd = out->optim;
-    c->acts_on_ssd = out->acts;
-    c->grads_on_ssd = out->grads;
+    c->place = chosen;
     return 1;
 }
 
@@ -290,9 +284,9 @@ int cmd_simulate(int argc, char **argv) {
     if (!hw_path) return cli_usage_error("simulate", "--hw FILE is required (write one with 'strata probe')");
     if (M && G) return cli_usage_error("simulate", "give either --grad-accum or --global-batch, not both");
     sim_config c = sim_default_config();
-    cli_placement pl;
+    int auto_placement;
     if (cli_parse_schedule(schedule, &c.schedule, &err) != ST_OK || gpt_precision_parse(precision, &c.precision, &err) != ST_OK ||
-        cli_parse_offload(offload, 1, &pl, &err) != ST_OK || cli_model_config(&mf, &c.model, &err) != ST_OK)
+        cli_parse_offload(offload, 1, &c.place, &auto_placement, &err) != ST_OK || cli_model_config(&mf, &c.model, &err) != ST_OK)
         return cli_usage_error("simulate", "%s", err.msg);
 
     hw_desc hw;
@@ -312,26 +306,22 @@ int cmd_simulate(int argc, char **argv) {
     if ((long long)B * M * mf.seq > INT_MAX) return cli_usage_error("simulate", "--micro-batch x --grad-accum x --seq is too large");
     c.B = (int)B;
     c.T = (int)mf.seq;
-    c.M = (int)M;
+    c.micro_batches = (int)M;
     c.devices = (int)devices;
     c.alpha = alpha;
     c.clipping = clip > 0;
     c.iterations = (int)iterations;
-    c.weights_on_ssd = pl.weights;
-    c.optim_on_ssd = pl.optim;
-    c.acts_on_ssd = pl.acts;
-    c.grads_on_ssd = pl.grads;
 
     /* memory first: a configuration that cannot run is not simulated */
     char need[32], have[32];
-    offload_memory mem;
+    layout_memory mem;
     int fd, fh;
-    if (c.T <= c.model.n_ctx && pl.is_auto) {
+    if (c.T <= c.model.n_ctx && auto_placement) {
         st_status st;
-        if (!choose_placement(&hw, &c, &pl, &err, &st)) {
+        if (!choose_placement(&hw, &c, &err, &st)) {
             if (st != ST_OK) return cli_fail(&err);
             sim_config all = c;   /* the least memory: everything on the SSD (when there is one) */
-            all.weights_on_ssd = all.optim_on_ssd = all.acts_on_ssd = all.grads_on_ssd = hw.n_ssd > 0;
+            all.place = placement_at(hw.n_ssd > 0 ? PLACEMENT_COUNT - 1 : 0);
             sim_memory_need(&hw, &all, &mem, &fd, &fh);
             if (!fd) {
                 need_have(mem.device, hw.device_bytes, need, have, sizeof need);
@@ -343,9 +333,9 @@ int cmd_simulate(int argc, char **argv) {
                              have, need, hw.n_ssd > 0 ? " (everything on the SSD)" : " (the description has no SSD)");
         }
     }
-    char placement[64];
-    cli_placement_name(&pl, placement, sizeof placement);
-    if (pl.is_auto) strncat(placement, " (auto)", sizeof placement - strlen(placement) - 1);
+    char where[64];
+    placement_name(c.place, where, sizeof where);
+    if (auto_placement) strncat(where, " (auto)", sizeof where - strlen(where) - 1);
     sim_memory_need(&hw, &c, &mem, &fd, &fh);
     if (c.T <= c.model.n_ctx && !fd) {
         need_have(mem.device, hw.device_bytes, need, have, sizeof need);
@@ -369,8 +359,8 @@ int cmd_simulate(int argc, char **argv) {
     st_status ts = trace_close(tr, s == ST_OK ? &err : NULL);
     if (s == ST_OK) s = ts;
     if (s != ST_OK) return cli_fail(&err);
-    if (json) print_json(hw_path, &hw, &c, placement, &r, &rf);
-    else print_text(hw_path, &hw, &c, placement, &r, &rf);
+    if (json) print_json(hw_path, &hw, &c, where, &r, &rf);
+    else print_text(hw_path, &hw, &c, where, &r, &rf);
     if (trace_path && !json) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
     return 0;
 }

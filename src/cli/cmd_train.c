@@ -725,10 +725,10 @@ int cmd_train(int argc, char **argv) {
             USAGE_ERROR("--schedule must be vertical, horizontal or memory, not '%s'", o.schedule);
         executor = 1;
     }
-    cli_placement pl;   /* what lives on the SSD */
-    if (cli_parse_offload(o.offload, 1, &pl, &err) != ST_OK) USAGE_ERROR("%s", err.msg);
-    int auto_offload = pl.is_auto;
-    int any_ssd = pl.weights || pl.optim || pl.acts || pl.grads;
+    placement pl;   /* what lives on the SSD */
+    int auto_offload;
+    if (cli_parse_offload(o.offload, 1, &pl, &auto_offload, &err) != ST_OK) USAGE_ERROR("%s", err.msg);
+    int any_ssd = placement_any_ssd(pl);
     if ((any_ssd || o.alpha > 0) && !executor) USAGE_ERROR("--offload and --alpha need --schedule vertical or horizontal");
     if (executor && !o.recompute)
         USAGE_ERROR("the schedule executor always recomputes activations; drop --no-recompute or use --schedule memory");
@@ -761,7 +761,7 @@ int cmd_train(int argc, char **argv) {
     tc.precision = precision;
     tc.B = (int)o.micro_batch;
     tc.T = (int)o.seq;
-    tc.grad_accum = (int)(o.batch / o.micro_batch);
+    tc.micro_batches = (int)(o.batch / o.micro_batch);
     tc.recompute = o.recompute;
     tc.lr = (lr_schedule){.max_lr = (float)o.lr, .min_lr = (float)o.min_lr, .warmup = o.warmup, .total = o.steps};
     tc.adam = (adamw_hparams){.beta1 = (float)o.beta1, .beta2 = (float)o.beta2, .eps = 1e-8f,
@@ -802,12 +802,11 @@ int cmd_train(int argc, char **argv) {
         kind = best->config.schedule;
         o.schedule = kind == SCHED_VERTICAL ? "vertical" : "horizontal";
         o.micro_batch = tc.B = best->config.B;
-        tc.grad_accum = best->config.M;
+        tc.micro_batches = best->config.micro_batches;
         o.alpha = best->config.alpha;
-        pl = (cli_placement){.weights = best->config.weights_on_ssd, .optim = best->config.optim_on_ssd,
-                             .acts = best->config.acts_on_ssd, .grads = best->config.grads_on_ssd};
-        o.offload = cli_placement_name(&pl, plan_list, sizeof plan_list);
-        any_ssd = pl.weights || pl.optim || pl.acts || pl.grads;
+        pl = best->config.place;
+        o.offload = placement_name(pl, plan_list, sizeof plan_list);
+        any_ssd = placement_any_ssd(pl);
         auto_offload = 0;
         printf("plan (%s, %d candidates simulated): --schedule %s --micro-batch %d --alpha %.2f --offload %s; "
                "predicted %.2f s per step (%.0f tokens/s), bound by %s\n",
@@ -868,7 +867,7 @@ int cmd_train(int argc, char **argv) {
     printf("data: %s (%llu tokens), validation %s (%llu tokens)\n", train_path,
            (unsigned long long)token_file_count(train_tf), val_path, (unsigned long long)token_file_count(val_tf));
     printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n",
-           o.batch, o.seq, tc.grad_accum, tc.B, o.steps, o.precision, omp_get_max_threads(),
+           o.batch, o.seq, tc.micro_batches, tc.B, o.steps, o.precision, omp_get_max_threads(),
            st_format_bytes((double)trainer_memory_bytes(&tc), mem, sizeof mem));
     if (o.resume)
         printf("resuming %s from its commit at step %ld of %ld%s%s\n", o.run_dir, commit.step, o.steps,
@@ -886,13 +885,11 @@ int cmd_train(int argc, char **argv) {
              * least SSD traffic per step (then: the fewest kinds moved) */
             int found = -1, smallest = 0;
             uint64_t smallest_host = UINT64_MAX, best_traffic = UINT64_MAX;
-            for (int cand = 0; cand < 16; cand++) {
-                offload_config probe = {.train = tc, .schedule = kind, .alpha = o.alpha,
-                                        .weights_on_ssd = cand & 1, .optim_on_ssd = (cand >> 1) & 1,
-                                        .acts_on_ssd = (cand >> 2) & 1, .grads_on_ssd = (cand >> 3) & 1,
+            for (int cand = 0; cand < PLACEMENT_COUNT; cand++) {
+                offload_config probe = {.train = tc, .schedule = kind, .alpha = o.alpha, .place = placement_at(cand),
                                         .n_store_paths = dirs.n, .n_resume_paths = old_dirs.n};
-                offload_memory need;
-                offload_traffic traffic;
+                layout_memory need;
+                layout_traffic traffic;
                 offload_memory_need(&probe, &need);
                 if (need.host < smallest_host) smallest_host = need.host, smallest = cand;
                 if ((mem_host && need.host > mem_host) || (mem_device && need.device > mem_device)) continue;
@@ -904,14 +901,12 @@ int cmd_train(int argc, char **argv) {
             }
             /* nothing fits: take the smallest, and let the executor say what it needs */
             if (found < 0) found = smallest;
-            pl = (cli_placement){.weights = found & 1, .optim = (found >> 1) & 1, .acts = (found >> 2) & 1,
-                                 .grads = (found >> 3) & 1};
+            pl = placement_at(found);
             any_ssd = found != 0;
         }
         char placed[64];
-        cli_placement_name(&pl, placed, sizeof placed);
-        offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .weights_on_ssd = pl.weights,
-                             .optim_on_ssd = pl.optim, .acts_on_ssd = pl.acts, .grads_on_ssd = pl.grads,
+        placement_name(pl, placed, sizeof placed);
+        offload_config oc = {.train = tc, .schedule = kind, .alpha = o.alpha, .place = pl,
                              .store_paths = dirs.paths, .n_store_paths = dirs.n, .mem_device = mem_device,
                              .mem_host = mem_host, .trace_path = o.trace, .engine = eng.io};
         if (o.resume) {
@@ -919,14 +914,14 @@ int cmd_train(int argc, char **argv) {
             oc.n_resume_paths = old_dirs.n;
             oc.resume_steps = commit.step;
         }
-        offload_memory need;
+        layout_memory need;
         offload_memory_need(&oc, &need);
         char dv[32], hv[32];
         printf("memory: device working set %s, host %s\n", st_format_bytes((double)need.device, dv, sizeof dv),
                st_format_bytes((double)need.host, hv, sizeof hv));
         printf("schedule: %s, alpha %.2f, on the SSD: %s; commits to %s\n", o.schedule, o.alpha,
                any_ssd ? placed : "nothing", store_list);
-        offload_traffic traffic;
+        layout_traffic traffic;
         if (any_ssd && offload_traffic_per_step(&oc, &traffic, &err) == ST_OK) {
             char tr[32], tw[32];
             printf("SSD traffic per step of this schedule and placement: %s read, %s written (%llu, %llu bytes)\n",

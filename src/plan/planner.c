@@ -37,7 +37,7 @@ static st_status check_request(const hw_desc *hw, const plan_request *q, st_erro
 /* The configuration's memory (sim_memory_need: the executor's accounting on
  * a CPU backend, the device's own on a GPU one) within the budgets (the
  * machine's when 0). */
-static int fits(const hw_desc *hw, const plan_request *q, const sim_config *c, offload_memory *m) {
+static int fits(const hw_desc *hw, const plan_request *q, const sim_config *c, layout_memory *m) {
     int fits_device, fits_host;
     sim_memory_need(hw, c, m, &fits_device, &fits_host);
     if (!q->mem_host && !q->mem_device) return fits_device && fits_host;
@@ -69,7 +69,7 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
     if (s != ST_OK) return s;
     static const double alphas[] = {0.0, 0.25, 0.5, 1.0};
     uint64_t least_device = UINT64_MAX, least_host = UINT64_MAX;
-    const int placements = hw->n_ssd > 0 ? 16 : 1;
+    const int placements = hw->n_ssd > 0 ? PLACEMENT_COUNT : 1;
     for (int k = 0; k < 2; k++) {
         if (q->schedule != -1 && q->schedule != k) continue;
         for (int M = 1; M <= q->global_batch && M <= q->max_micro_batches; M++) {
@@ -77,18 +77,18 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
             /* with clipping, vertical defers every step: alpha does not change its list */
             const int n_alpha = q->clipping && k == SCHED_VERTICAL ? 1 : 4;
             for (int a = 0; a < n_alpha; a++) {
-                int fitting[16], n_fitting = 0;
+                placement fitting[PLACEMENT_COUNT];
+                int n_fitting = 0;
                 for (int p = 0; p < placements; p++) {
                     sim_config c = sim_default_config();
                     c.model = q->model;
-                    c.B = q->global_batch / M, c.T = q->T, c.M = M;
+                    c.B = q->global_batch / M, c.T = q->T, c.micro_batches = M;
                     c.precision = q->precision;
                     c.schedule = (sched_kind)k;
                     c.alpha = alphas[a];
                     c.clipping = q->clipping;
-                    c.weights_on_ssd = p & 1, c.optim_on_ssd = (p >> 1) & 1;
-                    c.acts_on_ssd = (p >> 2) & 1, c.grads_on_ssd = (p >> 3) & 1;
-                    offload_memory m;
+                    c.place = placement_at(p);
+                    layout_memory m;
                     const int ok = fits(hw, q, &c, &m);
                     out->considered++;
                     if (m.device < least_device) least_device = m.device;
@@ -97,8 +97,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     /* a placement that contains a fitting one only adds traffic */
                     int minimal = 1;
                     for (int f = 0; f < n_fitting && minimal; f++)
-                        if ((fitting[f] & p) == fitting[f]) minimal = 0;
-                    fitting[n_fitting++] = p;
+                        if (placement_within(fitting[f], c.place)) minimal = 0;
+                    fitting[n_fitting++] = c.place;
                     if (!minimal) continue;
                     plan_choice ch = {.config = c};
                     if ((s = sim_run(hw, &c, &ch.result, err)) != ST_OK) return s;

@@ -724,12 +724,12 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
     st_status s = hw_check(hw, "hw", err);
     if (s != ST_OK) return s;
     if ((s = gpt_config_check(&c->model, err)) != ST_OK) return s;
-    if (c->B < 1 || c->T < 1 || c->M < 1)
-        return st_fail(err, ST_EINVAL, "micro-batch %d x %d and %d micro-batches must all be at least 1", c->B, c->T, c->M);
+    if (c->B < 1 || c->T < 1 || c->micro_batches < 1)
+        return st_fail(err, ST_EINVAL, "micro-batch %d x %d and %d micro-batches must all be at least 1", c->B, c->T, c->micro_batches);
     if (c->T > c->model.n_ctx)
         return st_fail(err, ST_EINVAL, "sequence length %d exceeds the model's context %d", c->T, c->model.n_ctx);
     if (!(c->alpha >= 0 && c->alpha <= 1)) return st_fail(err, ST_EINVAL, "alpha %g must be in [0, 1]", c->alpha);
-    if ((c->weights_on_ssd || c->optim_on_ssd || c->acts_on_ssd || c->grads_on_ssd) && hw->n_ssd < 1)
+    if (placement_any_ssd(c->place) && hw->n_ssd < 1)
         return st_fail(err, ST_EINVAL, "hw: ssd: the description has no SSD path, but the configuration places state on "
                        "the SSD");
     if (c->optimizer_segment == 0) c->optimizer_segment = (size_t)2 << 20;
@@ -911,9 +911,9 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     const double it = ls->end - ls->start;
     out->iter_s = it;
     out->first_iter_s = s.first.end - s.first.start;
-    const double tokens = (double)cfg.B * cfg.T * cfg.M;
+    const double tokens = (double)cfg.B * cfg.T * cfg.micro_batches;
     out->tokens_per_s = it > 0 ? tokens / it : 0;
-    out->model_flops_per_s = it > 0 ? gpt_train_flops(&cfg.model, cfg.B * cfg.M, cfg.T) / it : 0;
+    out->model_flops_per_s = it > 0 ? gpt_train_flops(&cfg.model, cfg.B * cfg.micro_batches, cfg.T) / it : 0;
     out->compute_s = ls->compute_s;
     out->contention_s = ls->contention_s;
     out->wait_s = ls->wait_s;
@@ -946,10 +946,10 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
 /* The executor's lists for cfg on hw: on a GPU backend every checkpoint
  * leaves the device (to the host, or on to the SSD), so the lists save and
  * load them whatever the placement (sim_task_bytes charges the SSD only
- * when acts_on_ssd). */
+ * when place.acts). */
 static sched_params list_params(const hw_desc *hw, const sim_config *cfg) {
     sched_params p = sim_sched_params(cfg);
-    if (hw->backend == HW_BACKEND_GPU) p.acts_on_ssd = 1;
+    if (hw->backend == HW_BACKEND_GPU) p.place.acts = 1;
     return p;
 }
 

@@ -11,7 +11,7 @@ sim_config sim_default_config(void) {
     memset(&c, 0, sizeof c);
     c.B = 1;
     c.T = 1;
-    c.M = 1;
+    c.micro_batches = 1;
     c.precision = GPT_MIXED_BF16;
     c.schedule = SCHED_VERTICAL;
     c.iterations = 3;
@@ -20,10 +20,8 @@ sim_config sim_default_config(void) {
 }
 
 sched_params sim_sched_params(const sim_config *c) {
-    return (sched_params){.kind = c->schedule, .n_units = c->model.n_layer + 1, .micro_batches = c->M,
-                          .alpha = c->alpha, .clipping = c->clipping, .weights_on_ssd = c->weights_on_ssd,
-                          .optim_on_ssd = c->optim_on_ssd, .acts_on_ssd = c->acts_on_ssd,
-                          .grads_on_ssd = c->grads_on_ssd};
+    return (sched_params){.kind = c->schedule, .n_units = c->model.n_layer + 1, .micro_batches = c->micro_batches,
+                          .alpha = c->alpha, .clipping = c->clipping, .place = c->place};
 }
 
 offload_config sim_offload_config(const sim_config *c) {
@@ -34,14 +32,11 @@ offload_config sim_offload_config(const sim_config *c) {
     oc.train.precision = c->precision;
     oc.train.B = c->B;
     oc.train.T = c->T;
-    oc.train.grad_accum = c->M;
+    oc.train.micro_batches = c->micro_batches;
     oc.train.clip = c->clipping ? 1.0f : 0.0f;
     oc.schedule = c->schedule;
     oc.alpha = c->alpha;
-    oc.weights_on_ssd = c->weights_on_ssd;
-    oc.optim_on_ssd = c->optim_on_ssd;
-    oc.acts_on_ssd = c->acts_on_ssd;
-    oc.grads_on_ssd = c->grads_on_ssd;
+    oc.place = c->place;
     oc.segment_elems = c->optimizer_segment;
     oc.n_store_paths = 1;   /* strata train always has a store to commit to: its staging buffer counts */
     return oc;
@@ -55,9 +50,9 @@ static uint64_t resolve_devices(const hw_desc *hw, const sim_config *c) {
     return c->devices > 0 ? (uint64_t)c->devices : hw->devices_per_node > 1 ? (uint64_t)hw->devices_per_node : 1;
 }
 
-void sim_memory_need(const hw_desc *hw, const sim_config *c, offload_memory *out, int *fits_device, int *fits_host) {
+void sim_memory_need(const hw_desc *hw, const sim_config *c, layout_memory *out, int *fits_device, int *fits_host) {
     offload_config oc = sim_offload_config(c);
-    offload_memory m;
+    layout_memory m;
     offload_memory_need(&oc, &m);
     int fd, fh;
     if (hw->backend != HW_BACKEND_GPU) {   /* one memory: the working set lives in host RAM too */
@@ -65,7 +60,7 @@ void sim_memory_need(const hw_desc *hw, const sim_config *c, offload_memory *out
         fh = m.device + m.host <= hw->host_bytes;
     } else {
         const gpt_config *g = &c->model;
-        const uint64_t n = resolve_devices(hw, c), wsz = sim_wsz(c), M = (uint64_t)c->M;
+        const uint64_t n = resolve_devices(hw, c), wsz = sim_wsz(c), M = (uint64_t)c->micro_batches;
         const uint64_t NC = (uint64_t)c->B * (uint64_t)c->T * (uint64_t)g->d_model;
         const uint64_t unit0 = gpt_unit_numel(g, 0), block = gpt_unit_numel(g, 1);
         const uint64_t max_unit = unit0 > block ? unit0 : block;
@@ -83,8 +78,8 @@ void sim_memory_need(const hw_desc *hw, const sim_config *c, offload_memory *out
         /* host: the executor's, with every device's checkpoints, and the
          * staging of weights read from the SSD and of checkpoints on their way */
         m.checkpoints *= n;
-        if (c->weights_on_ssd) m.staging += 2 * (store_padded_bytes(max_unit * wsz) + 4096);
-        if (c->acts_on_ssd) m.staging += n * SIM_ACT_BUFFERS * (store_padded_bytes(NC * 4) + 4096);
+        if (c->place.weights) m.staging += 2 * (store_padded_bytes(max_unit * wsz) + 4096);
+        if (c->place.acts) m.staging += n * SIM_ACT_BUFFERS * (store_padded_bytes(NC * 4) + 4096);
         m.host = m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging;
         fd = m.device <= hw->device_bytes;
         fh = m.host <= hw->host_bytes;
@@ -129,7 +124,7 @@ void sim_task_bytes(const sim_config *c, const sched_task *t, uint64_t rd[STORE_
     const uint64_t wsz = sim_wsz(c);
     switch (t->op) {
     case TASK_LOAD_WEIGHTS:
-        if (c->weights_on_ssd && t->unit >= 0) {
+        if (c->place.weights && t->unit >= 0) {
             /* the unit's two parts, each its own tensor */
             const uint64_t n = gpt_unit_numel(&c->model, t->unit), s = sim_unit_split(c, t->unit);
             if (s) rd[STORE_WEIGHTS] += store_padded_bytes(s * wsz);
@@ -137,26 +132,26 @@ void sim_task_bytes(const sim_config *c, const sched_task *t, uint64_t rd[STORE_
         }
         break;
     case TASK_LOAD_ACT:   /* each device's own checkpoints, on the node's shared paths */
-        if (c->acts_on_ssd) rd[STORE_ACTIVATIONS] = sim_act_bytes(c) * sim_devices(c);
+        if (c->place.acts) rd[STORE_ACTIVATIONS] = sim_act_bytes(c) * sim_devices(c);
         break;
     case TASK_SAVE_ACT:
-        if (c->acts_on_ssd) wr[STORE_ACTIVATIONS] = sim_act_bytes(c) * sim_devices(c);
+        if (c->place.acts) wr[STORE_ACTIVATIONS] = sim_act_bytes(c) * sim_devices(c);
         break;
     case TASK_LOAD_GRAD:
-        if (c->grads_on_ssd) rd[STORE_GRADS] = store_padded_bytes((uint64_t)sim_share_elements(c, t) * 4);
+        if (c->place.grads) rd[STORE_GRADS] = store_padded_bytes((uint64_t)sim_share_elements(c, t) * 4);
         break;
     case TASK_SAVE_GRAD:
-        if (c->grads_on_ssd) wr[STORE_GRADS] = store_padded_bytes((uint64_t)sim_share_elements(c, t) * 4);
+        if (c->place.grads) wr[STORE_GRADS] = store_padded_bytes((uint64_t)sim_share_elements(c, t) * 4);
         break;
     case TASK_OPTIMIZE: {
         const uint64_t len = sim_share_elements(c, t);
         if (!len) break;
-        if (c->optim_on_ssd) {
+        if (c->place.optim) {
             const uint64_t b = store_padded_bytes(len * 4);
             rd[STORE_MASTER] = rd[STORE_ADAM_M] = rd[STORE_ADAM_V] = b;
             wr[STORE_MASTER] = wr[STORE_ADAM_M] = wr[STORE_ADAM_V] = b;
         }
-        if (c->weights_on_ssd) wr[STORE_WEIGHTS] = store_padded_bytes(len * wsz);
+        if (c->place.weights) wr[STORE_WEIGHTS] = store_padded_bytes(len * wsz);
         break;
     }
     default:

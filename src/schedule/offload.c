@@ -9,24 +9,15 @@
 #include <string.h>
 
 #include "strata/checkpoint.h"
+#include "strata/layout.h"
 #include "strata/offload.h"
 #include "strata/store.h"
 #include "strata/trace.h"
 
-/* Activation buffers when checkpoints live on the SSD. A vertical forward
- * holds a block's input and output, one kept at a snake turn, a prefetch,
- * and saves still being written behind. */
-#define ACT_POOL 6
-/* Gradient buffers when gradients live on the SSD: buffer 0 is the embedding
- * unit's (it collects terms from the head at the start of backward to the
- * embedding at its end), the others are shared by blocks: the one being
- * accumulated, one read ahead, and ones queued optimizer steps still read. */
-#define GRAD_POOL 4
-/* The optimizer streams a part of a unit in segments through OPT_SLOTS sets
- * of buffers: one being stepped, one read ahead, one written behind. */
-#define OPT_SLOTS 3
-#define SEGMENT_DEFAULT ((size_t)1 << 21)   /* elements: 8 MiB of f32 per tensor */
-#define SEGMENT_STRIDE 65536                /* store index of segment j of part p: p * stride + j */
+/* Buffer counts and the segment grain come from the layout (strata/layout.h). */
+#define ACT_POOL LAYOUT_ACT_BUFFERS
+#define GRAD_POOL LAYOUT_GRAD_BUFFERS
+#define OPT_SLOTS LAYOUT_OPT_SLOTS
 
 typedef struct opt_slot {
     float *buf[3];             /* master, m, v of one segment (when on the SSD) */
@@ -49,15 +40,14 @@ typedef struct grad_buf {
 
 struct offload_trainer {
     offload_config cfg;
+    run_layout lay;                    /* parts, segments, the buffer plan */
     sched_params sp;
     sched_list first, steady, flush;   /* without and with deferred work coming in; flush only */
+    sched_analysis an_first, an_steady, an_flush;
     gpt_config c;
     int L1, M, B, T;
     size_t n, NC;                      /* parameters; floats of one activation [B,T,C] */
-    size_t *split;                     /* [L+1]: elements of part 0 (stepped during backward) */
     size_t wsz;                        /* bytes per compute weight: 2 (bf16) or 4 */
-    size_t seg;                        /* elements per store segment of weights and optimizer state */
-    int max_segs;                      /* segments of the largest unit, both parts */
     store *st;                         /* the SSD tier, NULL when everything is in memory */
     /* host state (NULL when that kind lives on the SSD) */
     float *master, *m, *v;             /* optimizer state, unit layout */
@@ -91,13 +81,8 @@ struct offload_trainer {
     float *mb_loss;                    /* [M] */
     double *unit_sumsq;                /* [L+1] */
     char *grads_fresh;                 /* [L+1]: zeroed in this iteration yet */
-    int *last_grad_task;               /* [L+1] per list */
-    int *next_compute;                 /* per list: the next compute task after i (or n) */
-    int *next_grad_load;               /* per list: the next LOAD_GRAD after i (or n) */
-    int *unit_next_use;                /* [L+1] scratch for the release analysis */
-    char *grad_release;                /* per list: the unit's gradient buffer is released after task i */
-    float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation, made on first use */
-    int next_cap;
+    const sched_analysis *an;          /* of the list being run */
+    float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation */
     float clip_scale_now;
     /* The optimizer worker: a thread that runs TASK_OPTIMIZE jobs in list
      * order while compute goes on; a unit's weights are loaded only after
@@ -197,41 +182,20 @@ static st_status wait_optimizer(offload_trainer *t, int u, st_error *err) {
     return s;
 }
 
-/* ---- layout of units into parts ----------------------------------------------- */
+/* ---- layout of units into parts (strata/layout.h) ---------------------------------- */
 
-static size_t unit_n(const offload_trainer *t, int u) { return gpt_unit_numel(&t->c, u); }
-
-/* Element boundary for a share boundary x of unit u: 0, the split, or n. */
-static size_t bound(const offload_trainer *t, int u, double x) {
-    return x <= 0.0 ? 0 : x >= 1.0 ? unit_n(t, u) : t->split[u];
-}
-
+static size_t unit_n(const offload_trainer *t, int u) { return t->lay.units[u].n; }
+static size_t bound(const offload_trainer *t, int u, double x) { return layout_bound(&t->lay, u, x); }
 static void part_range(const offload_trainer *t, int u, int part, size_t *lo, size_t *hi) {
-    *lo = part == 0 ? 0 : t->split[u];
-    *hi = part == 0 ? t->split[u] : unit_n(t, u);
+    layout_part_range(&t->lay, u, part, lo, hi);
 }
-
+static size_t seg_count(const offload_trainer *t, int u, int part) { return t->lay.units[u].segs[part]; }
+static void seg_range(const offload_trainer *t, int u, int part, size_t j, size_t *lo, size_t *hi) {
+    layout_segment_range(&t->lay, u, part, j, lo, hi);
+}
+#define seg_key layout_segment_key
 static store_key key(store_kind k, int u, int index) { return (store_key){k, u, index}; }
 static const store_kind optim_kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
-
-/* Weights and optimizer state are stored per segment: each part of a unit is
- * cut into runs of t->seg elements, so that the optimizer can stream them. */
-static size_t seg_count(const offload_trainer *t, int u, int part) {
-    size_t lo, hi;
-    part_range(t, u, part, &lo, &hi);
-    return (hi - lo + t->seg - 1) / t->seg;
-}
-
-static void seg_range(const offload_trainer *t, int u, int part, size_t j, size_t *lo, size_t *hi) {
-    size_t plo, phi;
-    part_range(t, u, part, &plo, &phi);
-    *lo = plo + j * t->seg;
-    *hi = *lo + t->seg < phi ? *lo + t->seg : phi;
-}
-
-static store_key seg_key(store_kind k, int u, int part, size_t j) {
-    return key(k, u, part * SEGMENT_STRIDE + (int)j);
-}
 
 /* Traces an SSD transfer on every path's lane (a tensor is striped over all). */
 static void trace_ssd(offload_trainer *t, const char *what, store_key k, double t0, double t1) {
@@ -291,7 +255,7 @@ static int act_index(const offload_trainer *t, const float *buf) {
 /* A buffer for a new version of act[u][m]. */
 static st_status act_make(offload_trainer *t, int u, int m, float **out, st_error *err) {
     float **s = slot(t, u, m);
-    if (!t->cfg.acts_on_ssd || *s) {
+    if (!t->cfg.place.acts || *s) {
         *out = *s;
         return ST_OK;
     }
@@ -308,7 +272,7 @@ static st_status act_make(offload_trainer *t, int u, int m, float **out, st_erro
  * loaded again. */
 static void act_drop(offload_trainer *t, int u, int m) {
     float **s = slot(t, u, m);
-    if (!t->cfg.acts_on_ssd || !*s) return;
+    if (!t->cfg.place.acts || !*s) return;
     int i = act_index(t, *s);
     if (i >= 0) t->act_free[t->n_act_free++] = i;
     *s = NULL;
@@ -414,8 +378,8 @@ static void grad_release(offload_trainer *t, int u) {
 /* The parts of unit u inside the share [lo, hi). */
 static void grad_parts(const offload_trainer *t, const sched_task *k, int *p0, int *p1) {
     const size_t a = bound(t, k->unit, k->lo), b = bound(t, k->unit, k->hi);
-    *p0 = a < t->split[k->unit] ? 0 : 1;
-    *p1 = b > t->split[k->unit] ? 1 : 0;
+    *p0 = a < t->lay.units[k->unit].split ? 0 : 1;
+    *p1 = b > t->lay.units[k->unit].split ? 1 : 0;
 }
 
 /* Starts reading the share of unit u's gradients a LOAD_GRAD names into the
@@ -448,15 +412,7 @@ static st_status grad_wait_read(offload_trainer *t, int u, st_error *err) {
 }
 
 static uint64_t grad_share_bytes(const offload_trainer *t, const sched_task *k) {
-    int p0, p1;
-    uint64_t bytes = 0;
-    grad_parts(t, k, &p0, &p1);
-    for (int part = p0; part <= p1; part++) {
-        size_t lo, hi;
-        part_range(t, k->unit, part, &lo, &hi);
-        if (lo != hi) bytes += store_padded_bytes((hi - lo) * 4);
-    }
-    return bytes;
+    return layout_grad_share_bytes(&t->lay, k->unit, k->lo, k->hi);
 }
 
 /* TASK_LOAD_GRAD: read ahead already, or read now. */
@@ -543,7 +499,7 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
     for (int part = 0; part < 2 && s == ST_OK; part++) {
         size_t plo, phi;
         part_range(t, u, part, &plo, &phi);
-        if (plo < phi && t->cfg.grads_on_ssd)
+        if (plo < phi && t->cfg.place.grads)
             s = store_create_tensor(t->st, key(STORE_GRADS, u, part), (phi - plo) * 4, STORE_TIER_SSD, STORE_VOLATILE,
                                     err);
         for (size_t j = 0; j < seg_count(t, u, part) && s == ST_OK; j++) {
@@ -564,7 +520,7 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
             if (s != ST_OK) break;
             if (t->w16) gpt_f32_to_bf16(state[0], t->w16 + off + lo, len);
             if (t->w32 && t->w32 != t->master) memcpy(t->w32 + off + lo, state[0], len * sizeof(float));
-            if (t->cfg.weights_on_ssd) {
+            if (t->cfg.place.weights) {
                 store_key sk = seg_key(STORE_WEIGHTS, u, part, j);
                 unsigned char *w = t->oslot[0].wout;
                 if (t->wsz == 2) gpt_f32_to_bf16(state[0], (st_bf16 *)w, len);
@@ -626,7 +582,7 @@ static st_status drop_stale_weights(offload_trainer *t, st_error *err) {
 
 static st_status init_store_activations(offload_trainer *t, st_error *err) {
     st_status s;
-    if (t->cfg.acts_on_ssd)
+    if (t->cfg.place.acts)
         for (int u = 1; u <= t->L1; u++)
             for (int m = 0; m < t->M; m++)
                 if ((s = store_create_tensor(t->st, key(STORE_ACTIVATIONS, u, m), t->NC * 4, STORE_TIER_SSD,
@@ -668,165 +624,91 @@ static void aside_end(offload_trainer *t, const aside *a) {
     t->stats = a->stats;
 }
 
-static void *alloc_io(size_t bytes) { return st_alloc_aligned(4096, store_padded_bytes(bytes) + 4096); }
-static uint64_t io_bytes(size_t bytes) { return store_padded_bytes(bytes) + 4096; }
-
-static size_t segment_elems(const offload_config *cfg) {
-    return cfg->segment_elems ? cfg->segment_elems : SEGMENT_DEFAULT;
+/* The layout of an executor configuration. */
+layout_params offload_layout_params(const offload_config *cfg) {
+    const train_config *tc = &cfg->train;
+    return (layout_params){.model = tc->model, .precision = tc->precision, .B = tc->B, .T = tc->T,
+                           .micro_batches = tc->micro_batches, .schedule = cfg->schedule, .alpha = cfg->alpha,
+                           .clipping = tc->clip > 0, .place = cfg->place, .segment_elems = cfg->segment_elems,
+                           .has_store = cfg->n_store_paths > 0, .resuming = cfg->n_resume_paths > 0};
 }
 
-/* What offload_trainer_create allocates, by budget: the device (the compute
- * working set) and the host (state kept in memory, I/O staging). */
-void offload_memory_need(const offload_config *cfg, offload_memory *out) {
-    const gpt_config *c = &cfg->train.model;
-    const uint64_t P = gpt_num_params(c), M = (uint64_t)cfg->train.grad_accum, L1 = (uint64_t)c->n_layer + 1;
-    const uint64_t NC = (uint64_t)cfg->train.B * (uint64_t)cfg->train.T * (uint64_t)c->d_model;
-    const uint64_t wsz = cfg->train.precision == GPT_MIXED_BF16 ? 2 : 4;
-    const uint64_t unit0 = gpt_unit_numel(c, 0), block = gpt_unit_numel(c, 1);
-    const uint64_t max_unit = unit0 > block ? unit0 : block;
-    uint64_t seg = segment_elems(cfg);
-    if (seg > (max_unit + 2047) / 2048 * 2048) seg = (max_unit + 2047) / 2048 * 2048;
-    uint64_t scratch = gpt_block_scratch_numel(c, cfg->train.B, cfg->train.T);
-    uint64_t head = gpt_head_scratch_numel(c, cfg->train.B, cfg->train.T);
-    if (head > scratch) scratch = head;
-    offload_memory m = {0};
-    /* device: one unit's weights and one block's activations, the gradient
-     * flowing down for every micro-batch, evaluation buffers */
-    m.unit_weights = (wsz == 2 ? max_unit * 4 : 0) + (cfg->weights_on_ssd ? 2 * io_bytes(max_unit * wsz) : 0);
-    m.activations = gpt_block_acts_numel(c, cfg->train.B, cfg->train.T) * 4 + scratch * 4 + M * NC * 4 + 2 * NC * 4 +
-                    (cfg->acts_on_ssd ? ACT_POOL * io_bytes(NC * 4) : 0);
-    m.device = m.unit_weights + m.activations;
-    /* host: what is placed there, the gradients, the I/O staging buffers */
-    const int any_ssd = cfg->weights_on_ssd || cfg->optim_on_ssd || cfg->acts_on_ssd || cfg->grads_on_ssd;
-    m.optimizer_state = cfg->optim_on_ssd ? OPT_SLOTS * 3 * io_bytes(seg * 4) : 3 * P * 4;
-    m.compute_weights = cfg->weights_on_ssd ? 0 : wsz == 2 ? P * 2 : cfg->optim_on_ssd ? P * 4 : 0;
-    m.checkpoints = cfg->acts_on_ssd ? 0 : L1 * M * NC * 4;
-    m.gradients = cfg->grads_on_ssd ? io_bytes(unit0 * 4) + (GRAD_POOL - 1) * io_bytes(block * 4) : P * 4;
-    /* the optimizer's new compute weights per slot, one segment for set-up
-     * and read-back, one unit for initialization */
-    m.staging = (cfg->weights_on_ssd ? OPT_SLOTS * io_bytes(seg * wsz) : 0) +
-                (any_ssd || cfg->n_store_paths > 0 ? io_bytes(seg * 4) : 0) + max_unit * 4 +
-                (cfg->n_resume_paths > 0 ? 3 * io_bytes(seg * 4) : 0);   /* reading a commit back */
-    m.host = m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging;
-    *out = m;
+st_status offload_layout(const offload_config *cfg, run_layout *out, st_error *err) {
+    layout_params p = offload_layout_params(cfg);
+    return layout_build(&p, out, err);
 }
 
-static st_status check_budgets(const offload_config *cfg, st_error *err) {
-    offload_memory m;
-    offload_memory_need(cfg, &m);
+void offload_memory_need(const offload_config *cfg, layout_memory *out) {
+    run_layout l;
+    memset(out, 0, sizeof *out);
+    if (offload_layout(cfg, &l, NULL) != ST_OK) return;
+    *out = l.memory;
+    layout_free(&l);
+}
+
+static st_status check_budgets(const offload_config *cfg, const layout_memory *m, st_error *err) {
     char need[32], have[32], a[32], b[32], c[32], d[32], e[32];
-    if (cfg->mem_device && m.device > cfg->mem_device)
+    if (cfg->mem_device && m->device > cfg->mem_device)
         return st_fail(err, ST_ENOMEM,
                        "the device budget %s is too small: one block's working set at micro-batch %d x %d needs %s "
                        "(weights %s, activations %s); lower --micro-batch or --seq, or raise --mem-device",
                        st_format_bytes((double)cfg->mem_device, have, sizeof have), cfg->train.B, cfg->train.T,
-                       st_format_bytes((double)m.device, need, sizeof need),
-                       st_format_bytes((double)m.unit_weights, a, sizeof a),
-                       st_format_bytes((double)m.activations, b, sizeof b));
-    if (cfg->mem_host && m.host > cfg->mem_host)
+                       st_format_bytes((double)m->device, need, sizeof need),
+                       st_format_bytes((double)m->unit_weights, a, sizeof a),
+                       st_format_bytes((double)m->activations, b, sizeof b));
+    if (cfg->mem_host && m->host > cfg->mem_host)
         return st_fail(err, ST_ENOMEM,
                        "the host budget %s is too small: this placement needs %s (optimizer state %s, compute weights "
                        "%s, checkpoints %s, gradients %s, I/O staging %s); place more state on the SSD (--offload) or "
                        "raise --mem-host",
                        st_format_bytes((double)cfg->mem_host, have, sizeof have),
-                       st_format_bytes((double)m.host, need, sizeof need),
-                       st_format_bytes((double)m.optimizer_state, a, sizeof a),
-                       st_format_bytes((double)m.compute_weights, b, sizeof b),
-                       st_format_bytes((double)m.checkpoints, c, sizeof c),
-                       st_format_bytes((double)m.gradients, d, sizeof d),
-                       st_format_bytes((double)m.staging, e, sizeof e));
+                       st_format_bytes((double)m->host, need, sizeof need),
+                       st_format_bytes((double)m->optimizer_state, a, sizeof a),
+                       st_format_bytes((double)m->compute_weights, b, sizeof b),
+                       st_format_bytes((double)m->checkpoints, c, sizeof c),
+                       st_format_bytes((double)m->gradients, d, sizeof d),
+                       st_format_bytes((double)m->staging, e, sizeof e));
     return ST_OK;
 }
 
-/* The shape of a run: sizes, the task lists, the parts and segments of
- * every unit. What creation and the traffic estimate share. */
-static st_status layout_build(offload_trainer *t, const offload_config *cfg, st_error *err) {
+/* The shape of a run: its layout, sizes and task lists, each list analysed. */
+static st_status shape_build(offload_trainer *t, const offload_config *cfg, st_error *err) {
     st_status s;
     t->cfg = *cfg;
+    if ((s = offload_layout(cfg, &t->lay, err)) != ST_OK) return s;
     t->c = cfg->train.model;
-    t->L1 = t->c.n_layer + 1;
-    t->M = cfg->train.grad_accum;
+    t->L1 = t->lay.n_units;
+    t->M = cfg->train.micro_batches;
     t->B = cfg->train.B;
     t->T = cfg->train.T;
-    t->n = gpt_num_params(&t->c);
-    t->NC = (size_t)t->B * t->T * t->c.d_model;
-    t->wsz = cfg->train.precision == GPT_MIXED_BF16 ? 2 : 4;
-    t->sp = (sched_params){.kind = cfg->schedule, .n_units = t->L1, .micro_batches = t->M, .alpha = cfg->alpha,
-                           .clipping = cfg->train.clip > 0, .weights_on_ssd = cfg->weights_on_ssd,
-                           .optim_on_ssd = cfg->optim_on_ssd, .acts_on_ssd = cfg->acts_on_ssd,
-                           .grads_on_ssd = cfg->grads_on_ssd};
+    t->n = t->lay.n_params;
+    t->NC = t->lay.act_elems;
+    t->wsz = t->lay.weight_size;
+    t->sp = t->lay.sched;
     if ((s = sched_build(&t->sp, 0, &t->first, err)) != ST_OK || (s = sched_build(&t->sp, 1, &t->steady, err)) != ST_OK ||
         (s = sched_build_flush(&t->sp, &t->flush, err)) != ST_OK)
         return s;
-    /* Part 0 of a unit ends on a multiple of 2048 elements, so that part 1
-     * starts 4096-byte aligned in a buffer in bf16 and in f32 alike. */
-    const double share = sched_deferred_share(&t->sp);
-    if (!(t->split = malloc(sizeof(size_t) * (size_t)t->L1))) return st_fail(err, ST_ENOMEM, "out of memory");
-    size_t max_unit = 0;
-    for (int u = 0; u < t->L1; u++) {
-        size_t n = unit_n(t, u);
-        t->split[u] = share <= 0 ? n : share >= 1 ? 0 : (size_t)((double)n * (1.0 - share)) / 2048 * 2048;
-        if (n > max_unit) max_unit = n;
-    }
-    t->seg = segment_elems(cfg);
-    if (t->seg > (max_unit + 2047) / 2048 * 2048) t->seg = (max_unit + 2047) / 2048 * 2048;
-    for (int u = 0; u < t->L1; u++) {
-        int segs = (int)(seg_count(t, u, 0) + seg_count(t, u, 1));
-        if (segs > t->max_segs) t->max_segs = segs;
-    }
-    if ((size_t)t->max_segs >= SEGMENT_STRIDE)
-        return st_fail(err, ST_EINVAL, "segment size %zu cuts a unit into too many segments", t->seg);
-    return ST_OK;
+    if ((s = sched_analyze(&t->first, t->L1, &t->an_first, err)) != ST_OK ||
+        (s = sched_analyze(&t->steady, t->L1, &t->an_steady, err)) != ST_OK)
+        return s;
+    return sched_analyze(&t->flush, t->L1, &t->an_flush, err);
 }
 
-/* Bytes a part [a, b) of unit u moves per kind of tensor, by segments. */
-static uint64_t seg_bytes(const offload_trainer *t, int u, size_t a, size_t b, size_t elem) {
-    uint64_t bytes = 0;
-    for (int part = 0; part < 2; part++)
-        for (size_t j = 0; j < seg_count(t, u, part); j++) {
-            size_t lo, hi;
-            seg_range(t, u, part, j, &lo, &hi);
-            if (lo >= a && hi <= b) bytes += store_padded_bytes((hi - lo) * elem);
-        }
-    return bytes;
-}
-
-st_status offload_traffic_per_step(const offload_config *cfg, offload_traffic *out, st_error *err) {
+st_status offload_traffic_per_step(const offload_config *cfg, layout_traffic *out, st_error *err) {
+    run_layout l;
     memset(out, 0, sizeof *out);
-    offload_trainer *t = calloc(1, sizeof *t);
-    if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
-    st_status s = layout_build(t, cfg, err);
-    const sched_list *l = &t->steady;
-    for (int i = 0; s == ST_OK && i < l->n; i++) {
-        const sched_task *k = &l->tasks[i];
-        const int u = k->unit;
-        switch (k->op) {
-        case TASK_LOAD_WEIGHTS:
-            if (cfg->weights_on_ssd) out->read[STORE_WEIGHTS] += seg_bytes(t, u, 0, unit_n(t, u), t->wsz);
-            break;
-        case TASK_SAVE_ACT: out->written[STORE_ACTIVATIONS] += store_padded_bytes(t->NC * 4); break;
-        case TASK_LOAD_ACT: out->read[STORE_ACTIVATIONS] += store_padded_bytes(t->NC * 4); break;
-        case TASK_SAVE_GRAD: out->written[STORE_GRADS] += grad_share_bytes(t, k); break;
-        case TASK_LOAD_GRAD: out->read[STORE_GRADS] += grad_share_bytes(t, k); break;
-        case TASK_OPTIMIZE: {
-            const size_t a = bound(t, u, k->lo), b = bound(t, u, k->hi);
-            if (cfg->optim_on_ssd)
-                for (int kind = STORE_MASTER; kind <= STORE_ADAM_V; kind++) {
-                    out->read[kind] += seg_bytes(t, u, a, b, 4);
-                    out->written[kind] += seg_bytes(t, u, a, b, 4);
-                }
-            if (cfg->weights_on_ssd) out->written[STORE_WEIGHTS] += seg_bytes(t, u, a, b, t->wsz);
-            break;
-        }
-        default: break;
-        }
-    }
-    for (int kind = 0; kind < STORE_KIND_COUNT; kind++) {
-        out->total_read += out->read[kind];
-        out->total_written += out->written[kind];
-    }
-    offload_trainer_free(t);
+    st_status s = offload_layout(cfg, &l, err);
+    if (s == ST_OK) s = layout_traffic_per_step(&l, out, err);
+    layout_free(&l);
     return s;
+}
+
+/* One buffer of the layout's plan: what the budgets were checked against
+ * is what is allocated. */
+static void *plan_alloc(const offload_trainer *t, layout_buffer_id id) {
+    const layout_buffer *b = &t->lay.buf[id];
+    if (b->count == 0) return NULL;
+    return st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
 }
 
 /* The same directories in the same order, however spelled (./, links, a
@@ -846,77 +728,67 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     offload_config cfg = *cfg_in;
     st_status s = train_config_check(&cfg.train, err);
     if (s != ST_OK) return s;
-    const int any_ssd = cfg.weights_on_ssd || cfg.optim_on_ssd || cfg.acts_on_ssd || cfg.grads_on_ssd;
+    const int any_ssd = cfg.place.weights || cfg.place.optim || cfg.place.acts || cfg.place.grads;
     if (any_ssd && cfg.n_store_paths < 1)
         return st_fail(err, ST_EINVAL, "state placed on the SSD needs at least one store directory");
     if (cfg.segment_elems % 2048 != 0)
         return st_fail(err, ST_EINVAL, "segment size %zu is not a multiple of 2048 elements", cfg.segment_elems);
-    if ((s = check_budgets(&cfg, err)) != ST_OK) return s;
     offload_trainer *t = calloc(1, sizeof *t);
     if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
-    if ((s = layout_build(t, &cfg, err)) != ST_OK) {
+    if ((s = shape_build(t, &cfg, err)) != ST_OK || (s = check_budgets(&cfg, &t->lay.memory, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
     }
-    size_t max_unit = 0;
-    for (int u = 0; u < t->L1; u++)
-        if (unit_n(t, u) > max_unit) max_unit = unit_n(t, u);
+    /* every buffer of the plan, and nothing else of any size */
     const size_t bytes = t->n * sizeof(float);
-    size_t scratch = gpt_block_scratch_numel(&t->c, t->B, t->T), head = gpt_head_scratch_numel(&t->c, t->B, t->T);
-    if (head > scratch) scratch = head;
-    int ok = t->split != NULL;
-    if (!cfg.optim_on_ssd) {
-        ok &= (t->master = st_alloc_aligned(64, bytes)) && (t->m = st_alloc_aligned(64, bytes)) &&
-              (t->v = st_alloc_aligned(64, bytes));
-    }
+    int ok = 1;
+#define ALLOC(ptr, id) (ok &= ((ptr) = plan_alloc(t, id)) != NULL || t->lay.buf[id].count == 0)
+    ALLOC(t->master, BUF_MASTER);
+    ALLOC(t->m, BUF_ADAM_M);
+    ALLOC(t->v, BUF_ADAM_V);
     for (int i = 0; i < OPT_SLOTS; i++) {
-        for (int k = 0; cfg.optim_on_ssd && k < 3; k++) ok &= (t->oslot[i].buf[k] = alloc_io(t->seg * 4)) != NULL;
-        if (cfg.weights_on_ssd) ok &= (t->oslot[i].wout = alloc_io(t->seg * t->wsz)) != NULL;
+        for (int k = 0; cfg.place.optim && k < 3; k++) ALLOC(t->oslot[i].buf[k], BUF_OPT_STATE_IO);
+        ALLOC(t->oslot[i].wout, BUF_OPT_WEIGHTS_IO);
     }
-    if (!cfg.weights_on_ssd) {
-        if (t->wsz == 2) ok &= (t->w16 = st_alloc_aligned(64, t->n * sizeof(st_bf16))) != NULL;
-        else if (cfg.optim_on_ssd) ok &= (t->w32 = st_alloc_aligned(64, bytes)) != NULL;
-        else t->w32 = t->master;
-    } else {
-        for (int b = 0; b < 2; b++) {
-            ok &= (t->wbuf[b] = alloc_io(max_unit * t->wsz)) != NULL;
-            ok &= (t->wop[b] = calloc((size_t)t->max_segs, sizeof(store_op))) != NULL;
-            t->wbuf_unit[b] = -1;
-        }
+    if (t->wsz == 2) ALLOC(t->w16, BUF_WEIGHTS_HOST);
+    else ALLOC(t->w32, BUF_WEIGHTS_HOST);
+    if (!cfg.place.weights && t->wsz == 4 && !cfg.place.optim) t->w32 = t->master;
+    for (int b = 0; cfg.place.weights && b < 2; b++) {
+        ALLOC(t->wbuf[b], BUF_WEIGHTS_IO);
+        ok &= (t->wop[b] = calloc((size_t)t->lay.max_segs, sizeof(store_op))) != NULL;
+        t->wbuf_unit[b] = -1;
     }
-    if (cfg.n_store_paths > 0) ok &= (t->sbuf = alloc_io(t->seg * 4)) != NULL;
-    if (t->wsz == 2) ok &= (t->unit32 = st_alloc_aligned(64, max_unit * sizeof(float))) != NULL;
+    ALLOC(t->sbuf, BUF_SEGMENT_IO);
+    ALLOC(t->unit32, BUF_UNIT_F32);
     t->act_slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *));
     ok &= t->act_slot != NULL;
-    if (cfg.acts_on_ssd) {
-        for (int i = 0; i < ACT_POOL; i++) {
-            ok &= (t->act_pool[i] = alloc_io(t->NC * 4)) != NULL;
-            t->act_free[t->n_act_free++] = i;
-        }
-    } else {
-        ok &= (t->acts_host = st_alloc_aligned(64, (size_t)t->L1 * (size_t)t->M * t->NC * sizeof(float))) != NULL;
-        for (size_t i = 0; ok && i < (size_t)t->L1 * (size_t)t->M; i++) t->act_slot[i] = t->acts_host + i * t->NC;
+    for (int i = 0; cfg.place.acts && i < ACT_POOL; i++) {
+        ALLOC(t->act_pool[i], BUF_ACT_IO);
+        t->act_free[t->n_act_free++] = i;
     }
-    if (cfg.grads_on_ssd) {
+    ALLOC(t->acts_host, BUF_CHECKPOINTS);
+    for (size_t i = 0; ok && t->acts_host && i < (size_t)t->L1 * (size_t)t->M; i++)
+        t->act_slot[i] = t->acts_host + i * t->NC;
+    if (cfg.place.grads) {
         ok &= (t->grad_of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
-        ok &= (t->unit_next_use = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
         for (int u = 0; ok && u < t->L1; u++) t->grad_of[u] = -1;
-        for (int i = 0; i < GRAD_POOL; i++) ok &= (t->gpool[i].data = alloc_io(unit_n(t, i == 0 ? 0 : 1) * 4)) != NULL;
-    } else {
-        ok &= (t->grads = st_alloc_aligned(64, bytes)) != NULL;
+        ALLOC(t->gpool[0].data, BUF_GRAD_IO_EMBED);
+        for (int i = 1; i < GRAD_POOL; i++) ALLOC(t->gpool[i].data, BUF_GRAD_IO_BLOCK);
     }
-    ok &= (t->dact = st_alloc_aligned(64, (size_t)t->M * t->NC * sizeof(float))) != NULL;
-    ok &= (t->block_acts = st_alloc_aligned(64, gpt_block_acts_numel(&t->c, t->B, t->T) * sizeof(float))) != NULL;
-    ok &= (t->scratch = st_alloc_aligned(64, scratch * sizeof(float))) != NULL;
-    ok &= (t->inputs = malloc(sizeof(int32_t) * (size_t)t->M * t->B * t->T)) != NULL;
-    ok &= (t->targets = malloc(sizeof(int32_t) * (size_t)t->M * t->B * t->T)) != NULL;
+    ALLOC(t->grads, BUF_GRADS);
+    ALLOC(t->dact, BUF_DACT);
+    ALLOC(t->block_acts, BUF_BLOCK_ACTS);
+    ALLOC(t->scratch, BUF_SCRATCH);
+    ALLOC(t->eval_buf, BUF_EVAL);
+    ALLOC(t->inputs, BUF_TOKENS);
+    ALLOC(t->targets, BUF_TOKENS);
     ok &= (t->mb_loss = malloc(sizeof(float) * (size_t)t->M)) != NULL;
     ok &= (t->unit_sumsq = calloc((size_t)t->L1, sizeof(double))) != NULL;
     ok &= (t->grads_fresh = calloc((size_t)t->L1, 1)) != NULL;
-    ok &= (t->last_grad_task = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
     t->job_cap = 4 * t->L1 + 8;
     ok &= (t->jobs = malloc(sizeof(opt_job) * (size_t)t->job_cap)) != NULL;
     ok &= (t->unit_pending = calloc((size_t)t->L1, sizeof(int))) != NULL;
+#undef ALLOC
     if (!ok) {
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "out of memory for the offloaded trainer's buffers");
@@ -924,7 +796,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     /* Starting state, unit by unit (a commit, the caller's weights, or a
      * fresh initialization), so that no full copy of the model is needed. */
     const int resume = cfg.n_resume_paths > 0;
-    float *unit_tmp = init || resume ? NULL : st_alloc_aligned(64, max_unit * sizeof(float));
+    float *unit_tmp = init || resume ? NULL : plan_alloc(t, BUF_INIT_UNIT);
     if (!init && !resume && !unit_tmp) {
         offload_trainer_free(t);
         return st_fail(err, ST_ENOMEM, "out of memory for initialization");
@@ -952,7 +824,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     }
     if (s == ST_OK && resume) s = ckpt_reader_open(&src.ckpt, from ? from : t->st, &t->c, err);
     if (s == ST_OK && src.in_place) s = each_state_tensor(t, check_in_place, err);
-    if (s == ST_OK && src.in_place && !cfg.weights_on_ssd) s = drop_stale_weights(t, err);
+    if (s == ST_OK && src.in_place && !cfg.place.weights) s = drop_stale_weights(t, err);
     for (int u = 0; s == ST_OK && u < t->L1; u++) {
         if (!resume) {
             src.unit = init ? init + gpt_unit_offset(&t->c, u) : unit_tmp;
@@ -1048,7 +920,6 @@ void offload_trainer_free(offload_trainer *t) {
     st_free_aligned(t->grads);
     for (int i = 0; i < GRAD_POOL; i++) st_free_aligned(t->gpool[i].data);
     free(t->grad_of);
-    free(t->unit_next_use);
     for (int b = 0; b < 2; b++) {
         st_free_aligned(t->wbuf[b]);
         free(t->wop[b]);
@@ -1065,16 +936,15 @@ void offload_trainer_free(offload_trainer *t) {
     st_free_aligned(t->block_acts);
     st_free_aligned(t->scratch);
     free(t->act_slot);
-    free(t->split);
     free(t->inputs);
     free(t->targets);
     free(t->mb_loss);
     free(t->unit_sumsq);
     free(t->grads_fresh);
-    free(t->last_grad_task);
-    free(t->next_compute);
-    free(t->next_grad_load);
-    free(t->grad_release);
+    sched_analysis_free(&t->an_first);
+    sched_analysis_free(&t->an_steady);
+    sched_analysis_free(&t->an_flush);
+    layout_free(&t->lay);
     st_free_aligned(t->eval_buf);
     free(t);
 }
@@ -1133,7 +1003,7 @@ static st_status touch_grads(offload_trainer *t, int u, st_error *err) {
 
 /* After a gradient task: when it was the unit's last, take its sum of squares. */
 static void after_grad_task(offload_trainer *t, int u, int task) {
-    if (task == t->last_grad_task[u]) t->unit_sumsq[u] = grad_sum_sq(unit_grads(t, u), unit_n(t, u));
+    if (t->an->last_grad[task]) t->unit_sumsq[u] = grad_sum_sq(unit_grads(t, u), unit_n(t, u));
 }
 
 /* Waits for the reads in flight into weight buffer b. */
@@ -1170,17 +1040,17 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     const void *src;
     st_status s = wait_optimizer(t, u, err);   /* its newest weights */
     if (s != ST_OK) return s;
-    if (t->cfg.weights_on_ssd) {
+    if (t->cfg.place.weights) {
         /* prefetched (or being prefetched) into one buffer? else read it now */
         int b = t->wbuf_unit[0] == u ? 0 : t->wbuf_unit[1] == u ? 1 : -1;
         if (b >= 0) {
-            t->stats.bytes_overlapped += seg_bytes(t, u, 0, unit_n(t, u), t->wsz);
+            t->stats.bytes_overlapped += layout_segment_bytes(&t->lay, u, 0, unit_n(t, u), t->wsz);
         } else {
             for (int k = 0; k < 2; k++)   /* a prefetch of another unit is abandoned */
                 if ((s = wait_weight_reads(t, k, err)) != ST_OK) return s;
             b = 0;
             if ((s = start_weight_reads(t, b, u, err)) != ST_OK) return s;
-            t->stats.bytes_blocking += seg_bytes(t, u, 0, unit_n(t, u), t->wsz);
+            t->stats.bytes_blocking += layout_segment_bytes(&t->lay, u, 0, unit_n(t, u), t->wsz);
         }
         if ((s = wait_weight_reads(t, b, err)) != ST_OK) return s;
         t->wbuf_unit[b] = -1;
@@ -1198,13 +1068,12 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     return ST_OK;
 }
 
-/* Task j's inputs are final at task i: every dependency has run, and no
- * optimizer step of the unit is still on the worker. */
-static int ready_to_prefetch(offload_trainer *t, const sched_list *l, int i, int j) {
+/* A read ahead of task j may start: its inputs are final (sched_read_ahead
+ * checked), and for weights no optimizer step of the unit is still on the
+ * worker (only weights are written by the optimizer). */
+static int ready_to_prefetch(offload_trainer *t, const sched_list *l, int j) {
     const sched_task *k = &l->tasks[j];
-    for (int d = 0; d < k->n_deps; d++)
-        if (k->deps[d] > i) return 0;
-    if (k->op != TASK_LOAD_WEIGHTS) return 1;   /* only weights are written by the optimizer */
+    if (k->op != TASK_LOAD_WEIGHTS) return 1;
     pthread_mutex_lock(&t->lock);
     int pending = t->unit_pending[k->unit];
     pthread_mutex_unlock(&t->lock);
@@ -1216,17 +1085,15 @@ static int ready_to_prefetch(offload_trainer *t, const sched_list *l, int i, int
  * on (one ahead of each kind). */
 static st_status prefetch(offload_trainer *t, const sched_list *l, int i, st_error *err) {
     st_status s = ST_OK;
-    if (t->cfg.weights_on_ssd && l->tasks[i].op == TASK_LOAD_WEIGHTS) {
-        int j = i + 1;
-        while (j < l->n && l->tasks[j].op != TASK_LOAD_WEIGHTS) j++;
+    if (t->cfg.place.weights) {
+        const int j = sched_read_ahead(t->an, l, i, SCHED_LOAD_WEIGHTS);
         const int b = 1 - t->wcur;   /* wcur holds the weights compute is using */
-        if (j < l->n && t->wop_n[b] == 0 && ready_to_prefetch(t, l, i, j))
+        if (j >= 0 && t->wop_n[b] == 0 && ready_to_prefetch(t, l, j))
             s = start_weight_reads(t, b, l->tasks[j].unit, err);
     }
-    if (s == ST_OK && t->cfg.acts_on_ssd && l->tasks[i].op == TASK_LOAD_ACT) {
-        int j = i + 1;
-        while (j < l->n && l->tasks[j].op != TASK_LOAD_ACT) j++;
-        if (j < l->n && t->n_act_free > 0 && ready_to_prefetch(t, l, i, j)) {
+    if (s == ST_OK && t->cfg.place.acts) {
+        const int j = sched_read_ahead(t->an, l, i, SCHED_LOAD_ACTS);
+        if (j >= 0 && t->n_act_free > 0) {
             const sched_task *k = &l->tasks[j];
             float **sl = slot(t, k->unit, k->mb);
             if (!*sl && (s = wait_act_saved(t, k->unit, k->mb, err)) == ST_OK) {
@@ -1244,8 +1111,8 @@ static st_status prefetch(offload_trainer *t, const sched_list *l, int i, st_err
         }
     }
     if (s == ST_OK && t->grad_of) {
-        const int j = t->next_grad_load[i];
-        if (j < l->n && t->grad_of[l->tasks[j].unit] < 0 && ready_to_prefetch(t, l, i, j)) {
+        const int j = sched_read_ahead(t->an, l, i, SCHED_LOAD_GRADS);
+        if (j >= 0 && t->grad_of[l->tasks[j].unit] < 0 && ready_to_prefetch(t, l, j)) {
             int got;
             s = grad_acquire(t, l->tasks[j].unit, 0, &got, err);
             if (s == ST_OK && got) s = grad_start_read(t, &l->tasks[j], err);
@@ -1297,7 +1164,7 @@ static st_status slot_read(offload_trainer *t, opt_slot *sl, int u, int part, si
     size_t lo, hi;
     seg_range(t, u, part, j, &lo, &hi);
     sl->u = u, sl->part = part, sl->seg = j, sl->rd_t0 = st_now();
-    for (int i = 0; t->cfg.optim_on_ssd && i < 3; i++) {
+    for (int i = 0; t->cfg.place.optim && i < 3; i++) {
         const uint64_t bytes = store_padded_bytes((hi - lo) * 4);
         st_status s = store_read_async(t->st, seg_key(optim_kinds[i], u, part, j), sl->buf[i], bytes, &sl->rd[sl->n_rd], err);
         if (s != ST_OK) return s;
@@ -1317,10 +1184,10 @@ static st_status slot_write(offload_trainer *t, opt_slot *sl, st_error *err) {
         const void *buf;
         uint64_t bytes;
         if (i < 3) {
-            if (!t->cfg.optim_on_ssd) continue;
+            if (!t->cfg.place.optim) continue;
             k = seg_key(optim_kinds[i], sl->u, sl->part, sl->seg), buf = sl->buf[i], bytes = (hi - lo) * 4;
         } else {
-            if (!t->cfg.weights_on_ssd) continue;
+            if (!t->cfg.place.weights) continue;
             k = seg_key(STORE_WEIGHTS, sl->u, sl->part, sl->seg), buf = sl->wout, bytes = (hi - lo) * t->wsz;
         }
         bytes = store_padded_bytes(bytes);
@@ -1337,15 +1204,15 @@ static void step_elements(offload_trainer *t, const opt_job *job, opt_slot *sl, 
     const int u = job->task.unit;
     const size_t off = gpt_unit_offset(&t->c, u), len = hi - lo;
     const float *g = (job->grad_buf >= 0 ? t->gpool[job->grad_buf].data : t->grads + off) + lo;
-    float *p = sl && t->cfg.optim_on_ssd ? sl->buf[0] : t->master + off + lo;
-    float *mm = sl && t->cfg.optim_on_ssd ? sl->buf[1] : t->m + off + lo;
-    float *vv = sl && t->cfg.optim_on_ssd ? sl->buf[2] : t->v + off + lo;
+    float *p = sl && t->cfg.place.optim ? sl->buf[0] : t->master + off + lo;
+    float *mm = sl && t->cfg.place.optim ? sl->buf[1] : t->m + off + lo;
+    float *vv = sl && t->cfg.place.optim ? sl->buf[2] : t->v + off + lo;
     /* the new bf16 compute weights are written in the optimizer's pass */
     st_bf16 *out16 = NULL;
-    if (t->wsz == 2) out16 = t->cfg.weights_on_ssd ? (st_bf16 *)sl->wout : t->w16 + off + lo;
+    if (t->wsz == 2) out16 = t->cfg.place.weights ? (st_bf16 *)sl->wout : t->w16 + off + lo;
     adamw_step_range(&t->c, u, lo, hi, &t->cfg.train.adam, job->lr, job->scale, job->step_t, p, g, mm, vv, out16);
     if (t->wsz == 4) {   /* fp32: the compute weights are a copy of the master */
-        if (t->cfg.weights_on_ssd) memcpy(sl->wout, p, len * 4);
+        if (t->cfg.place.weights) memcpy(sl->wout, p, len * 4);
         else if (t->w32 != t->master) memcpy(t->w32 + off + lo, p, len * 4);
     }
 }
@@ -1358,11 +1225,11 @@ static st_status optimize(offload_trainer *t, const opt_job *job, st_error *err)
     const int u = k->unit;
     const size_t a = bound(t, u, k->lo), b = bound(t, u, k->hi);
     if (a >= b) return ST_OK;
-    if (!t->cfg.optim_on_ssd && !t->cfg.weights_on_ssd) {
+    if (!t->cfg.place.optim && !t->cfg.place.weights) {
         step_elements(t, job, NULL, a, b);
         return ST_OK;
     }
-    const int part = a < t->split[u] ? 0 : 1;
+    const int part = a < t->lay.units[u].split ? 0 : 1;
     const size_t nseg = seg_count(t, u, part);
     st_status s = slot_read(t, &t->oslot[0], u, part, 0, err);
     for (size_t j = 0; j < nseg && s == ST_OK; j++) {
@@ -1387,15 +1254,6 @@ static st_status optimize(offload_trainer *t, const opt_job *job, st_error *err)
     return s;
 }
 
-/* The unit whose gradient buffer a task uses, or -1. */
-static int grad_unit(const sched_task *k) {
-    switch (k->op) {
-    case TASK_HEAD: case TASK_EMBED_BACKWARD: return 0;
-    case TASK_BLOCK_BACKWARD: case TASK_SAVE_GRAD: case TASK_LOAD_GRAD: case TASK_OPTIMIZE: return k->unit;
-    default: return -1;
-    }
-}
-
 /* The activation a compute task reads, or 0 for none. */
 static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
     switch (k->op) {
@@ -1405,53 +1263,18 @@ static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
     }
 }
 
-static st_status run_list(offload_trainer *t, const sched_list *l, float lr, long step_t, st_error *err) {
+static st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis *an, float lr, long step_t,
+                          st_error *err) {
     const gpt_config *c = &t->c;
     const int BT = t->B * t->T;
     const float grad_scale = 1.0f / (float)t->M;
-    if (t->next_cap < l->n + 1) {
-        int *nc = realloc(t->next_compute, sizeof(int) * (size_t)(l->n + 1));
-        if (nc) t->next_compute = nc;
-        int *ng = nc ? realloc(t->next_grad_load, sizeof(int) * (size_t)(l->n + 1)) : NULL;
-        if (ng) t->next_grad_load = ng;
-        char *gr = ng ? realloc(t->grad_release, (size_t)(l->n + 1)) : NULL;
-        if (!gr) return st_fail(err, ST_ENOMEM, "out of memory");
-        t->grad_release = gr;
-        t->next_cap = l->n + 1;
-    }
-    t->next_compute[l->n] = t->next_grad_load[l->n] = l->n;
-    for (int i = l->n - 1; i >= 0; i--) {
-        t->next_compute[i] = task_op_resource(l->tasks[i].op) == RES_COMPUTE ? i : t->next_compute[i + 1];
-        t->next_grad_load[i] = i + 1 < l->n && l->tasks[i + 1].op == TASK_LOAD_GRAD ? i + 1 : t->next_grad_load[i + 1];
-    }
-    for (int u = 0; u < t->L1; u++) t->last_grad_task[u] = -1;
-    for (int i = 0; i < l->n; i++) {
-        task_op op = l->tasks[i].op;
-        if (op == TASK_HEAD || op == TASK_BLOCK_BACKWARD || op == TASK_EMBED_BACKWARD) t->last_grad_task[l->tasks[i].unit] = i;
-    }
-    /* With gradients on the SSD, the compute thread gives a unit's buffer
-     * back after its save, after its step unless a save of the rest
-     * follows, and after its last use in the list. */
-    if (t->grad_of) {
-        int *next_use = t->unit_next_use;
-        for (int u = 0; u < t->L1; u++) next_use[u] = -1;
-        for (int i = l->n - 1; i >= 0; i--) {
-            const sched_task *k = &l->tasks[i];
-            const int u = grad_unit(k);
-            t->grad_release[i] = 0;
-            if (u < 0) continue;
-            const int next = next_use[u];
-            t->grad_release[i] = k->op == TASK_SAVE_GRAD || next < 0 || l->tasks[next].op == TASK_LOAD_GRAD ||
-                                 (k->op == TASK_OPTIMIZE && l->tasks[next].op != TASK_SAVE_GRAD);
-            next_use[u] = i;
-        }
-    }
+    t->an = an;
     st_status s = ST_OK;
     for (int i = 0; i < l->n && s == ST_OK; i++) {
         const sched_task *k = &l->tasks[i];
         const int u = k->unit, m = k->mb;
         float *out = NULL;
-        const int gu = grad_unit(k);
+        const int gu = sched_grad_unit(k);
         if (gu >= 0 && k->op != TASK_SAVE_GRAD && k->op != TASK_LOAD_GRAD && k->op != TASK_OPTIMIZE &&
             (s = touch_grads(t, gu, err)) != ST_OK)
             break;
@@ -1503,7 +1326,7 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
         case TASK_SAVE_ACT: {
             s = act_save(t, u, m, err);
             /* keep it only when the next compute task reads it (a snake turn) */
-            int next = t->next_compute[i], cu;
+            int next = an->next_compute[i], cu;
             if (s == ST_OK && !(next < l->n && consumed_act(t, &l->tasks[next], &cu) && cu == u && l->tasks[next].mb == m))
                 act_drop(t, u, m);
             break;
@@ -1552,7 +1375,7 @@ static st_status run_list(offload_trainer *t, const sched_list *l, float lr, lon
          * done, a gradient buffer once the compute thread is */
         int cu;
         if (s == ST_OK && consumed_act(t, k, &cu)) act_drop(t, cu, m);
-        if (s == ST_OK && t->grad_of && t->grad_release[i]) grad_release(t, gu);
+        if (s == ST_OK && t->grad_of && an->grad_release[i]) grad_release(t, gu);
         if (s == ST_OK) s = prefetch(t, l, i, err);
     }
     return s;
@@ -1570,7 +1393,8 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     memset(t->grads_fresh, 0, (size_t)t->L1);
     const float lr = lr_schedule_at(&t->cfg.train.lr, t->step);
     t->clip_scale_now = 1.0f;   /* without clipping, steps during backward use scale 1 */
-    st_status s = run_list(t, t->deferred_pending ? &t->steady : &t->first, lr, t->step + 1, err);
+    st_status s = t->deferred_pending ? run_list(t, &t->steady, &t->an_steady, lr, t->step + 1, err)
+                                      : run_list(t, &t->first, &t->an_first, lr, t->step + 1, err);
     if (s != ST_OK) return s;
     double sum = 0, loss = 0;
     for (int u = 0; u < t->L1; u++) sum += t->unit_sumsq[u];
@@ -1592,7 +1416,7 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
 }
 
 st_status offload_trainer_flush(offload_trainer *t, st_error *err) {
-    st_status s = t->deferred_pending ? run_list(t, &t->flush, 0.0f, 0, err) : ST_OK;
+    st_status s = t->deferred_pending ? run_list(t, &t->flush, &t->an_flush, 0.0f, 0, err) : ST_OK;
     if (s == ST_OK) s = wait_optimizer(t, -1, err);   /* steps still running on the worker too */
     if (s == ST_OK) t->deferred_pending = 0;
     return s;
@@ -1614,8 +1438,6 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
 
 static st_status eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
     st_status s;
-    if (!t->eval_buf && !(t->eval_buf = st_alloc_aligned(64, 2 * t->NC * sizeof(float))))
-        return st_fail(err, ST_ENOMEM, "out of memory for evaluation buffers");
     const gpt_config *c = &t->c;
     /* rows of T+1 tokens into inputs and targets (the step's buffers are free now) */
     for (int b = 0; b < B; b++) {

@@ -1,4 +1,5 @@
 /* sched.c - generates one training iteration as a task list (strata/schedule.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,7 +77,7 @@ static int mb_at(gen *g, int i) { return g->pass % 2 == 0 ? i : g->M - 1 - i; }
  * is not the output of the compute task just before (the snake's turn). */
 static int need_act(gen *g, int u, int m) {
     int prod = *act_at(g, g->act_prod, u, m);
-    if (!g->p->acts_on_ssd || prod == g->last_compute) return prod;
+    if (!g->p->place.acts || prod == g->last_compute) return prod;
     int saved = *act_at(g, g->act_saved, u, m);
     int t = emit(g, TASK_LOAD_ACT, u, m, &saved, 1);
     *act_at(g, g->act_prod, u, m) = t;
@@ -86,7 +87,7 @@ static int need_act(gen *g, int u, int m) {
 static void made_act(gen *g, int u, int m, int producer) {
     *act_at(g, g->act_prod, u, m) = producer;
     *act_at(g, g->act_saved, u, m) = -1;
-    if (g->p->acts_on_ssd) *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
+    if (g->p->place.acts) *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
 }
 
 /* Sets a SAVE_GRAD or LOAD_GRAD task's share of the unit, [lo, hi). */
@@ -112,7 +113,7 @@ static int need_grads(gen *g, int u, double lo, double hi) {
 
 /* Parks the share [lo, hi) of unit u's gradients on the SSD until needed. */
 static void park_grads(gen *g, int u, double lo, double hi) {
-    if (!g->p->grads_on_ssd) return;
+    if (!g->p->place.grads) return;
     g->grad_saved[u] = with_share(g, emit(g, TASK_SAVE_GRAD, u, -1, &g->grad_last[u], 1), lo, hi);
 }
 
@@ -281,7 +282,7 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
             g.deferred_pending[u] = pending;
             /* the previous list parked these gradients on the SSD: loading
              * them depends on no task of this list */
-            g.grad_saved[u] = pending && p->grads_on_ssd ? GRADS_PARKED_EARLIER : -1;
+            g.grad_saved[u] = pending && p->place.grads ? GRADS_PARKED_EARLIER : -1;
         }
         if (flush_only) {
             for (int u = 0; u < p->n_units; u++) emit_deferred(&g, u);
@@ -339,4 +340,27 @@ void sched_count(const sched_list *l, sched_counts *c) {
         default: break;
         }
     }
+}
+
+/* ---- placements ------------------------------------------------------------------------ */
+
+placement placement_at(int index) {
+    return (placement){.weights = index & 1, .optim = index >> 1 & 1, .acts = index >> 2 & 1, .grads = index >> 3 & 1};
+}
+
+int placement_any_ssd(placement p) { return p.weights || p.optim || p.acts || p.grads; }
+
+int placement_within(placement a, placement b) {
+    return (!a.weights || b.weights) && (!a.optim || b.optim) && (!a.acts || b.acts) && (!a.grads || b.grads);
+}
+
+const char *placement_name(placement p, char *buf, size_t n) {
+    static const char *names[4] = {"weights", "optim", "acts", "grads"};
+    const int on[4] = {p.weights, p.optim, p.acts, p.grads};
+    size_t len = 0;
+    buf[0] = 0;
+    for (int k = 0; k < 4; k++)
+        if (on[k] && len < n) len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", names[k]);
+    if (!buf[0]) snprintf(buf, n, "none");
+    return buf;
 }

@@ -20,7 +20,7 @@ struct trainer {
 train_config train_config_defaults(void) {
     train_config tc = {0};
     tc.precision = GPT_FP32;
-    tc.grad_accum = 1;
+    tc.micro_batches = 1;
     tc.recompute = 1;
     tc.lr = (lr_schedule){.max_lr = 6e-4f, .min_lr = 6e-5f, .warmup = 10, .total = 100};
     tc.adam = adamw_defaults();
@@ -37,7 +37,7 @@ st_status train_config_check(train_config *tc, st_error *err) {
     if (tc->T > tc->model.n_ctx)
         return st_fail(err, ST_EINVAL, "sequence length %d is longer than the model's context %d", tc->T,
                        tc->model.n_ctx);
-    if (tc->grad_accum < 1) return st_fail(err, ST_EINVAL, "gradient accumulation %d must be at least 1", tc->grad_accum);
+    if (tc->micro_batches < 1) return st_fail(err, ST_EINVAL, "gradient accumulation %d must be at least 1", tc->micro_batches);
     if (!(tc->clip >= 0) || !isfinite(tc->clip))
         return st_fail(err, ST_EINVAL, "clip %g must be a finite number, not negative", tc->clip);
     const adamw_hparams *h = &tc->adam;
@@ -124,7 +124,7 @@ static void split_rows(trainer *t, const int32_t *rows, int B, int T) {
 void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats) {
     const train_config *tc = &t->tc;
     const gpt_config *c = &tc->model;
-    const int B = tc->B, T = tc->T, M = tc->grad_accum;
+    const int B = tc->B, T = tc->T, M = tc->micro_batches;
     double t0 = st_now(), loss_sum = 0.0;
     memset(t->grads, 0, t->n * sizeof(float));
     for (int mb = 0; mb < M; mb++) {

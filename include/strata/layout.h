@@ -1,0 +1,204 @@
+/*
+ * strata/layout.h - one picture of a run: how a model's training state is
+ * cut up, which buffers hold it, and what an iteration moves through the
+ * store. The executor (strata/offload.h) allocates and moves exactly this;
+ * the simulator and the planner (strata/sim.h, strata/planner.h) read the
+ * same numbers instead of re-deriving them, so the two cannot drift apart.
+ *
+ * From a model, a micro-batch shape, a schedule's parameters and a
+ * placement (layout_params), layout_build computes once:
+ *
+ *   - each unit's two parts: elements [0, split) are stepped during
+ *     backward, [split, n) are deferred into the next forward (the share
+ *     alpha, or all of it with clipping in the vertical schedule). The split
+ *     is a multiple of LAYOUT_SPLIT_ALIGN elements, so that the second part
+ *     starts 4096-byte aligned in one buffer in bf16 and f32 alike;
+ *   - each part's segments of at most `segment` elements: the grain in which
+ *     the store keeps compute weights, master weights and Adam moments, and
+ *     in which the optimizer streams them;
+ *   - the buffer plan: every buffer the executor allocates, with its count,
+ *     size, tier (the device's working set or the host) and what it holds.
+ *     `memory` is its sum by use: what the budgets are checked against
+ *     before anything is allocated (measure, then allocate);
+ *   - the bytes a task of a list moves through the store (layout_task_traffic),
+ *     padded as the drive sees them, and so a steady iteration's traffic.
+ *
+ *     layout_params p = offload_layout_params(&cfg);    // or sim_layout_params
+ *     run_layout l;
+ *     if (layout_build(&p, &l, &err) != ST_OK) ...
+ *     printf("%llu bytes of host memory\n", (unsigned long long)l.memory.host);
+ *     layout_traffic tr;
+ *     layout_traffic_per_step(&l, &tr);
+ *     layout_free(&l);
+ *
+ * The executor's buffers are counted here; its bookkeeping arrays (a few
+ * ints per unit, micro-batch or task) are not.
+ */
+#ifndef STRATA_LAYOUT_H
+#define STRATA_LAYOUT_H
+
+#include "strata/model.h"
+#include "strata/schedule.h"
+#include "strata/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LAYOUT_SPLIT_ALIGN 2048                /* elements: part 1 of a unit starts on this boundary */
+#define LAYOUT_SEGMENT_DEFAULT ((size_t)1 << 21) /* elements per segment: 8 MiB of f32 */
+#define LAYOUT_SEGMENT_STRIDE 65536            /* store index of segment j of part p: p * stride + j */
+#define LAYOUT_ACT_BUFFERS 6                   /* checkpoint buffers when checkpoints live on the SSD: a vertical
+                                                  forward holds a block's input and output, one kept at a snake
+                                                  turn, a read ahead, and saves still being written behind */
+#define LAYOUT_GRAD_BUFFERS 4                  /* gradient buffers when gradients live on the SSD: the embedding
+                                                  unit's (it collects terms from the head at the start of backward
+                                                  to the embedding at its end), and three shared by blocks: the
+                                                  one being accumulated, one read ahead, one a queued step reads */
+#define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: one read ahead, one stepped, one
+                                                  written behind */
+
+typedef struct layout_params {
+    gpt_config model;
+    gpt_precision precision;   /* mixed: bf16 compute weights (2 bytes), else f32 (4) */
+    int B, T;                  /* micro-batch: sequences, tokens per sequence */
+    int micro_batches;         /* M */
+    sched_kind schedule;
+    double alpha;              /* share of each unit's optimizer step deferred to the next forward */
+    int clipping;              /* global-norm clipping (vertical then defers every step) */
+    placement place;
+    size_t segment_elems;      /* 0: LAYOUT_SEGMENT_DEFAULT; else a multiple of LAYOUT_SPLIT_ALIGN */
+    int has_store;             /* the run has store directories: commits stage through a segment buffer */
+    int resuming;              /* the state is read back from a commit at start */
+} layout_params;
+
+/* The sched_params of a layout's lists (deferred work coming in or not is
+ * sched_build's argument). */
+sched_params layout_sched_params(const layout_params *p);
+
+typedef enum layout_tier { LAYOUT_DEVICE, LAYOUT_HOST } layout_tier;
+
+/* What a buffer is counted as (the lines of layout_memory). */
+typedef enum layout_use {
+    USE_UNIT_WEIGHTS,      /* device: the loaded unit's weights */
+    USE_ACTIVATIONS,       /* device: activations, scratch, gradients flowing down, tokens, I/O buffers */
+    USE_OPTIMIZER_STATE,   /* host: master weights and Adam moments, or their streaming buffers */
+    USE_COMPUTE_WEIGHTS,   /* host: the compute copy when it stays in memory */
+    USE_CHECKPOINTS,       /* host: every activation checkpoint when they stay in memory */
+    USE_GRADIENTS,         /* host: all gradients, or a few units' buffers when they live on the SSD */
+    USE_STAGING,           /* host: I/O staging and initialization */
+} layout_use;
+
+/* Every buffer the executor allocates. */
+typedef enum layout_buffer_id {
+    BUF_WEIGHTS_IO,        /* 2: a unit's compute weights read back from the SSD; the other reads ahead */
+    BUF_UNIT_F32,          /* the loaded unit's weights widened to f32 (mixed precision) */
+    BUF_BLOCK_ACTS,        /* one block's activations */
+    BUF_SCRATCH,           /* block backward and head scratch */
+    BUF_DACT,              /* the gradient flowing down, for every micro-batch */
+    BUF_EVAL,              /* two activations for forward-only evaluation */
+    BUF_TOKENS,            /* inputs and targets of every micro-batch */
+    BUF_ACT_IO,            /* LAYOUT_ACT_BUFFERS checkpoint buffers (checkpoints on the SSD) */
+    BUF_MASTER,            /* master weights, Adam m and v in memory */
+    BUF_ADAM_M,
+    BUF_ADAM_V,
+    BUF_OPT_STATE_IO,      /* 3 x LAYOUT_OPT_SLOTS segment buffers the optimizer streams through (state on the SSD) */
+    BUF_OPT_WEIGHTS_IO,    /* LAYOUT_OPT_SLOTS: the new compute weights of a stepped segment (weights on the SSD) */
+    BUF_WEIGHTS_HOST,      /* compute weights in memory: bf16, or an f32 copy when the master is on the SSD */
+    BUF_CHECKPOINTS,       /* every checkpoint of every block and micro-batch (checkpoints in memory) */
+    BUF_GRADS,             /* all gradients (gradients in memory) */
+    BUF_GRAD_IO_EMBED,     /* the embedding unit's gradient buffer (gradients on the SSD) */
+    BUF_GRAD_IO_BLOCK,     /* LAYOUT_GRAD_BUFFERS - 1 buffers shared by the blocks */
+    BUF_SEGMENT_IO,        /* one segment of f32: set-up, reading weights back, commits */
+    BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation) */
+    BUF_RESUME_IO,         /* 3 segments: reading a commit back (freed after creation) */
+    LAYOUT_BUFFER_COUNT
+} layout_buffer_id;
+
+typedef struct layout_buffer {
+    const char *what;
+    layout_tier tier;
+    layout_use use;
+    int count;          /* how many; 0 when this configuration has none */
+    uint64_t bytes;     /* each, as allocated (I/O buffers: padded to 4096 plus alignment slack) */
+    int io;             /* 1: used for O_DIRECT transfers (4096-aligned, padded) */
+} layout_buffer;
+
+/* What a configuration allocates, by tier and use: the sum of its buffers. */
+typedef struct layout_memory {
+    uint64_t device;             /* unit_weights + activations */
+    uint64_t unit_weights;
+    uint64_t activations;
+    uint64_t host;               /* the sum below */
+    uint64_t optimizer_state;
+    uint64_t compute_weights;
+    uint64_t checkpoints;
+    uint64_t gradients;
+    uint64_t staging;
+} layout_memory;
+
+typedef struct layout_unit {
+    size_t n;           /* elements */
+    size_t offset;      /* of its first element in the parameter vector */
+    size_t split;       /* part 0 is [0, split), part 1 [split, n) */
+    size_t segs[2];     /* segments of each part */
+} layout_unit;
+
+typedef struct run_layout {
+    layout_params p;
+    sched_params sched;
+    int n_units;        /* L + 1 */
+    size_t n_params;
+    size_t act_elems;   /* floats of one activation [B, T, C] */
+    size_t weight_size; /* bytes per compute weight: 2 (bf16) or 4 */
+    size_t segment;     /* elements per segment (at most the largest unit, rounded up) */
+    size_t max_unit;    /* elements of the largest unit */
+    int max_segs;       /* segments of the largest unit, both parts */
+    layout_unit *units; /* [n_units] */
+    layout_buffer buf[LAYOUT_BUFFER_COUNT];
+    layout_memory memory;
+} run_layout;
+
+/* ST_EINVAL for a segment size that is not a multiple of 2048 or cuts a
+ * unit into too many segments; ST_ENOMEM. */
+st_status layout_build(const layout_params *p, run_layout *out, st_error *err);
+void layout_free(run_layout *l);
+
+/* Bytes an I/O buffer of `bytes` payload takes as allocated: padded for
+ * O_DIRECT, plus room to align it. */
+uint64_t layout_io_bytes(uint64_t bytes);
+
+/* Elements [lo, hi) of part `part` of unit u, and of its segment j. */
+void layout_part_range(const run_layout *l, int u, int part, size_t *lo, size_t *hi);
+void layout_segment_range(const run_layout *l, int u, int part, size_t j, size_t *lo, size_t *hi);
+/* The store key of segment j of part `part` of unit u, for a kind of state. */
+store_key layout_segment_key(store_kind kind, int u, int part, size_t j);
+/* The element boundary of a share boundary x of unit u: 0, the split, or n. */
+size_t layout_bound(const run_layout *l, int u, double x);
+/* Bytes the segments within elements [a, b) of unit u take on the SSD,
+ * `elem` bytes per element, each segment padded. */
+uint64_t layout_segment_bytes(const run_layout *l, int u, size_t a, size_t b, size_t elem);
+/* Bytes the gradient parts within a share [lo, hi) of unit u take on the SSD. */
+uint64_t layout_grad_share_bytes(const run_layout *l, int u, double lo, double hi);
+/* Bytes of one activation checkpoint on the SSD. */
+uint64_t layout_act_bytes(const run_layout *l);
+
+/* SSD bytes a task moves, by kind of tensor (0 for state kept in memory),
+ * as the executor moves them: weights and optimizer state per segment,
+ * gradients per part, checkpoints whole, each padded. */
+void layout_task_traffic(const run_layout *l, const sched_task *t, uint64_t read[STORE_KIND_COUNT],
+                         uint64_t written[STORE_KIND_COUNT]);
+
+/* SSD bytes one steady iteration moves (the deferred work arriving from
+ * the previous iteration counted, the set-up not): the least a schedule and
+ * placement must move, the I/O side of the roofline bound. */
+typedef struct layout_traffic {
+    uint64_t read[STORE_KIND_COUNT], written[STORE_KIND_COUNT];
+    uint64_t total_read, total_written;
+} layout_traffic;
+st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

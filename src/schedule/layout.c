@@ -1,0 +1,234 @@
+/* layout.c - one picture of a run (strata/layout.h): parts, segments, the
+ * buffer plan and the store traffic of each task. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strata/layout.h"
+
+sched_params layout_sched_params(const layout_params *p) {
+    return (sched_params){.kind = p->schedule, .n_units = p->model.n_layer + 1, .micro_batches = p->micro_batches,
+                          .alpha = p->alpha, .clipping = p->clipping, .place = p->place};
+}
+
+uint64_t layout_io_bytes(uint64_t bytes) { return store_padded_bytes(bytes) + 4096; }
+
+static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
+
+static void plan(run_layout *l, layout_buffer_id id, const char *what, layout_tier tier, layout_use use, int count,
+                 uint64_t bytes, int io) {
+    l->buf[id] = (layout_buffer){.what = what, .tier = tier, .use = use, .count = count,
+                                 .bytes = io ? layout_io_bytes(bytes) : bytes, .io = io};
+}
+
+/* Every buffer the executor allocates for this configuration. */
+static void plan_buffers(run_layout *l) {
+    const layout_params *p = &l->p;
+    const gpt_config *c = &p->model;
+    const placement pl = p->place;
+    const uint64_t P = l->n_params, M = (uint64_t)p->micro_batches, NC = l->act_elems, wsz = l->weight_size;
+    const uint64_t seg = l->segment, max_unit = l->max_unit;
+    uint64_t scratch = gpt_block_scratch_numel(c, p->B, p->T), head = gpt_head_scratch_numel(c, p->B, p->T);
+    if (head > scratch) scratch = head;
+    const int mixed = wsz == 2;
+    /* the device: one unit's weights, one block's activations, the gradient
+     * flowing down for every micro-batch, the tokens, checkpoint buffers */
+    plan(l, BUF_WEIGHTS_IO, "unit weights read from the SSD", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, pl.weights ? 2 : 0,
+         max_unit * wsz, 1);
+    plan(l, BUF_UNIT_F32, "unit weights widened to f32", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, mixed, max_unit * 4, 0);
+    plan(l, BUF_BLOCK_ACTS, "block activations", LAYOUT_DEVICE, USE_ACTIVATIONS, 1,
+         gpt_block_acts_numel(c, p->B, p->T) * 4, 0);
+    plan(l, BUF_SCRATCH, "backward and head scratch", LAYOUT_DEVICE, USE_ACTIVATIONS, 1, scratch * 4, 0);
+    plan(l, BUF_DACT, "gradients flowing down", LAYOUT_DEVICE, USE_ACTIVATIONS, 1, M * NC * 4, 0);
+    plan(l, BUF_EVAL, "evaluation activations", LAYOUT_DEVICE, USE_ACTIVATIONS, 1, 2 * NC * 4, 0);
+    plan(l, BUF_TOKENS, "input and target tokens", LAYOUT_DEVICE, USE_ACTIVATIONS, 2,
+         M * (uint64_t)p->B * (uint64_t)p->T * sizeof(int32_t), 0);
+    plan(l, BUF_ACT_IO, "checkpoint buffers", LAYOUT_DEVICE, USE_ACTIVATIONS, pl.acts ? LAYOUT_ACT_BUFFERS : 0,
+         NC * 4, 1);
+    /* the host: the state placed there, gradients, I/O staging */
+    plan(l, BUF_MASTER, "master weights", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
+    plan(l, BUF_ADAM_M, "Adam first moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
+    plan(l, BUF_ADAM_V, "Adam second moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
+    plan(l, BUF_OPT_STATE_IO, "optimizer segment slots", LAYOUT_HOST, USE_OPTIMIZER_STATE,
+         pl.optim ? 3 * LAYOUT_OPT_SLOTS : 0, seg * 4, 1);
+    /* fp32 with the master in memory: the compute weights are the master itself */
+    plan(l, BUF_WEIGHTS_HOST, "compute weights", LAYOUT_HOST, USE_COMPUTE_WEIGHTS,
+         !pl.weights && (mixed || pl.optim), P * wsz, 0);
+    plan(l, BUF_CHECKPOINTS, "activation checkpoints", LAYOUT_HOST, USE_CHECKPOINTS, !pl.acts,
+         (uint64_t)l->n_units * M * NC * 4, 0);
+    plan(l, BUF_GRADS, "gradients", LAYOUT_HOST, USE_GRADIENTS, !pl.grads, P * 4, 0);
+    plan(l, BUF_GRAD_IO_EMBED, "embedding unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS, pl.grads,
+         gpt_unit_numel(c, 0) * 4, 1);
+    plan(l, BUF_GRAD_IO_BLOCK, "block gradient buffers", LAYOUT_HOST, USE_GRADIENTS,
+         pl.grads ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
+    plan(l, BUF_OPT_WEIGHTS_IO, "stepped segments' compute weights", LAYOUT_HOST, USE_STAGING,
+         pl.weights ? LAYOUT_OPT_SLOTS : 0, seg * wsz, 1);
+    plan(l, BUF_SEGMENT_IO, "segment staging", LAYOUT_HOST, USE_STAGING, placement_any_ssd(pl) || p->has_store,
+         seg * 4, 1);
+    plan(l, BUF_INIT_UNIT, "initialization unit", LAYOUT_HOST, USE_STAGING, 1, max_unit * 4, 0);
+    plan(l, BUF_RESUME_IO, "commit read-back staging", LAYOUT_HOST, USE_STAGING, p->resuming ? 3 : 0, seg * 4, 1);
+
+    layout_memory *m = &l->memory;
+    memset(m, 0, sizeof *m);
+    uint64_t *line[] = {&m->unit_weights, &m->activations, &m->optimizer_state, &m->compute_weights,
+                        &m->checkpoints, &m->gradients, &m->staging};
+    for (int i = 0; i < LAYOUT_BUFFER_COUNT; i++) *line[l->buf[i].use] += (uint64_t)l->buf[i].count * l->buf[i].bytes;
+    m->device = m->unit_weights + m->activations;
+    m->host = m->optimizer_state + m->compute_weights + m->checkpoints + m->gradients + m->staging;
+}
+
+void layout_free(run_layout *l) {
+    if (!l) return;
+    free(l->units);
+    l->units = NULL;
+}
+
+st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
+    memset(l, 0, sizeof *l);
+    if (p->segment_elems % LAYOUT_SPLIT_ALIGN != 0)
+        return st_fail(err, ST_EINVAL, "segment size %zu is not a multiple of %d elements", p->segment_elems,
+                       LAYOUT_SPLIT_ALIGN);
+    l->p = *p;
+    l->sched = layout_sched_params(p);
+    const gpt_config *c = &p->model;
+    l->n_units = c->n_layer + 1;
+    l->n_params = gpt_num_params(c);
+    l->act_elems = (size_t)p->B * (size_t)p->T * (size_t)c->d_model;
+    l->weight_size = p->precision == GPT_MIXED_BF16 ? 2 : 4;
+    if (!(l->units = calloc((size_t)l->n_units, sizeof *l->units))) return st_fail(err, ST_ENOMEM, "out of memory");
+    /* part 0 of a unit ends on a multiple of LAYOUT_SPLIT_ALIGN elements, so
+     * that part 1 starts 4096-byte aligned in a buffer in bf16 and in f32 alike */
+    const double share = sched_deferred_share(&l->sched);
+    for (int u = 0; u < l->n_units; u++) {
+        layout_unit *un = &l->units[u];
+        un->n = gpt_unit_numel(c, u);
+        un->offset = gpt_unit_offset(c, u);
+        un->split = share <= 0 ? un->n
+                  : share >= 1 ? 0
+                               : (size_t)((double)un->n * (1.0 - share)) / LAYOUT_SPLIT_ALIGN * LAYOUT_SPLIT_ALIGN;
+        if (un->n > l->max_unit) l->max_unit = un->n;
+    }
+    l->segment = p->segment_elems ? p->segment_elems : LAYOUT_SEGMENT_DEFAULT;
+    if (l->segment > round_up(l->max_unit, LAYOUT_SPLIT_ALIGN)) l->segment = round_up(l->max_unit, LAYOUT_SPLIT_ALIGN);
+    for (int u = 0; u < l->n_units; u++) {
+        layout_unit *un = &l->units[u];
+        un->segs[0] = (un->split + l->segment - 1) / l->segment;
+        un->segs[1] = (un->n - un->split + l->segment - 1) / l->segment;
+        if ((int)(un->segs[0] + un->segs[1]) > l->max_segs) l->max_segs = (int)(un->segs[0] + un->segs[1]);
+    }
+    if (l->max_segs >= LAYOUT_SEGMENT_STRIDE) {
+        layout_free(l);
+        return st_fail(err, ST_EINVAL, "segment size %zu cuts a unit into too many segments", p->segment_elems);
+    }
+    plan_buffers(l);
+    return ST_OK;
+}
+
+void layout_part_range(const run_layout *l, int u, int part, size_t *lo, size_t *hi) {
+    *lo = part == 0 ? 0 : l->units[u].split;
+    *hi = part == 0 ? l->units[u].split : l->units[u].n;
+}
+
+void layout_segment_range(const run_layout *l, int u, int part, size_t j, size_t *lo, size_t *hi) {
+    size_t plo, phi;
+    layout_part_range(l, u, part, &plo, &phi);
+    *lo = plo + j * l->segment;
+    *hi = *lo + l->segment < phi ? *lo + l->segment : phi;
+}
+
+store_key layout_segment_key(store_kind kind, int u, int part, size_t j) {
+    return (store_key){kind, u, part * LAYOUT_SEGMENT_STRIDE + (int)j};
+}
+
+size_t layout_bound(const run_layout *l, int u, double x) {
+    return x <= 0.0 ? 0 : x >= 1.0 ? l->units[u].n : l->units[u].split;
+}
+
+uint64_t layout_segment_bytes(const run_layout *l, int u, size_t a, size_t b, size_t elem) {
+    uint64_t bytes = 0;
+    for (int part = 0; part < 2; part++)
+        for (size_t j = 0; j < l->units[u].segs[part]; j++) {
+            size_t lo, hi;
+            layout_segment_range(l, u, part, j, &lo, &hi);
+            if (lo >= a && hi <= b) bytes += store_padded_bytes((hi - lo) * elem);
+        }
+    return bytes;
+}
+
+uint64_t layout_grad_share_bytes(const run_layout *l, int u, double x0, double x1) {
+    const size_t a = layout_bound(l, u, x0), b = layout_bound(l, u, x1);
+    uint64_t bytes = 0;
+    for (int part = 0; part < 2; part++) {
+        size_t lo, hi;
+        layout_part_range(l, u, part, &lo, &hi);
+        if (lo < hi && lo >= a && hi <= b) bytes += store_padded_bytes((hi - lo) * 4);
+    }
+    return bytes;
+}
+
+uint64_t layout_act_bytes(const run_layout *l) { return store_padded_bytes(l->act_elems * 4); }
+
+/* A task's share of its unit's elements; a task that names no share (hi <=
+ * lo, as hand-made lists may) covers the whole unit. */
+static void share_of(const sched_task *t, double *lo, double *hi) {
+    *lo = t->hi > t->lo ? t->lo : 0.0;
+    *hi = t->hi > t->lo ? t->hi : 1.0;
+}
+
+void layout_task_traffic(const run_layout *l, const sched_task *t, uint64_t rd[STORE_KIND_COUNT],
+                         uint64_t wr[STORE_KIND_COUNT]) {
+    memset(rd, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
+    memset(wr, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
+    const placement pl = l->p.place;
+    const int u = t->unit;   /* checkpoints act[u][m] go up to u = n_units (the head's input) */
+    if (u >= l->n_units && t->op != TASK_SAVE_ACT && t->op != TASK_LOAD_ACT) return;
+    double lo, hi;
+    share_of(t, &lo, &hi);
+    switch (t->op) {
+    case TASK_LOAD_WEIGHTS:
+        if (pl.weights && u >= 0) rd[STORE_WEIGHTS] = layout_segment_bytes(l, u, 0, l->units[u].n, l->weight_size);
+        break;
+    case TASK_SAVE_ACT:
+        if (pl.acts) wr[STORE_ACTIVATIONS] = layout_act_bytes(l);
+        break;
+    case TASK_LOAD_ACT:
+        if (pl.acts) rd[STORE_ACTIVATIONS] = layout_act_bytes(l);
+        break;
+    case TASK_SAVE_GRAD:
+        if (pl.grads && u >= 0) wr[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
+        break;
+    case TASK_LOAD_GRAD:
+        if (pl.grads && u >= 0) rd[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
+        break;
+    case TASK_OPTIMIZE: {
+        if (u < 0) break;
+        const size_t a = layout_bound(l, u, lo), b = layout_bound(l, u, hi);
+        if (pl.optim)
+            for (int kind = STORE_MASTER; kind <= STORE_ADAM_V; kind++)
+                rd[kind] = wr[kind] = layout_segment_bytes(l, u, a, b, 4);
+        if (pl.weights) wr[STORE_WEIGHTS] = layout_segment_bytes(l, u, a, b, l->weight_size);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    sched_list steady = {0};
+    st_status s = sched_build(&l->sched, 1, &steady, err);
+    for (int i = 0; s == ST_OK && i < steady.n; i++) {
+        uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
+        layout_task_traffic(l, &steady.tasks[i], rd, wr);
+        for (int k = 0; k < STORE_KIND_COUNT; k++) {
+            out->read[k] += rd[k];
+            out->written[k] += wr[k];
+        }
+    }
+    for (int k = 0; k < STORE_KIND_COUNT; k++) {
+        out->total_read += out->read[k];
+        out->total_written += out->written[k];
+    }
+    sched_list_free(&steady);
+    return s;
+}
