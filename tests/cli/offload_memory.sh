@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# layout_memory.sh STRATA SOURCE_DIR - bounded memory under offloading: a
+# offload_memory.sh STRATA SOURCE_DIR - bounded memory under offloading: a
 # model whose training state is several times what the process may hold
 # trains with every kind of state on the SSD store, and the process's peak
 # resident memory (as `strata train` reports it) stays within the budgets
