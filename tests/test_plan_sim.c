@@ -45,16 +45,26 @@ static hw_desc machine(int paths) {
     return hw;
 }
 
+/* What the simulator charges task t to the SSD, through the executor's layout. */
+static void task_bytes(const sim_config *c, const sched_task *t, uint64_t rd[STORE_KIND_COUNT],
+                       uint64_t wr[STORE_KIND_COUNT]) {
+    run_layout l;
+    st_error err = {0};
+    assert_int_equal(sim_layout(c, &l, &err), ST_OK);
+    sim_task_bytes(&l, c, t, rd, wr);
+    layout_free(&l);
+}
+
 static uint64_t read_bytes(const sim_config *c, const sched_task *t) {
     uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT], sum = 0;
-    sim_task_bytes(c, t, rd, wr);
+    task_bytes(c, t, rd, wr);
     for (int k = 0; k < STORE_KIND_COUNT; k++) sum += rd[k];
     return sum;
 }
 
 static uint64_t written_bytes(const sim_config *c, const sched_task *t) {
     uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT], sum = 0;
-    sim_task_bytes(c, t, rd, wr);
+    task_bytes(c, t, rd, wr);
     for (int k = 0; k < STORE_KIND_COUNT; k++) sum += wr[k];
     return sum;
 }
@@ -244,11 +254,15 @@ static void test_weight_load_waits_for_the_optimizer(void **state) {
     sim_result r = run1(&hw, &c, &l);
     assert_close(r.iter_s, rd / R + n / A + wr / W + load);
     assert_close(r.wait_on[SIM_OPTIMIZER] + r.wait_on[SIM_SSD], r.iter_s);
-    /* four segments: the middle I/O runs beside AdamW */
-    c.optimizer_segment = (size_t)ceil(n / 4);
+    /* four segments (the executor's grain is a multiple of 2048 elements):
+     * the middle I/O runs beside AdamW; each segment is padded on its own */
+    c.optimizer_segment = (size_t)ceil(n / 4 / 2048) * 2048;
     const double seg = (double)c.optimizer_segment, last = n - 3 * seg;
-    const double fill = rd * seg / n, drain = wr * last / n;
-    const double stream = fmax(fmax((rd - fill) / R, (wr - drain) / W), n / A);
+    assert_true(last > 0 && last <= seg);
+    const double rd4 = (double)read_bytes(&c, &l.tasks[0]), wr4 = (double)written_bytes(&c, &l.tasks[0]);
+    assert_true(rd4 == 3 * (3 * (double)store_padded_bytes((uint64_t)seg * 4) + (double)store_padded_bytes((uint64_t)last * 4)));
+    const double fill = rd4 * seg / n, drain = wr4 * last / n;
+    const double stream = fmax(fmax((rd4 - fill) / R, (wr4 - drain) / W), n / A);
     r = run1(&hw, &c, &l);
     assert_close(r.iter_s, fill / R + stream + drain / W + load);
     sched_list_free(&l);
@@ -340,15 +354,21 @@ static void test_bytes_match_the_executor(void **state) {
     hw_desc hw = machine(1);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);   /* bytes do not depend on threads; a busy machine's spinning does not slow this */
+    /* the layout's parameters move both: alpha sets the parts, the segment
+     * size the grain of the store and the optimizer's buffers */
+    const double alphas[2] = {0.5, 0.3};
+    const size_t segments[2] = {2048, 4096};
+    uint64_t host_memory[2] = {0, 0};
     for (int k = 0; k < 2; k++)
-        for (int g = 0; g < 2; g++) {
+        for (int g = 0; g < 2; g++)
+        for (int v = 0; v < 2; v++) {
             char dir[256];
             snprintf(dir, sizeof dir, "%s/sim-store-XXXXXX", STRATA_BINARY_DIR);
             assert_non_null(mkdtemp(dir));
             const char *paths[1] = {dir};
-            offload_config oc = {.train = tc, .schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL, .alpha = 0.5,
+            offload_config oc = {.train = tc, .schedule = k ? SCHED_HORIZONTAL : SCHED_VERTICAL, .alpha = alphas[v],
                                  .place.weights = 1, .place.optim = 1, .place.acts = 1, .place.grads = g,
-                                 .store_paths = paths, .n_store_paths = 1, .segment_elems = 2048};
+                                 .store_paths = paths, .n_store_paths = 1, .segment_elems = segments[v]};
             offload_trainer *t;
             st_status s = offload_trainer_create(&t, &oc, NULL, &err);
             if (s != ST_OK) fprintf(stderr, "executor: %s\n", err.msg);
@@ -363,6 +383,9 @@ static void test_bytes_match_the_executor(void **state) {
             }
             assert_int_equal(offload_trainer_close_trace(t, &err), ST_OK);   /* the worker is done */
             offload_trainer_stats(t, &after);
+            layout_memory planned;
+            uint64_t allocated;
+            offload_trainer_memory(t, &planned, &allocated);
             offload_trainer_free(t);
             char cmd[300];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
@@ -378,9 +401,13 @@ static void test_bytes_match_the_executor(void **state) {
             c.alpha = oc.alpha;
             c.place.weights = c.place.optim = c.place.acts = 1;
             c.place.grads = g;
-            c.optimizer_segment = 2048;
+            c.optimizer_segment = segments[v];
             sim_result r;
             assert_int_equal(sim_run(&hw, &c, &r, &err), ST_OK);
+            /* what the executor allocated is what it planned and what the simulator charges */
+            assert_true(allocated == planned.device + planned.host);
+            assert_true(r.memory.device == planned.device && r.memory.host == planned.host);
+            if (k == 0 && g == 1) host_memory[v] = r.memory.host;
             for (int kind = 0; kind < STORE_MANIFEST; kind++) {
                 const uint64_t rd = after.bytes_read[kind] - before.bytes_read[kind];
                 const uint64_t wr = after.bytes_written[kind] - before.bytes_written[kind];
@@ -398,6 +425,8 @@ static void test_bytes_match_the_executor(void **state) {
             offload_memory_need(&oc, &need);
             assert_memory_equal(&need, &r.memory, sizeof need);
         }
+    /* the larger segment grain costs the optimizer's slots more host memory, in both */
+    assert_true(host_memory[1] > host_memory[0]);
     free(tok);
     omp_set_num_threads(threads);
 }
@@ -478,7 +507,7 @@ static void test_roofline(void **state) {
     add(&l, TASK_BLOCK_FORWARD, 1, 0, 0);
     add(&l, TASK_OPTIMIZE, 1, -1, -1);
     sim_roofline rf;
-    sim_roofline_list(&hw, &c, &l, &rf);
+    assert_int_equal(sim_roofline_list(&hw, &c, &l, &rf, NULL), ST_OK);
     const double n = (double)gpt_unit_numel(&c.model, 1);
     const double io = (double)(read_bytes(&c, &l.tasks[0]) + read_bytes(&c, &l.tasks[2])) / 1e9 +
                       (double)written_bytes(&c, &l.tasks[2]) / 2e9;

@@ -180,6 +180,9 @@ size_t layout_bound(const run_layout *l, int u, double x);
 uint64_t layout_segment_bytes(const run_layout *l, int u, size_t a, size_t b, size_t elem);
 /* Bytes the gradient parts within a share [lo, hi) of unit u take on the SSD. */
 uint64_t layout_grad_share_bytes(const run_layout *l, int u, double lo, double hi);
+/* Elements of its unit a task's share [lo, hi) covers; a task that names no
+ * share (hi <= lo, as hand-made lists may) covers the whole unit. */
+size_t layout_share_elements(const run_layout *l, const sched_task *t);
 /* Bytes of one activation checkpoint on the SSD. */
 uint64_t layout_act_bytes(const run_layout *l);
 

@@ -145,6 +145,10 @@ gpt_block_acts gpt_block_acts_view(const gpt_config *cfg, int B, int T, float *m
 
 /* Scratch floats that gpt_block_backward needs beside its arguments. */
 size_t gpt_block_scratch_numel(const gpt_config *cfg, int B, int T);
+/* Rows of logits the head computes at once: its scratch is at most this
+ * many rows of Vp floats whatever B*T is, and its products run at this size
+ * (what the simulator charges them at). */
+#define GPT_HEAD_CHUNK_ROWS 1024
 /* Scratch floats for gpt_head_forward_backward at B*T rows. */
 size_t gpt_head_scratch_numel(const gpt_config *cfg, int B, int T);
 

@@ -160,6 +160,13 @@ st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n,
 /* Syncs and finishes the trace file (also done by free). */
 st_status offload_trainer_close_trace(offload_trainer *t, st_error *err);
 
+/* The memory its layout planned, and the bytes of the plan's buffers it
+ * allocated (creation's transient buffers included): never more than the
+ * plan, and equal to it for a fresh run initialized from its seed (given
+ * weights need no initialization buffer; a resumed run's commit reader
+ * sizes its own staging by the commit it reads). */
+void offload_trainer_memory(const offload_trainer *t, layout_memory *planned, uint64_t *allocated);
+
 /* Bytes moved to and from the SSD store so far (0 without a store). */
 void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t *written);
 

@@ -94,6 +94,7 @@
 #define STRATA_SIM_H
 
 #include "strata/hw.h"
+#include "strata/layout.h"
 #include "strata/model.h"
 #include "strata/offload.h"
 #include "strata/schedule.h"
@@ -209,10 +210,15 @@ typedef struct sim_work {
 sim_work sim_task_work(const sim_config *cfg, const sched_list *l, int i);
 double sim_work_seconds(const hw_desc *hw, const sim_work *w);
 
+/* The executor's layout of a configuration (strata/layout.h): the simulator
+ * charges exactly the executor's parts, segments, buffers and bytes. */
+layout_params sim_layout_params(const sim_config *cfg);
+st_status sim_layout(const sim_config *cfg, run_layout *out, st_error *err);
+
 /* Bytes one task moves to or from the SSD (0 when its state is in memory):
- * reads and writes, per tensor part rounded up to 4096; checkpoints times
- * cfg->devices (each device's own, on the node's shared paths). */
-void sim_task_bytes(const sim_config *cfg, const sched_task *t, uint64_t read[STORE_KIND_COUNT],
+ * the layout's layout_task_traffic, with checkpoints times cfg->devices
+ * (each device's own, on the node's shared paths). */
+void sim_task_bytes(const run_layout *l, const sim_config *cfg, const sched_task *t, uint64_t read[STORE_KIND_COUNT],
                     uint64_t written[STORE_KIND_COUNT]);
 
 /* The roofline bound of DESIGN.md for one iteration (the steady list):
@@ -230,7 +236,8 @@ typedef struct sim_roofline {
 } sim_roofline;
 st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg, sim_roofline *out, st_error *err);
 /* The same for a given list. */
-void sim_roofline_list(const hw_desc *hw, const sim_config *cfg, const sched_list *l, sim_roofline *out);
+st_status sim_roofline_list(const hw_desc *hw, const sim_config *cfg, const sched_list *l, sim_roofline *out,
+                            st_error *err);
 
 /* The executor configuration a sim_config describes (for offload_memory_need). */
 offload_config sim_offload_config(const sim_config *cfg);

@@ -10,7 +10,7 @@
 /* Rows of logits computed at once in the head: bounds its scratch to
  * HEAD_CHUNK * Vp floats (200 MB at GPT-2's vocabulary) whatever B*T is; chunks
  * of 1024 rows keep the three head products near the sgemm peak. */
-#define HEAD_CHUNK 1024
+#define HEAD_CHUNK GPT_HEAD_CHUNK_ROWS
 
 /* --- activations ------------------------------------------------------------- */
 

@@ -11,7 +11,8 @@
 
 #include "plan/sim_internal.h"
 
-enum { KIND_WEIGHTS, KIND_ACTS, KIND_GRADS, N_KINDS };
+enum { KIND_WEIGHTS = SCHED_LOAD_WEIGHTS, KIND_ACTS = SCHED_LOAD_ACTS, KIND_GRADS = SCHED_LOAD_GRADS,
+       N_KINDS = SCHED_LOAD_KINDS };
 enum { C_READY, C_RUNNING, C_WAITING, C_DONE };
 enum { W_IDLE, W_FILL, W_STREAM, W_DRAIN };   /* optimizer job phases: first read, I/O beside AdamW, last write */
 
@@ -55,6 +56,8 @@ typedef struct list_stats {
 typedef struct sim {
     const hw_desc *hw;
     sim_config cfg;
+    run_layout lay;                /* the executor's layout of this configuration */
+    sched_analysis an;             /* of the list being run */
     int L1, n_paths, cpu_shared, gpu;
     double share[HW_MAX_SSD];
     double rd_bw[HW_MAX_SSD], wr_bw[HW_MAX_SSD], mrd_bw[HW_MAX_SSD], mwr_bw[HW_MAX_SSD], link_bw, ic_bw;
@@ -82,10 +85,6 @@ typedef struct sim {
     int seq, ci, cstate, lphase, wait_x;
     double compute_left;
     char *done;                    /* [n] the task has completed */
-    char *first_grad, *last_grad;  /* [n] */
-    char *grad_leave;              /* [n] GPU: the unit's gradients leave the device after this task */
-    int *next_load;                /* [n] next load of the same kind, or -1 */
-    int *next_grad;                /* [n] next gradient load after task i, or -1 */
     int last_loaded[N_KINDS], pf_task[N_KINDS], pf_x[N_KINDS];
     int arm[N_KINDS];              /* executor's policy: the load chosen for a prefetch, or -1 */
     list_stats cur, first, last;
@@ -100,11 +99,8 @@ const char *sim_resource_name(sim_resource r) {
     return (unsigned)r < SIM_RESOURCE_COUNT ? names[r] : "?";
 }
 
-static int load_kind(task_op op) {
-    return op == TASK_LOAD_WEIGHTS ? KIND_WEIGHTS : op == TASK_LOAD_ACT ? KIND_ACTS : op == TASK_LOAD_GRAD ? KIND_GRADS : -1;
-}
-
-static int is_grad_task(task_op op) { return op == TASK_HEAD || op == TASK_BLOCK_BACKWARD || op == TASK_EMBED_BACKWARD; }
+#define load_kind sched_load_kind
+#define is_grad_task sched_is_grad_task
 
 static double ssd_bytes(const uint64_t b[STORE_KIND_COUNT]) {
     double s = 0;
@@ -283,18 +279,27 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
         s->capjobs = cap;
     }
     uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
-    sim_task_bytes(&s->cfg, t, rd, wr);
-    const double len = (double)sim_share_elements(&s->cfg, t), read = ssd_bytes(rd), write = ssd_bytes(wr);
+    sim_task_bytes(&s->lay, &s->cfg, t, rd, wr);
+    const double len = (double)layout_share_elements(&s->lay, t), read = ssd_bytes(rd), write = ssd_bytes(wr);
     job j = {.seq = s->seq, .task = task, .unit = t->unit, .deferred = t->deferred, .lo = t->lo, .hi = t->hi,
              .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1};
     if (len > 0) {
-        /* segments: the first is read before AdamW starts, the last written after it ends */
-        const double seg = (double)s->cfg.optimizer_segment;
-        const double first = len < seg ? len : seg;
-        const double last = len - floor((len - 1) / seg) * seg;
-        j.fill_read = read * first / len;
+        /* the executor streams the share in the layout's segments: the first
+         * is read before AdamW starts, the last written after it ends */
+        double first = 0, last = 0;
+        const size_t a = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->lo : 0.0);
+        const size_t b = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->hi : 1.0);
+        for (int part = 0; part < 2; part++)
+            for (size_t k = 0; k < s->lay.units[t->unit].segs[part]; k++) {
+                size_t lo, hi;
+                layout_segment_range(&s->lay, t->unit, part, k, &lo, &hi);
+                if (lo < a || hi > b) continue;
+                if (first == 0) first = (double)(hi - lo);
+                last = (double)(hi - lo);
+            }
+        j.fill_read = first > 0 ? read * first / len : read;
         j.stream_read = read - j.fill_read;
-        j.drain_write = write * last / len;
+        j.drain_write = last > 0 ? write * last / len : write;
         j.stream_write = write - j.drain_write;
         j.adamw_s = len / s->adamw_rate;
     }
@@ -354,7 +359,7 @@ static int step_worker(sim *s) {
 /* SSD, link and interconnect bytes of a load or save. */
 static void task_io(const sim *s, const sched_task *t, double *ssd, double *link, int *to_device, double *ic) {
     uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
-    sim_task_bytes(&s->cfg, t, rd, wr);
+    sim_task_bytes(&s->lay, &s->cfg, t, rd, wr);
     *ssd = ssd_bytes(rd) + ssd_bytes(wr);
     *link = s->gpu ? (double)sim_task_link_bytes(&s->cfg, t, to_device) : 0;
     *ic = s->gpu ? sim_task_interconnect_bytes(&s->cfg, t) : 0;
@@ -374,68 +379,29 @@ static st_status begin_list(sim *s, const sched_list *l, int seq, st_error *err)
     s->ci = 0;
     s->cstate = C_READY;
     s->lphase = 0;
-    const size_t n = (size_t)l->n + 1;
     free(s->done);
-    free(s->first_grad);
-    free(s->last_grad);
-    free(s->next_load);
-    free(s->next_grad);
-    free(s->grad_leave);
-    s->next_grad = malloc(sizeof(int) * n);
-    s->grad_leave = calloc(n, 1);
-    s->done = calloc(n, 1);
-    s->first_grad = calloc(n, 1);
-    s->last_grad = calloc(n, 1);
-    s->next_load = malloc(sizeof(int) * n);
-    char *seen = calloc((size_t)s->L1, 1);
-    if (!s->done || !s->first_grad || !s->last_grad || !s->next_load || !s->next_grad || !s->grad_leave || !seen) {
-        free(seen);
-        return st_fail(err, ST_ENOMEM, "simulator: out of memory");
-    }
-    if (s->gpu) sim_grad_leaves(l, s->grad_leave);
-    for (int i = 0; i < l->n; i++)
-        if (is_grad_task(l->tasks[i].op) && !seen[l->tasks[i].unit]) s->first_grad[i] = 1, seen[l->tasks[i].unit] = 1;
-    memset(seen, 0, (size_t)s->L1);
-    int next[N_KINDS] = {-1, -1, -1};
-    for (int i = l->n - 1; i >= 0; i--) {
-        const sched_task *t = &l->tasks[i];
-        s->next_grad[i] = next[KIND_GRADS];
-        if (is_grad_task(t->op) && !seen[t->unit]) s->last_grad[i] = 1, seen[t->unit] = 1;
-        int k = load_kind(t->op);
-        s->next_load[i] = k >= 0 ? next[k] : -1;
-        if (k >= 0) next[k] = i;
-    }
-    free(seen);
+    sched_analysis_free(&s->an);
+    st_status st = sched_analyze(l, s->L1, &s->an, err);
+    if (st != ST_OK) return st;
+    if (!(s->done = calloc((size_t)l->n + 1, 1))) return st_fail(err, ST_ENOMEM, "simulator: out of memory");
     for (int k = 0; k < N_KINDS; k++) s->last_loaded[k] = s->pf_task[k] = s->pf_x[k] = s->arm[k] = -1;
     memset(&s->cur, 0, sizeof s->cur);
     s->cur.start = s->t;
     return ST_OK;
 }
 
-static int deps_before(const sched_task *t, int i) {
-    for (int d = 0; d < t->n_deps; d++)
-        if (t->deps[d] > i) return 0;
-    return 1;
-}
-
-/* The executor's prefetch policy: right after a weight or checkpoint load,
- * the next load of that kind is chosen if its inputs are final then (its
- * dependencies are behind the compute thread; for weights, no optimizer job
- * of the unit pending), else it is read when reached; the next gradient
- * load is looked at after every task. */
+/* The executor's read-ahead policy (sched_read_ahead): right after a weight
+ * or checkpoint load, the next load of that kind when its inputs are final
+ * then (for weights, with no optimizer job of the unit pending), else it is
+ * read when reached; the next gradient load is looked at after every task. */
 static void arm_after(sim *s, int i) {
     if (s->cfg.prefetch_eager) return;
-    const sched_task *t = &s->l->tasks[i];
-    const int k = load_kind(t->op);
-    if (k == KIND_WEIGHTS || k == KIND_ACTS) {
-        const int j = s->next_load[i];
-        if (j >= 0 && deps_before(&s->l->tasks[j], i) &&
-            (k != KIND_WEIGHTS || s->unit_jobs[s->l->tasks[j].unit] == 0))
-            s->arm[k] = j;
+    for (int k = KIND_WEIGHTS; k <= KIND_ACTS; k++) {
+        const int j = sched_read_ahead(&s->an, s->l, i, k);
+        if (j >= 0 && (k != KIND_WEIGHTS || s->unit_jobs[s->l->tasks[j].unit] == 0)) s->arm[k] = j;
     }
-    const int g = s->next_grad[i];
-    if (g >= 0 && s->arm[KIND_GRADS] != g && s->pf_task[KIND_GRADS] != g && deps_before(&s->l->tasks[g], i))
-        s->arm[KIND_GRADS] = g;
+    const int g = sched_read_ahead(&s->an, s->l, i, KIND_GRADS);
+    if (g >= 0 && s->arm[KIND_GRADS] != g && s->pf_task[KIND_GRADS] != g) s->arm[KIND_GRADS] = g;
 }
 
 static st_status next_task(sim *s, const sched_list *const *lists, int n_lists, st_error *err) {
@@ -495,7 +461,7 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
             trace_span(s->tr, s->lane_compute, name, s->tbase + s->run_start, s->tbase + s->t);
         }
         s->done[s->ci] = 1;
-        if (s->grad_leave[s->ci]) {   /* GPU: the unit's gradients leave the device, written behind */
+        if ((s->gpu && s->an.grad_leave[s->ci])) {   /* GPU: the unit's gradients leave the device, written behind */
             uint64_t link;
             double ic;
             sim_grad_offload(&s->cfg, t->unit, &link, &ic);
@@ -507,7 +473,7 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
         return 1;
     }
     const sched_task *t = &s->l->tasks[s->ci];
-    const int first = s->first_grad[s->ci], last = s->last_grad[s->ci];
+    const int first = s->an.first_grad[s->ci], last = s->an.last_grad[s->ci];
     switch (t->op) {
     case TASK_LOAD_WEIGHTS: case TASK_LOAD_ACT: case TASK_LOAD_GRAD: {
         const int k = load_kind(t->op);
@@ -592,7 +558,7 @@ static int step_prefetch(sim *s) {
     for (int k = 0; k < N_KINDS; k++) {
         if (s->pf_task[k] >= 0) continue;
         /* eager: the next load of the kind after the last one done; else the one chosen */
-        const int j = s->cfg.prefetch_eager ? (s->last_loaded[k] >= 0 ? s->next_load[s->last_loaded[k]] : -1) : s->arm[k];
+        const int j = s->cfg.prefetch_eager ? (s->last_loaded[k] >= 0 ? s->an.next_load[s->last_loaded[k]] : -1) : s->arm[k];
         if (j < 0 || j <= s->ci) {   /* none, or the compute thread is on it */
             s->arm[k] = -1;
             continue;
@@ -820,30 +786,26 @@ static void teardown(sim *s) {
     free(s->unit_jobs);
     free(s->grad_write);
     free(s->grad_off);
-    free(s->grad_leave);
     free(s->done);
-    free(s->first_grad);
-    free(s->last_grad);
-    free(s->next_load);
-    free(s->next_grad);
+    sched_analysis_free(&s->an);
+    layout_free(&s->lay);
 }
 
 /* Per-iteration figures that follow from the list alone. */
-static void list_totals(const hw_desc *hw, const sim_config *c, const sched_list *l, sim_result *r) {
-    const int L1 = c->model.n_layer + 1;
-    int *first = malloc(sizeof(int) * (size_t)L1), *last = malloc(sizeof(int) * (size_t)L1);
-    for (int u = 0; first && last && u < L1; u++) first[u] = last[u] = -1;
-    for (int i = 0; first && last && i < l->n; i++)
-        if (is_grad_task(l->tasks[i].op)) {
-            if (first[l->tasks[i].unit] < 0) first[l->tasks[i].unit] = i;
-            last[l->tasks[i].unit] = i;
-        }
-    char *leave = hw->backend == HW_BACKEND_GPU ? calloc((size_t)l->n + 1, 1) : NULL;
-    if (leave) sim_grad_leaves(l, leave);
+static st_status list_totals(const hw_desc *hw, const sim_config *c, const sched_list *l, sim_result *r,
+                             st_error *err) {
+    run_layout lay;
+    sched_analysis an;
+    st_status st = sim_layout(c, &lay, err);
+    if (st != ST_OK) return st;
+    if ((st = sched_analyze(l, lay.n_units, &an, err)) != ST_OK) {
+        layout_free(&lay);
+        return st;
+    }
     for (int i = 0; i < l->n; i++) {
         const sched_task *t = &l->tasks[i];
         uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
-        sim_task_bytes(c, t, rd, wr);
+        sim_task_bytes(&lay, c, t, rd, wr);
         for (int k = 0; k < STORE_KIND_COUNT; k++) {
             r->bytes_read[k] += rd[k];
             r->bytes_written[k] += wr[k];
@@ -855,7 +817,7 @@ static void list_totals(const hw_desc *hw, const sim_config *c, const sched_list
             const uint64_t link = sim_task_link_bytes(c, t, &to_dev);
             *(to_dev ? &r->link_to_device : &r->link_from_device) += link;
             r->interconnect_bytes += sim_task_interconnect_bytes(c, t);
-            if (leave && leave[i]) {   /* the unit's gradients leave the device */
+            if (an.grad_leave[i]) {   /* the unit's gradients leave the device */
                 uint64_t glink;
                 double gic;
                 sim_grad_offload(c, t->unit, &glink, &gic);
@@ -864,14 +826,13 @@ static void list_totals(const hw_desc *hw, const sim_config *c, const sched_list
             }
             r->link_bytes = r->link_to_device + r->link_from_device;
         }
-        if (t->op == TASK_OPTIMIZE) r->work_adamw_s += (double)sim_share_elements(c, t) / hw_adamw_rate(hw);
-        const int g = is_grad_task(t->op) && first && last;
-        sim_work w = sim_task_work_at(c, t, g && first[t->unit] == i, g && last[t->unit] == i);
+        if (t->op == TASK_OPTIMIZE) r->work_adamw_s += (double)layout_share_elements(&lay, t) / hw_adamw_rate(hw);
+        sim_work w = sim_task_work_at(c, t, an.first_grad[i], an.last_grad[i]);
         r->work_compute_s += sim_work_seconds(hw, &w);
     }
-    free(first);
-    free(last);
-    free(leave);
+    sched_analysis_free(&an);
+    layout_free(&lay);
+    return ST_OK;
 }
 
 st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched_list *const *lists, int n_lists,
@@ -882,6 +843,10 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     if (st != ST_OK) return st;
     sim s;
     setup(&s, hw, &cfg);
+    if ((st = sim_layout(&cfg, &s.lay, err)) != ST_OK) {
+        teardown(&s);
+        return st;
+    }
     s.unit_jobs = calloc((size_t)s.L1, sizeof(int));
     s.grad_write = malloc(sizeof(int) * (size_t)s.L1);
     s.grad_off = malloc(sizeof(int) * (size_t)s.L1);
@@ -931,7 +896,10 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     out->link_busy = ls->link_busy * inv;
     out->interconnect_busy = ls->ic_busy * inv;
     out->devices = cfg.devices;
-    list_totals(hw, &cfg, lists[n_lists - 1], out);
+    if ((st = list_totals(hw, &cfg, lists[n_lists - 1], out, err)) != ST_OK) {
+        teardown(&s);
+        return st;
+    }
     out->n_paths = s.n_paths;
     for (int p = 0; p < s.n_paths; p++) {
         out->path[p] = (sim_path_stats){.read_busy = ls->read_busy[p] * inv, .write_busy = ls->write_busy[p] * inv,
@@ -981,15 +949,17 @@ st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_
 
 /* ---- the roofline ----------------------------------------------------------------------- */
 
-void sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const sched_list *l, sim_roofline *out) {
+st_status sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const sched_list *l, sim_roofline *out,
+                            st_error *err) {
     sim_config c = *cfg_in;   /* the devices it runs on, as check_inputs resolves them */
     if (hw->backend != HW_BACKEND_GPU || c.devices < 0) c.devices = 1;
     else if (c.devices == 0) c.devices = hw->devices_per_node;
     const sim_config *cfg = &c;
     sim_result r;
     memset(&r, 0, sizeof r);
-    list_totals(hw, cfg, l, &r);
     memset(out, 0, sizeof *out);
+    st_status st = list_totals(hw, cfg, l, &r, err);
+    if (st != ST_OK) return st;
     out->compute_s = r.work_compute_s;
     out->optimizer_s = r.work_adamw_s;
     /* each path moves its stripe share; the slowest path sets the pace */
@@ -1021,6 +991,7 @@ void sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const sched_
         if (out->link_s > out->bound_s) out->bound_s = out->link_s, out->limit = SIM_LINK;
         if (out->interconnect_s > out->bound_s) out->bound_s = out->interconnect_s, out->limit = SIM_INTERCONNECT;
     }
+    return ST_OK;
 }
 
 st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg_in, sim_roofline *out, st_error *err) {
@@ -1031,7 +1002,7 @@ st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg_in, sim_ro
     st_status s = sched_build(&p, sched_deferred_share(&p) > 0, &l, err);
     if (s != ST_OK) return s;
     const sched_list *one = &l;
-    if ((s = check_inputs(hw, &cfg, &one, 1, err)) == ST_OK) sim_roofline_list(hw, &cfg, &l, out);
+    if ((s = check_inputs(hw, &cfg, &one, 1, err)) == ST_OK) s = sim_roofline_list(hw, &cfg, &l, out, err);
     sched_list_free(&l);
     return s;
 }

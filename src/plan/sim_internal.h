@@ -10,11 +10,6 @@
 
 sched_params sim_sched_params(const sim_config *c);
 size_t sim_wsz(const sim_config *c);
-/* Elements of unit u in the part stepped during backward (offload.c's split). */
-size_t sim_unit_split(const sim_config *c, int u);
-/* Elements a task's [lo, hi) share covers (the whole unit when none is given). */
-size_t sim_share_elements(const sim_config *c, const sched_task *t);
-uint64_t sim_act_bytes(const sim_config *c);
 /* Data-parallel devices of a configuration (cfg->devices, at least 1). */
 uint64_t sim_devices(const sim_config *c);
 /* GPU backend, per device: bytes a task moves over the host-device link,
@@ -25,10 +20,6 @@ double sim_task_interconnect_bytes(const sim_config *c, const sched_task *t);
 /* A unit's gradients leaving the device: the shard each device sends to the
  * host, and what its reduce-scatter moves through each device. */
 void sim_grad_offload(const sim_config *c, int unit, uint64_t *link, double *interconnect);
-/* leave[i] = 1 when task i is a gradient task and the next gradient task of
- * the list is another unit's (or there is none): then the unit's gradients
- * leave the device (GPU backend). */
-void sim_grad_leaves(const sched_list *l, char *leave);
 sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, int last);
 
 #endif

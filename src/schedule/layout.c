@@ -174,6 +174,14 @@ static void share_of(const sched_task *t, double *lo, double *hi) {
     *hi = t->hi > t->lo ? t->hi : 1.0;
 }
 
+size_t layout_share_elements(const run_layout *l, const sched_task *t) {
+    if (t->unit < 0 || t->unit >= l->n_units) return 0;
+    double lo, hi;
+    share_of(t, &lo, &hi);
+    const size_t a = layout_bound(l, t->unit, lo), b = layout_bound(l, t->unit, hi);
+    return b > a ? b - a : 0;
+}
+
 void layout_task_traffic(const run_layout *l, const sched_task *t, uint64_t rd[STORE_KIND_COUNT],
                          uint64_t wr[STORE_KIND_COUNT]) {
     memset(rd, 0, sizeof(uint64_t) * STORE_KIND_COUNT);

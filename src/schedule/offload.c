@@ -82,6 +82,7 @@ struct offload_trainer {
     double *unit_sumsq;                /* [L+1] */
     char *grads_fresh;                 /* [L+1]: zeroed in this iteration yet */
     const sched_analysis *an;          /* of the list being run */
+    uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */
     float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation */
     float clip_scale_now;
     /* The optimizer worker: a thread that runs TASK_OPTIMIZE jobs in list
@@ -705,10 +706,17 @@ st_status offload_traffic_per_step(const offload_config *cfg, layout_traffic *ou
 
 /* One buffer of the layout's plan: what the budgets were checked against
  * is what is allocated. */
-static void *plan_alloc(const offload_trainer *t, layout_buffer_id id) {
+static void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
     const layout_buffer *b = &t->lay.buf[id];
     if (b->count == 0) return NULL;
-    return st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
+    void *p = st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
+    if (p) t->allocated += b->bytes;
+    return p;
+}
+
+void offload_trainer_memory(const offload_trainer *t, layout_memory *planned, uint64_t *allocated) {
+    if (planned) *planned = t->lay.memory;
+    if (allocated) *allocated = t->allocated;
 }
 
 /* The same directories in the same order, however spelled (./, links, a
