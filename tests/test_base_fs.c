@@ -98,8 +98,7 @@ static void test_stream_commit(void **state) {
     st_error err = {0};
     st_atomic_file af;
     FILE *out;
-    assert_int_equal(st_atomic_open(&af, f->path, 0, &err), ST_OK);
-    assert_int_equal(st_atomic_stream(&af, &out, &err), ST_OK);
+    assert_int_equal(st_atomic_open_stream(&af, f->path, &out, &err), ST_OK);
     for (int i = 0; i < 3000; i++) fprintf(out, "%d,", i % 10);
     fputc('\n', out);
     assert_int_equal(st_atomic_commit(&af, &err), ST_OK);
@@ -117,8 +116,7 @@ static void test_abort_keeps_old_file(void **state) {
     assert_int_equal(st_write_file_atomic(f->path, "old", 3, &err), ST_OK);
     st_atomic_file af;
     FILE *out;
-    assert_int_equal(st_atomic_open(&af, f->path, 0, &err), ST_OK);
-    assert_int_equal(st_atomic_stream(&af, &out, &err), ST_OK);
+    assert_int_equal(st_atomic_open_stream(&af, f->path, &out, &err), ST_OK);
     fputs("half of the new", out);
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", f->path);

@@ -14,11 +14,12 @@
  *
  *     st_atomic_file f;
  *     if (st_atomic_open(&f, path, 0, err) != ST_OK) return ...;
- *     ... write(f.fd, ...) / pwrite(f.fd, ...), or fprintf on st_atomic_stream ...
+ *     ... write(f.fd, ...), pwrite(f.fd, ...) ...
  *     if (failed) { st_atomic_abort(&f); return ...; }
  *     return st_atomic_commit(&f, err);
  *
- * and a buffer in one call: st_write_file_atomic(path, data, n, err).
+ * formatted text through st_atomic_open_stream's FILE *, and a buffer in one
+ * call: st_write_file_atomic(path, data, n, err).
  * Errors name the target and, where it matters, the temporary file.
  */
 #ifndef STRATA_FS_H
@@ -34,11 +35,10 @@ extern "C" {
 
 /* A file being written for an atomic replacement of `path`. Between open and
  * commit/abort, write to fd (write, pwrite: the header of a file may be
- * filled in last) or to the stdio stream of st_atomic_stream, not both at
- * once unless the stream is flushed first. */
+ * filled in last), or to the stdio stream of st_atomic_open_stream. */
 typedef struct st_atomic_file {
     int fd;          /* the temporary file, open for writing */
-    FILE *stream;    /* set by st_atomic_stream; commit flushes and closes it */
+    FILE *stream;    /* st_atomic_open_stream's; commit flushes and closes it */
     char *path;      /* the target */
     char *tmp;       /* the temporary beside it; NULL once committed or aborted */
 } st_atomic_file;
@@ -51,9 +51,9 @@ typedef struct st_atomic_file {
 /* Creates the temporary file (mode 0644, truncated if a leftover exists).
  * On failure f holds nothing to release. */
 st_status st_atomic_open(st_atomic_file *f, const char *path, unsigned flags, st_error *err);
-/* A stdio stream over f's temporary file, for formatted writers; it belongs
- * to f (commit or abort closes it). */
-st_status st_atomic_stream(st_atomic_file *f, FILE **out, st_error *err);
+/* st_atomic_open for formatted writers: *out is a stdio stream over f's
+ * temporary file, which belongs to f (commit or abort closes it). */
+st_status st_atomic_open_stream(st_atomic_file *f, const char *path, FILE **out, st_error *err);
 /* Flushes, fsyncs and closes the temporary file, renames it over the target
  * and fsyncs the directory. Releases f whatever happens; on a failure before
  * the rename the target is untouched and the temporary removed. A stream

@@ -58,9 +58,14 @@ st_status st_atomic_open(st_atomic_file *f, const char *path, unsigned flags, st
     return ST_OK;
 }
 
-st_status st_atomic_stream(st_atomic_file *f, FILE **out, st_error *err) {
-    if (!f->stream && !(f->stream = fdopen(f->fd, "w")))
-        return st_fail_errno(err, errno, "%s: cannot open a stream on %s", f->path, f->tmp);
+st_status st_atomic_open_stream(st_atomic_file *f, const char *path, FILE **out, st_error *err) {
+    st_status s = st_atomic_open(f, path, 0, err);
+    if (s != ST_OK) return s;
+    if (!(f->stream = fdopen(f->fd, "w"))) {
+        s = st_fail_errno(err, errno, "%s: cannot open a stream on %s", path, f->tmp);
+        st_atomic_abort(f);
+        return s;
+    }
     *out = f->stream;
     return ST_OK;
 }
