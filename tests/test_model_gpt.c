@@ -1,10 +1,13 @@
 /* test_model_gpt.c - the GPT-2 forward and backward against the float64
  * PyTorch reference (tests/fixtures, made by tools/make_fixtures.py), in fp32
- * and in mixed precision, with and without recomputation; plus loading the
- * published-checkpoint variants of the same weights. */
+ * and in mixed precision, with and without recomputation; the edge cases of
+ * the passes (a zero gradient scale, no targets, shapes past the workspace);
+ * plus loading the published-checkpoint variants of the same weights. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -144,6 +147,94 @@ static void test_recompute_is_bit_identical(void **state) {
     fixture_free(&fx);
 }
 
+/* ---- edge cases of the passes -------------------------------------------------
+ * A zero gradient scale and a backward without targets give zero gradients
+ * (not garbage from the logits or stale scratch), and micro-batches larger
+ * than the workspace are refused instead of overrunning it. A model of its
+ * own, with a vocabulary of 200: not a multiple of 128, so the padded
+ * columns matter. */
+enum { SMALL_B = 2, SMALL_T = 5 };
+
+typedef struct small_model {
+    gpt_config cfg;
+    float *params, *grads;
+    gpt_workspace *ws;
+    int32_t tokens[SMALL_B * SMALL_T], targets[SMALL_B * SMALL_T];
+} small_model;
+
+static void small_model_create(small_model *f) {
+    st_error err = {0};
+    f->cfg = (gpt_config){.n_layer = 2, .n_head = 2, .d_model = 16, .n_ctx = 8, .vocab_size = 200};
+    assert_int_equal(gpt_config_check(&f->cfg, &err), ST_OK);
+    size_t n = gpt_num_params(&f->cfg);
+    f->params = calloc(n, sizeof(float));
+    f->grads = calloc(n, sizeof(float));
+    assert_non_null(f->params);
+    assert_non_null(f->grads);
+    gpt_init_params(&f->cfg, f->params, 7);
+    assert_int_equal(gpt_workspace_create(&f->ws, &f->cfg, SMALL_B, SMALL_T, 1, GPT_FP32, &err), ST_OK);
+    for (int i = 0; i < SMALL_B * SMALL_T; i++) {
+        f->tokens[i] = (i * 37) % 200;
+        f->targets[i] = i == 3 ? 199 : (i * 11 + 5) % 200;   /* the last real token included */
+    }
+}
+
+static void small_model_free(small_model *f) {
+    gpt_workspace_free(f->ws);
+    free(f->params);
+    free(f->grads);
+}
+
+static double abs_sum(const float *g, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += fabs((double)g[i]);
+    return s;
+}
+
+static void test_zero_grad_scale_gives_zero_gradients(void **state) {
+    (void)state;
+    small_model f;
+    small_model_create(&f);
+    gpt_weights w = {.precision = GPT_FP32, .f32 = f.params};
+    size_t n = gpt_num_params(&f.cfg);
+    float loss = gpt_forward_backward(f.ws, w, f.grads, f.tokens, f.targets, SMALL_B, SMALL_T, 0.0f);
+    assert_true(isfinite(loss) && loss > 0);
+    assert_true(abs_sum(f.grads, n) == 0.0);
+    small_model_free(&f);
+}
+
+static void test_backward_without_targets_gives_zero_gradients(void **state) {
+    (void)state;
+    small_model f;
+    small_model_create(&f);
+    gpt_weights w = {.precision = GPT_FP32, .f32 = f.params};
+    size_t n = gpt_num_params(&f.cfg);
+    /* A real pass first, so that the scratch holds stale gradients. */
+    gpt_forward_backward(f.ws, w, f.grads, f.tokens, f.targets, SMALL_B, SMALL_T, 1.0f);
+    assert_true(abs_sum(f.grads, n) > 0);
+    memset(f.grads, 0, n * sizeof(float));
+    float loss = gpt_forward_backward(f.ws, w, f.grads, f.tokens, NULL, SMALL_B, SMALL_T, 1.0f);
+    assert_true(loss == 0.0f);
+    assert_true(abs_sum(f.grads, n) == 0.0);
+    small_model_free(&f);
+}
+
+static void test_larger_than_workspace_is_refused(void **state) {
+    (void)state;
+    small_model f;
+    small_model_create(&f);
+    gpt_weights w = {.precision = GPT_FP32, .f32 = f.params};
+    int32_t big[(SMALL_B + 1) * (SMALL_T + 1)] = {0};
+    assert_true(isnan(gpt_forward(f.ws, w, big, big, SMALL_B + 1, SMALL_T, NULL)));
+    assert_true(isnan(gpt_forward(f.ws, w, big, big, SMALL_B, SMALL_T + 1, NULL)));
+    assert_true(isnan(gpt_forward_backward(f.ws, w, f.grads, big, big, SMALL_B, SMALL_T + 1, 1.0f)));
+    assert_true(isnan(gpt_forward(f.ws, w, big, big, 0, SMALL_T, NULL)));
+    /* Smaller is fine, and the same as a workspace of that size would give. */
+    float small = gpt_forward(f.ws, w, f.tokens, f.targets, 1, 3, NULL);
+    assert_true(isfinite(small) && small > 0);
+    small_model_free(&f);
+}
+
 /* The Hub's layouts: BF16 with a "transformer." prefix, attn.bias buffers and
  * a tied lm_head; F16 without prefix. Both hold the rounding of the F32 init. */
 static void check_variant(const char *path, int bf16) {
@@ -177,6 +268,9 @@ int main(void) {
         cmocka_unit_test(test_fp32_recompute_matches_reference),
         cmocka_unit_test(test_mixed_matches_bf16_reference),
         cmocka_unit_test(test_recompute_is_bit_identical),
+        cmocka_unit_test(test_zero_grad_scale_gives_zero_gradients),
+        cmocka_unit_test(test_backward_without_targets_gives_zero_gradients),
+        cmocka_unit_test(test_larger_than_workspace_is_refused),
         cmocka_unit_test(test_loads_hub_bf16_layout),
         cmocka_unit_test(test_loads_f16),
     };

@@ -41,7 +41,8 @@ st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const fl
 typedef st_status (*gpt_unit_reader)(void *ctx, int unit, float *out, st_error *err);
 st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
                                        safetensors_dtype dtype, st_error *err);
-/* Writes a transformers GPT2LMHeadModel config.json for cfg. */
+/* Writes a transformers GPT2LMHeadModel config.json for cfg, atomically
+ * (st_atomic_open_stream: temporary file, fsync, rename). */
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err);
 
 #ifdef __cplusplus

@@ -122,7 +122,8 @@ st_status hw_load_json(const char *path, hw_desc *out, st_error *err);
 /* The JSON text (malloc'd, free with free()); hw_parse_json gives back the
  * same description. NULL when out of memory. */
 char *hw_to_json(const hw_desc *hw);
-/* Writes hw_to_json to path (through a temporary file and a rename). */
+/* Writes hw_to_json to path atomically (strata/fs.h: a temporary file,
+ * fsynced and renamed over path). */
 st_status hw_save_json(const char *path, const hw_desc *hw, st_error *err);
 /* The same checks as loading, on a description built in code; name as above. */
 st_status hw_check(const hw_desc *hw, const char *name, st_error *err);

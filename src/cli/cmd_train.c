@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/run_dir.h"
 #include "strata/batches.h"
+#include "strata/fs.h"
 #include "strata/gpt_io.h"
 #include "strata/offload.h"
 #include "strata/planner.h"
@@ -145,11 +146,8 @@ static int same_opt(const train_opts *a, const train_opts *b, const opt_def *d) 
     char x[4200], y[4200];
     format_opt(a, d, x, sizeof x);
     format_opt(b, d, y, sizeof y);
-    if (!strcmp(d->name, "data")) {
-        char rx[PATH_MAX], ry[PATH_MAX];
-        if (realpath(x, rx) && realpath(y, ry)) return !strcmp(rx, ry);
-    }
-    return !strcmp(x, y);
+    if (!strcmp(d->name, "data") && st_same_path(x, y)) return 1;
+    return !strcmp(x, y);   /* paths that do not resolve (any more) compare as written */
 }
 
 /* run.json: the run's settings under their flag names, so that it is also
@@ -352,12 +350,7 @@ static st_status absolute_paths(const char *list, char *out, size_t cap, st_erro
 
 /* The same directories in the same order (after resolving links and ./). */
 static int store_dirs_same(const store_dirs *a, const store_dirs *b) {
-    if (a->n != b->n) return 0;
-    for (int i = 0; i < a->n; i++) {
-        char x[PATH_MAX], y[PATH_MAX];
-        if (!realpath(a->paths[i], x) || !realpath(b->paths[i], y) || strcmp(x, y) != 0) return 0;
-    }
-    return 1;
+    return st_same_paths(a->paths, a->n, b->paths, b->n);
 }
 
 /* Opens the store in d to look at it (the lock is shared; nothing is written). */

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "strata/fs.h"
 #include "strata/gpt_io.h"
 
 struct run_dir {
@@ -47,38 +48,6 @@ static st_status mkdir_p(const char *path, st_error *err) {
     struct stat stt;
     if (stat(buf, &stt) != 0 || !S_ISDIR(stt.st_mode)) return st_fail(err, ST_EINVAL, "%s: not a directory", buf);
     return ST_OK;
-}
-
-/* Makes a rename in path's directory durable. */
-static st_status sync_parent(const char *path, st_error *err) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return st_fail_errno(err, errno, "%s: cannot open to sync", dir);
-    int bad = fsync(fd) != 0;
-    int e = errno;
-    close(fd);
-    return bad ? st_fail_errno(err, e, "%s: cannot sync", dir) : ST_OK;
-}
-
-static st_status write_file_atomic(const char *path, const char *text, st_error *err) {
-    char tmp[4400];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return st_fail_errno(err, errno, "%s: cannot write", tmp);
-    int bad = fputs(text, f) < 0;
-    bad |= fflush(f) != 0 || fsync(fileno(f)) != 0;
-    int e = errno;
-    if (fclose(f) != 0) bad = 1;
-    if (bad || rename(tmp, path) != 0) {
-        if (!bad) e = errno;
-        remove(tmp);
-        return st_fail_errno(err, e, "%s: cannot write", path);
-    }
-    return sync_parent(path, err);   /* the rename itself survives a power cut */
 }
 
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err) {
@@ -142,7 +111,7 @@ st_status run_dir_create(run_dir **out, const char *path, const char *desc_json,
         return st_fail(err, ST_ENOMEM, "out of memory");
     }
     sprintf(text, "%s\n", desc_json);
-    s = write_file_atomic(f, text, err);
+    s = st_write_file_atomic(f, text, strlen(text), err);
     free(text);
     if (s != ST_OK) {
         free(rd);
@@ -223,7 +192,7 @@ st_status run_dir_write_settings(run_dir *rd, const char *settings_json, st_erro
     char *text = malloc(strlen(settings_json) + 2);
     if (!text) return st_fail(err, ST_ENOMEM, "out of memory");
     sprintf(text, "%s\n", settings_json);
-    st_status s = write_file_atomic(f, text, err);
+    st_status s = st_write_file_atomic(f, text, strlen(text), err);
     free(text);
     return s;
 }

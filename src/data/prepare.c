@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "strata/fs.h"
+
 #define SNIFF_BYTES 8192
 #define CHUNK_BYTES (1u << 20)      /* text encoded per call (and per progress update) */
 
@@ -397,6 +399,7 @@ st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *o, da
         snprintf(to, sizeof to, "%s/%s", o->out_dir, names[k]);
         if (rename(from, to) != 0) st = st_fail_errno(err, errno, "%s: cannot rename to %s", from, to);
     }
+    if (!st) st = st_fsync_dir(o->out_dir, err);   /* the renames survive a power cut */
     if (!st && res) {
         res->files = files.n;
         res->skipped = files.skipped;

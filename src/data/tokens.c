@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "strata/checksum.h"
+#include "strata/fs.h"
 
 /* Header field offsets (all little-endian). */
 enum {
@@ -233,41 +234,34 @@ void token_file_close(token_file *tf) {
 /* ---- writing ---------------------------------------------------------------- */
 
 struct token_writer {
-    int fd;
+    st_atomic_file file;   /* the temporary "<path>.tmp.<pid>", renamed over path at commit */
     uint32_t vocab_size, token_bytes;
     uint64_t count;
     uint32_t crc;
     uint8_t *buf;
     size_t used;
-    char *path, *tmp;
 };
 
 st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab_size, st_error *err) {
     *out = NULL;
     if (vocab_size == 0) return st_fail(err, ST_EINVAL, "%s: vocabulary size must be positive", path);
     token_writer *w = calloc(1, sizeof *w);
-    size_t plen = strlen(path);
-    if (w) {
-        w->path = strdup(path);
-        w->tmp = malloc(plen + 32);
-        w->buf = malloc(IO_CHUNK);
-    }
-    if (!w || !w->path || !w->tmp || !w->buf) {
-        if (w) { free(w->path); free(w->tmp); free(w->buf); free(w); }
+    if (w) w->buf = malloc(IO_CHUNK);
+    if (!w || !w->buf) {
+        free(w);
         return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
     }
-    snprintf(w->tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
     w->vocab_size = vocab_size;
     w->token_bytes = vocab_size <= 65535 ? 2 : 4;
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        st_status st = st_fail_errno(err, errno, "%s: cannot create", w->tmp);
-        free(w->path); free(w->tmp); free(w->buf); free(w);
+    st_status st = st_atomic_open(&w->file, path, ST_ATOMIC_TMP_PER_PROCESS, err);
+    if (st) {
+        free(w->buf);
+        free(w);
         return st;
     }
     /* the header is written last, once the count and checksum are known */
     memset(w->buf, 0, TOKEN_SHARD_HEADER_BYTES);
-    st_status st = write_full(w->fd, w->buf, TOKEN_SHARD_HEADER_BYTES, w->tmp, err);
+    st = write_full(w->file.fd, w->buf, TOKEN_SHARD_HEADER_BYTES, w->file.tmp, err);
     if (st) {
         token_writer_abort(w);
         return st;
@@ -279,7 +273,7 @@ st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab
 static st_status writer_flush(token_writer *w, st_error *err) {
     if (!w->used) return ST_OK;
     w->crc = st_crc32c(w->crc, w->buf, w->used);
-    st_status st = write_full(w->fd, w->buf, w->used, w->tmp, err);
+    st_status st = write_full(w->file.fd, w->buf, w->used, w->file.tmp, err);
     w->used = 0;
     return st;
 }
@@ -287,7 +281,7 @@ static st_status writer_flush(token_writer *w, st_error *err) {
 st_status token_writer_append(token_writer *w, const int32_t *ids, size_t n, st_error *err) {
     for (size_t k = 0; k < n; k++) {
         if (ids[k] < 0 || (uint32_t)ids[k] >= w->vocab_size)
-            return st_fail(err, ST_EINVAL, "%s: token %" PRIu64 " is %d, outside the vocabulary [0, %u)", w->path,
+            return st_fail(err, ST_EINVAL, "%s: token %" PRIu64 " is %d, outside the vocabulary [0, %u)", w->file.path,
                            w->count + k, ids[k], w->vocab_size);
         if (w->used + w->token_bytes > IO_CHUNK) {
             st_status st = writer_flush(w, err);
@@ -308,21 +302,6 @@ st_status token_writer_append(token_writer *w, const int32_t *ids, size_t n, st_
 
 uint64_t token_writer_count(const token_writer *w) { return w->count; }
 
-static void fsync_parent_dir(const char *path) {
-    char *dir = strdup(path);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir) d = "/";
-    else if (slash) { *slash = 0; d = dir; }
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);   /* best effort: makes the rename durable */
-        close(fd);
-    }
-    free(dir);
-}
-
 st_status token_writer_commit(token_writer *w, st_error *err) {
     st_status st = writer_flush(w, err);
     if (!st) {
@@ -334,26 +313,21 @@ st_status token_writer_commit(token_writer *w, st_error *err) {
         put_u32(h + HDR_VOCAB, w->vocab_size);
         put_u32(h + HDR_DATA_CRC, w->crc);
         put_u32(h + HDR_HEADER_CRC, st_crc32c(0, h, HDR_HEADER_CRC));
-        ssize_t r = pwrite(w->fd, h, sizeof h, 0);
+        ssize_t r = pwrite(w->file.fd, h, sizeof h, 0);
         if (r != (ssize_t)sizeof h)
-            st = r < 0 ? st_fail_errno(err, errno, "%s: writing the header", w->tmp)
-                       : st_fail(err, ST_EIO, "%s: short header write", w->tmp);
+            st = r < 0 ? st_fail_errno(err, errno, "%s: writing the header", w->file.tmp)
+                       : st_fail(err, ST_EIO, "%s: short header write", w->file.tmp);
     }
-    if (!st && fsync(w->fd) != 0) st = st_fail_errno(err, errno, "%s: fsync", w->tmp);
-    if (close(w->fd) != 0 && !st) st = st_fail_errno(err, errno, "%s: close", w->tmp);
-    w->fd = -1;
-    if (!st && rename(w->tmp, w->path) != 0) st = st_fail_errno(err, errno, "%s: cannot rename to %s", w->tmp, w->path);
-    if (!st) fsync_parent_dir(w->path);
-    if (st) unlink(w->tmp);
-    free(w->path); free(w->tmp); free(w->buf); free(w);
+    if (!st) st = st_atomic_commit(&w->file, err);
+    token_writer_abort(w);   /* after a commit: only frees w */
     return st;
 }
 
 void token_writer_abort(token_writer *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    unlink(w->tmp);
-    free(w->path); free(w->tmp); free(w->buf); free(w);
+    st_atomic_abort(&w->file);
+    free(w->buf);
+    free(w);
 }
 
 /* ---- datasets --------------------------------------------------------------- */

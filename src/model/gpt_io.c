@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strata/fs.h"
 #include "strata/gpt_io.h"
 
 /* The name without its optional "transformer." prefix. */
@@ -266,10 +267,10 @@ st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const fl
 }
 
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err) {
-    char tmp[4400];
-    snprintf(tmp, sizeof tmp, "%s.tmp", json_path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return st_fail_errno(err, errno, "%s: cannot create", tmp);
+    st_atomic_file out;
+    FILE *f;
+    st_status s = st_atomic_open_stream(&out, json_path, &f, err);
+    if (s != ST_OK) return s;
     fprintf(f,
             "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
             "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
@@ -277,16 +278,5 @@ st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_e
             "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
             "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256\n}\n",
             cfg->vocab_size, cfg->n_ctx, cfg->n_ctx, cfg->d_model, cfg->n_layer, cfg->n_head);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        int e = errno;
-        remove(tmp);
-        return st_fail_errno(err, e, "%s: write failed", tmp);
-    }
-    if (rename(tmp, json_path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return st_fail_errno(err, e, "%s: cannot rename into place", json_path);
-    }
-    return ST_OK;
+    return st_atomic_commit(&out, err);
 }

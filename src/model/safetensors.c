@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "strata/fs.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host (the format is little-endian)"
 #endif
@@ -1033,20 +1035,6 @@ static st_status write_entry(int fd, const char *path, const safetensors_entry *
     return ST_OK;
 }
 
-/* Makes the rename durable: fsync the directory holding path. */
-static st_status sync_parent_dir(const char *path, st_error *err) {
-    char *dir = dup_string(path);
-    if (!dir) return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
-    char *slash = strrchr(dir, '/');
-    const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-    st_status s = ST_OK;
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) s = st_fail_errno(err, errno, "%s: cannot sync directory %s", path, d);
-    if (fd >= 0) close(fd);
-    free(dir);
-    return s;
-}
-
 st_status safetensors_write(const char *path, const safetensors_entry *entries, size_t n,
                             const char *const *metadata_kv, st_error *err) {
     return safetensors_write_streamed(path, entries, n, metadata_kv, NULL, NULL, err);
@@ -1062,11 +1050,10 @@ st_status safetensors_write_streamed(const char *path, const safetensors_entry *
 
     uint64_t *nbytes = malloc((n ? n : 1) * sizeof *nbytes);
     const char **names = malloc((n ? n : 1) * sizeof *names);
-    char *tmp = malloc(strlen(path) + 5);
     strbuf hdr = {0};
     uint8_t *bounce = NULL;
-    int fd = -1, tmp_exists = 0;
-    if (!nbytes || !names || !tmp) {
+    st_atomic_file out = {0};
+    if (!nbytes || !names) {
         s = st_fail(err, ST_ENOMEM, "%s: out of memory", path);
         goto done;
     }
@@ -1086,18 +1073,12 @@ st_status safetensors_write_streamed(const char *path, const safetensors_entry *
     }
     if ((s = build_header(path, entries, n, nbytes, metadata_kv, &hdr, err)) != ST_OK) goto done;
 
-    sprintf(tmp, "%s.tmp", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        s = st_fail_errno(err, errno, "%s: cannot create %s", path, tmp);
-        goto done;
-    }
-    tmp_exists = 1;
+    if ((s = st_atomic_open(&out, path, 0, err)) != ST_OK) goto done;
     uint8_t len8[8];
     uint64_t hlen = hdr.len;
     memcpy(len8, &hlen, 8);
-    if (write_full(fd, len8, 8) != 0 || write_full(fd, hdr.p, hdr.len) != 0) {
-        s = st_fail_errno(err, errno, "%s: writing the header to %s failed", path, tmp);
+    if (write_full(out.fd, len8, 8) != 0 || write_full(out.fd, hdr.p, hdr.len) != 0) {
+        s = st_fail_errno(err, errno, "%s: writing the header to %s failed", path, out.tmp);
         goto done;
     }
     for (size_t i = 0; i < n; i++) {
@@ -1109,30 +1090,13 @@ st_status safetensors_write_streamed(const char *path, const safetensors_entry *
             s = st_fail(err, ST_EINVAL, "%s: tensor '%s': NULL data", path, show(&a, e.name));
             goto done;
         }
-        if ((s = write_entry(fd, path, &e, nbytes[i], &bounce, err)) != ST_OK) goto done;
+        if ((s = write_entry(out.fd, path, &e, nbytes[i], &bounce, err)) != ST_OK) goto done;
     }
-    if (fsync(fd) != 0) {
-        s = st_fail_errno(err, errno, "%s: fsync of %s failed", path, tmp);
-        goto done;
-    }
-    int rc = close(fd);
-    fd = -1;
-    if (rc != 0) {
-        s = st_fail_errno(err, errno, "%s: closing %s failed", path, tmp);
-        goto done;
-    }
-    if (rename(tmp, path) != 0) {
-        s = st_fail_errno(err, errno, "%s: cannot rename %s over it", path, tmp);
-        goto done;
-    }
-    tmp_exists = 0;
-    s = sync_parent_dir(path, err);
+    s = st_atomic_commit(&out, err);
 done:
-    if (fd >= 0) close(fd);
-    if (tmp_exists) unlink(tmp);   /* a failed write leaves path untouched and no debris */
+    st_atomic_abort(&out);   /* a failed write leaves path untouched and no debris */
     free(bounce);
     free(hdr.p);
-    free(tmp);
     free(names);
     free(nbytes);
     return s;

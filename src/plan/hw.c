@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "strata/fs.h"
 #include "strata/hw.h"
 
 const char *hw_backend_name(hw_backend b) { return b == HW_BACKEND_GPU ? "gpu" : "cpu"; }
@@ -519,29 +520,13 @@ st_status hw_save_json(const char *path, const hw_desc *hw, st_error *err) {
     if (s != ST_OK) return s;
     char *text = hw_to_json(hw);
     if (!text) return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp) {
-        free(text);
-        return st_fail(err, ST_EINVAL, "%s: path too long", path);
+    st_atomic_file out;
+    FILE *f;
+    if ((s = st_atomic_open_stream(&out, path, &f, err)) == ST_OK) {
+        fputs(text, f);
+        fputc('\n', f);
+        s = st_atomic_commit(&out, err);   /* a failed write shows in the stream's error flag */
     }
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        s = st_fail_errno(err, errno, "%s: cannot create", tmp);
-        free(text);
-        return s;
-    }
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n && fputc('\n', f) != EOF;
-    ok &= fclose(f) == 0;
     free(text);
-    if (!ok) {
-        unlink(tmp);
-        return st_fail(err, ST_EIO, "%s: write failed", tmp);
-    }
-    if (rename(tmp, path) != 0) {
-        s = st_fail_errno(err, errno, "rename %s to %s", tmp, path);
-        unlink(tmp);
-        return s;
-    }
-    return ST_OK;
+    return s;
 }

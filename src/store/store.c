@@ -1,6 +1,7 @@
 /* store.c - the tensor store's core: the tensor table, shadow slots, async
  * reads and writes with per-chunk checksums, counters. Commits live in
- * store_commit.c, opening and closing in store_open.c; docs/STORE.md
+ * store_commit.c, opening and closing in store_open.c, the file-system
+ * helpers they share in store_fs.c; docs/STORE.md
  * explains the layout and why a crash cannot expose a half-written state. */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -15,19 +15,10 @@
 
 #include "store/store_internal.h"
 #include "strata/checksum.h"
+#include "strata/fs.h"
 
 /* ---- commit ------------------------------------------------------------------------------------ */
 
-/* Runs a batch of requests synchronously on the store's engine. */
-st_status store_run_batch(store *s, io_request *reqs, size_t n, st_error *err) {
-    io_ticket t;
-    io_ticket_init(&t);
-    st_status st = io_submit(s->engine, reqs, n, &t, err);
-    return st != ST_OK ? st : io_ticket_wait(&t, err);
-}
-
-/* Encodes the manifest of the current state (s->mu held): a buffer of
- * *size bytes, aligned and padded for O_DIRECT. */
 st_status store_encode_manifest(store *s, uint64_t generation, unsigned char **out, size_t *size, st_error *err) {
     manifest m = {.store_id = s->store_id, .generation = generation, .chunk_bytes = s->layout.chunk_bytes,
                   .n_paths = s->n_paths, .meta = s->meta, .meta_n = s->meta_n};
@@ -51,17 +42,26 @@ st_status store_encode_manifest(store *s, uint64_t generation, unsigned char **o
     return ST_OK;
 }
 
-/* Writes an encoded manifest to the temporary file and makes it durable;
- * the caller renames it into place. Without s->mu: the engine's thread
- * needs that lock to finish other ops. */
-st_status store_write_manifest_tmp(store *s, const unsigned char *buf, size_t size, st_error *err) {
+/* Writes an encoded manifest to the temporary file through the engine
+ * (O_DIRECT where the path allows, counted, subject to fault injection),
+ * syncs it and renames it over the manifest. On failure the temporary is
+ * removed and the old manifest is untouched: nothing committed is lost. The
+ * caller syncs the directory, and decides what a failure there means.
+ * Without s->mu: the engine's thread needs that lock to finish other ops. */
+st_status store_install_manifest(store *s, const unsigned char *buf, size_t size, st_error *err) {
+    char tmp[PATH_MAX], final[PATH_MAX];
+    store_path_join(tmp, sizeof tmp, s->dirs[0], STORE_MANIFEST_TMP);
+    store_path_join(final, sizeof final, s->dirs[0], STORE_MANIFEST_NAME);
     io_file *f = NULL;
     st_status st = io_file_open(s->engine, s->path_id[0], STORE_MANIFEST_TMP, IO_FILE_CREATE | IO_FILE_TRUNCATE, &f, err);
-    if (st != ST_OK) return st;
-    io_request reqs[2] = {{.op = IO_OP_WRITE, .file = f, .buf = (void *)buf, .len = size, .offset = 0},
-                          {.op = IO_OP_SYNC, .file = f}};
-    st = store_run_batch(s, reqs, 2, err);
-    io_file_close(f);
+    if (st == ST_OK) {
+        io_request reqs[2] = {{.op = IO_OP_WRITE, .file = f, .buf = (void *)buf, .len = size, .offset = 0},
+                              {.op = IO_OP_SYNC, .file = f}};
+        st = store_run_batch(s, reqs, 2, err);
+        io_file_close(f);
+    }
+    if (st == ST_OK && rename(tmp, final) != 0) st = st_fail_errno(err, errno, "rename %s to %s", tmp, final);
+    if (st != ST_OK) unlink(tmp);
     return st;
 }
 
@@ -129,20 +129,16 @@ st_status store_commit(store *s, st_error *err) {
     pthread_mutex_lock(&s->mu);
 
     /* 2. The manifest: temporary file, synced, renamed over, directory synced.
-     * The state cannot change meanwhile: writers wait while committing. */
-    char tmp[PATH_MAX], final[PATH_MAX];
-    store_path_join(tmp, sizeof tmp, s->dirs[0], STORE_MANIFEST_TMP);
-    store_path_join(final, sizeof final, s->dirs[0], STORE_MANIFEST_NAME);
+     * The state cannot change meanwhile: writers wait while committing.
+     * (Not st_atomic_open: the manifest goes through the engine, and a
+     * failed directory sync after the rename breaks the store.) */
     unsigned char *mbuf = NULL;
     size_t manifest_bytes = 0;
     if (st == ST_OK) st = store_encode_manifest(s, s->generation + 1, &mbuf, &manifest_bytes, err);
     pthread_mutex_unlock(&s->mu);
-    if (st == ST_OK) st = store_write_manifest_tmp(s, mbuf, manifest_bytes, err);
+    if (st == ST_OK) st = store_install_manifest(s, mbuf, manifest_bytes, err);
     st_free_aligned(mbuf);
-    if (st == ST_OK && rename(tmp, final) != 0) st = st_fail_errno(err, errno, "commit: rename %s to %s", tmp, final);
-    if (st != ST_OK) {
-        unlink(tmp);   /* the old manifest is untouched: nothing committed is lost */
-    } else if ((st = store_fsync_dir(s->dirs[0], err)) != ST_OK) {
+    if (st == ST_OK && (st = st_fsync_dir(s->dirs[0], err)) != ST_OK) {
         /* The new manifest is in place but maybe not durable: neither
          * version may be overwritten now. Only a reopen is safe. */
         pthread_mutex_lock(&s->mu);

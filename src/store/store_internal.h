@@ -1,9 +1,19 @@
 /*
  * store_internal.h - the tensor store's parts: the stripe layout and space
- * allocator (store_layout.c), the manifest codec (store_manifest.c), and the
- * store itself: its core (store.c), commits and scrubs (store_commit.c),
- * opening and closing (store_open.c). The buffer pool (store_pool.c) stands
- * alone.
+ * allocator (store_layout.c), the manifest codec (store_manifest.c), the
+ * file-system helpers (store_fs.c), and the store itself: its core
+ * (store.c), commits and scrubs (store_commit.c), opening and closing
+ * (store_open.c). The buffer pool (store_pool.c) stands alone.
+ *
+ * The parts call each other in one direction only (a file uses the files
+ * left of it, never one to its right), so each can be read and tested with
+ * what is below it:
+ *
+ *     store_layout.c, store_manifest.c, store_fs.c  ->  store.c
+ *         ->  store_commit.c  ->  store_open.c
+ *
+ * store_open.c creates a store's first manifest with store_commit.c's
+ * encoder and installer; nothing calls into store_open.c but the public API.
  */
 #ifndef STRATA_STORE_INTERNAL_H
 #define STRATA_STORE_INTERNAL_H
@@ -167,6 +177,14 @@ static inline uint64_t tensor_chunk_offset(const store *s, const store_tensor *t
     return t->ext_off[p] + (uint64_t)slot * t->slot_len[p] + layout_chunk_rank(&s->layout, i) * s->layout.chunk_bytes;
 }
 
+/* store_fs.c */
+/* dir/name into out (cap bytes; store paths are checked to fit at open). */
+void store_path_join(char *out, size_t cap, const char *dir, const char *name);
+/* A small file (a manifest, a path marker) read whole into a malloc'd buffer. */
+st_status store_read_whole_file(const char *name, unsigned char **out, size_t *n, st_error *err);
+/* Runs a batch of requests on the store's engine and waits for them. */
+st_status store_run_batch(store *s, io_request *reqs, size_t n, st_error *err);
+
 /* store.c */
 store_tensor *tensor_find(const store *s, store_key k);
 st_status store_table_add(store *s, store_tensor *t, st_error *err);
@@ -189,13 +207,12 @@ void store_op_init(store_op *op, store *s, store_tensor *t, void *buf, int write
 st_status store_start_write(store *s, store_tensor *t, const void *buf, store_op *op, st_error *err);
 
 /* store_commit.c */
-st_status store_run_batch(store *s, io_request *reqs, size_t n, st_error *err);
+/* Encodes the manifest of the current state (s->mu held): a buffer of
+ * *size bytes, aligned and padded for O_DIRECT. */
 st_status store_encode_manifest(store *s, uint64_t generation, unsigned char **out, size_t *size, st_error *err);
-st_status store_write_manifest_tmp(store *s, const unsigned char *buf, size_t size, st_error *err);
-
-/* store_open.c */
-void store_path_join(char *out, size_t cap, const char *dir, const char *name);
-st_status store_fsync_dir(const char *dir, st_error *err);
-st_status store_read_whole_file(const char *name, unsigned char **out, size_t *n, st_error *err);
+/* STORE_MANIFEST_TMP written, synced and renamed over STORE_MANIFEST_NAME in
+ * the first path; on failure the old manifest is untouched and no temporary
+ * is left. The caller syncs the directory. Called without s->mu. */
+st_status store_install_manifest(store *s, const unsigned char *buf, size_t size, st_error *err);
 
 #endif

@@ -16,67 +16,18 @@
 
 #include "store/store_internal.h"
 #include "strata/checksum.h"
+#include "strata/fs.h"
 
-/* ---- files on disk --------------------------------------------------------------- */
+/* ---- path markers --------------------------------------------------------------- */
 
-void store_path_join(char *out, size_t cap, const char *dir, const char *name) {
-    snprintf(out, cap, "%s/%s", dir, name);
-}
-
-st_status store_fsync_dir(const char *dir, st_error *err) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return st_fail_errno(err, errno, "open directory %s", dir);
-    int rc = fsync(fd);
-    int en = errno;
-    close(fd);
-    if (rc != 0) return st_fail_errno(err, en, "fsync directory %s", dir);
-    return ST_OK;
-}
-
-st_status store_read_whole_file(const char *name, unsigned char **out, size_t *n, st_error *err) {
-    int fd = open(name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return st_fail_errno(err, errno, "open %s", name);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int en = errno;
-        close(fd);
-        return st_fail_errno(err, en, "stat %s", name);
-    }
-    size_t size = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) {
-        close(fd);
-        return st_fail(err, ST_ENOMEM, "reading %s: out of memory", name);
-    }
-    while (got < size) {
-        ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int en = r < 0 ? errno : EIO;
-            free(buf);
-            close(fd);
-            return st_fail_errno(err, en, "read %s", name);
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *out = buf;
-    *n = size;
-    return ST_OK;
-}
-
+/* Written once, at creation, through a temporary file: a crash leaves no
+ * half-written marker that would make the path look foreign. */
 static st_status write_marker(store *s, int p, st_error *err) {
     char name[PATH_MAX], text[128];
     store_path_join(name, sizeof name, s->dirs[p], STORE_ID_NAME);
     int n = snprintf(text, sizeof text, "strata-store 1\nid %016llx\npath %d of %d\n", (unsigned long long)s->store_id,
                      p, s->n_paths);
-    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return st_fail_errno(err, errno, "create %s", name);
-    int ok = write(fd, text, (size_t)n) == n && fsync(fd) == 0;
-    int en = errno;
-    close(fd);
-    if (!ok) return st_fail_errno(err, en, "write %s", name);
-    return store_fsync_dir(s->dirs[p], err);
+    return st_write_file_atomic(name, text, (size_t)n, err);
 }
 
 static st_status check_marker(store *s, int p, st_error *err) {
@@ -182,17 +133,14 @@ static st_status create_store(store *s, const store_config *cfg, st_error *err) 
     for (int p = 0; p < s->n_paths && st == ST_OK; p++)
         st = io_file_open(s->engine, s->path_id[p], STORE_DATA_NAME, IO_FILE_CREATE | IO_FILE_EXCL, &s->data[p], err);
     if (st != ST_OK) return st;
-    /* Generation 0: an empty store exists once its first manifest does. */
-    char tmp[PATH_MAX], final[PATH_MAX];
-    store_path_join(tmp, sizeof tmp, s->dirs[0], STORE_MANIFEST_TMP);
-    store_path_join(final, sizeof final, s->dirs[0], STORE_MANIFEST_NAME);
+    /* Generation 0: an empty store exists once its first manifest does. The
+     * directories are synced after it, for the data files created in each. */
     unsigned char *mbuf = NULL;
     size_t n = 0;
     st = store_encode_manifest(s, 0, &mbuf, &n, err);
-    if (st == ST_OK) st = store_write_manifest_tmp(s, mbuf, n, err);
+    if (st == ST_OK) st = store_install_manifest(s, mbuf, n, err);
     st_free_aligned(mbuf);
-    if (st == ST_OK && rename(tmp, final) != 0) st = st_fail_errno(err, errno, "rename %s to %s", tmp, final);
-    for (int p = 0; p < s->n_paths && st == ST_OK; p++) st = store_fsync_dir(s->dirs[p], err);
+    for (int p = 0; p < s->n_paths && st == ST_OK; p++) st = st_fsync_dir(s->dirs[p], err);
     if (st == ST_OK) counter_add(&s->bytes_written[STORE_MANIFEST][0], n);
     return st;
 }

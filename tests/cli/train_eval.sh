@@ -2,7 +2,8 @@
 # train_eval.sh STRATA SOURCE_DIR - `strata train`, `eval` and `sample` end to
 # end on a tiny model, the saved weights cross-checked by the PyTorch
 # reference, and bad input (files, shapes, token ids, lengths, run
-# directories) failing with a clear message and a non-zero exit.
+# directories: one holding a run, or files not from a run) failing with a
+# clear message and a non-zero exit; SIGINT stops a run after saving it.
 . "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
 
@@ -159,6 +160,25 @@ check "  and puts the previous run back" bash -c "cmp -s '$tmp/run/model.safeten
 run --run-dir "$tmp/run" --overwrite >/dev/null 2>&1
 check "  --overwrite replaces it" test $? -eq 0
 check "  and deletes the previous run when done" test ! -e "$tmp/run/.previous-run"
+
+short_run() { "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 2 --seq 16 --steps 3 --eval-batches 1 \
+                --threads 1 "$@"; }
+# A directory with weights but no run.json (a downloaded model, the --init
+# file's own directory) is not emptied without --overwrite.
+mkdir -p "$tmp/hf" && cp "$FX" "$tmp/hf/model.safetensors" && echo '{"n_head": 4, "mine": 1}' >"$tmp/hf/config.json"
+expect_rc "a directory holding model.safetensors is refused" 1 "hf.*model.safetensors.*--overwrite" \
+  "$STRATA" train --init "$tmp/hf/model.safetensors" --data "$tmp/ds" --batch 2 --seq 16 --steps 2 --eval-batches 1 \
+  --threads 1 --run-dir "$tmp/hf"
+check "  and its files are untouched" cmp -s "$tmp/hf/model.safetensors" "$FX"
+check "  (config.json too)" grep -q mine "$tmp/hf/config.json"
+check "  (no run.json or metrics written)" test ! -e "$tmp/hf/run.json" -a ! -e "$tmp/hf/metrics.jsonl"
+short_run --run-dir "$tmp/hf" --overwrite >/dev/null 2>&1
+check "  --overwrite replaces it" bash -c "test -s '$tmp/hf/run.json' && ! cmp -s '$tmp/hf/model.safetensors' '$FX'"
+# A fresh, empty directory is fine.
+mkdir -p "$tmp/emptydir"
+short_run --run-dir "$tmp/emptydir" >/dev/null 2>&1
+check "an empty existing directory is accepted" test -s "$tmp/emptydir/model.safetensors"
+
 mkdir -p "$tmp/ro" && chmod 555 "$tmp/ro"
 if [ "$(id -u)" -ne 0 ]; then
   expect_fail "train: unwritable run directory" "ro.*(not writable|Permission)" run --run-dir "$tmp/ro"
@@ -181,5 +201,19 @@ expect_fail "train: bad config value names the file and key" "badcfg.json.*steps
 echo '{"stepz": 3}' >"$tmp/badcfg2.json"
 expect_fail "train: unknown config key" "unknown setting \"stepz\"" \
   "$STRATA" train --config "$tmp/badcfg2.json" --data "$tmp/ds"
+
+# SIGINT: stops after the current step, saves the weights, exits 130.
+"$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 2 --seq 16 --steps 100000 --eval-batches 1 \
+  --threads 1 --run-dir "$tmp/sig" >"$tmp/sig.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -s "$tmp/sig/metrics.jsonl" ] && [ "$(wc -l <"$tmp/sig/metrics.jsonl")" -gt 3 ] && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+check "SIGINT exits 130 (got $rc)" test $rc -eq 130
+check "  after saving the weights" test -s "$tmp/sig/model.safetensors"
+check "  every metrics line is valid JSON" python3 -c "
+import json, sys
+for l in open(sys.argv[1]): json.loads(l)" "$tmp/sig/metrics.jsonl"
 
 finish

@@ -1,0 +1,138 @@
+/* fs.c - atomic file replacement, directory sync, path comparison (see
+ * strata/fs.h). */
+#define _GNU_SOURCE
+#include "strata/fs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+st_status st_fsync_dir(const char *dir, st_error *err) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return st_fail_errno(err, errno, "%s: cannot open the directory to sync it", dir);
+    int rc = fsync(fd);
+    int en = errno;
+    close(fd);
+    if (rc != 0) return st_fail_errno(err, en, "%s: cannot sync the directory", dir);
+    return ST_OK;
+}
+
+st_status st_fsync_parent_dir(const char *path, st_error *err) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return st_fsync_dir(".", err);
+    if (slash == path) return st_fsync_dir("/", err);
+    char *dir = strndup(path, (size_t)(slash - path));
+    if (!dir) return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
+    st_status s = st_fsync_dir(dir, err);
+    free(dir);
+    return s;
+}
+
+static void release(st_atomic_file *f) {
+    free(f->path);
+    free(f->tmp);
+    *f = (st_atomic_file){.fd = -1};
+}
+
+st_status st_atomic_open(st_atomic_file *f, const char *path, unsigned flags, st_error *err) {
+    *f = (st_atomic_file){.fd = -1};
+    size_t cap = strlen(path) + 32;
+    f->path = strdup(path);
+    f->tmp = malloc(cap);
+    if (!f->path || !f->tmp) {
+        release(f);
+        return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
+    }
+    if (flags & ST_ATOMIC_TMP_PER_PROCESS) snprintf(f->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+    else snprintf(f->tmp, cap, "%s.tmp", path);
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        st_status s = st_fail_errno(err, errno, "%s: cannot create %s", path, f->tmp);
+        release(f);
+        return s;
+    }
+    return ST_OK;
+}
+
+st_status st_atomic_open_stream(st_atomic_file *f, const char *path, FILE **out, st_error *err) {
+    st_status s = st_atomic_open(f, path, 0, err);
+    if (s != ST_OK) return s;
+    if (!(f->stream = fdopen(f->fd, "w"))) {
+        s = st_fail_errno(err, errno, "%s: cannot open a stream on %s", path, f->tmp);
+        st_atomic_abort(f);
+        return s;
+    }
+    *out = f->stream;
+    return ST_OK;
+}
+
+/* Closes the temporary file (the stream owns fd once there is one). */
+static int close_tmp(st_atomic_file *f) {
+    int rc = f->stream ? fclose(f->stream) : close(f->fd);
+    f->stream = NULL;
+    f->fd = -1;
+    return rc;
+}
+
+void st_atomic_abort(st_atomic_file *f) {
+    if (!f || !f->tmp) return;
+    if (f->fd >= 0) close_tmp(f);
+    unlink(f->tmp);
+    release(f);
+}
+
+st_status st_atomic_commit(st_atomic_file *f, st_error *err) {
+    st_status s = ST_OK;
+    if (f->stream) {
+        /* An earlier failed write shows only in the error flag, with no errno. */
+        errno = 0;
+        if (fflush(f->stream) != 0 || ferror(f->stream))
+            s = st_fail_errno(err, errno ? errno : EIO, "%s: writing %s failed", f->path, f->tmp);
+    }
+    if (s == ST_OK && fsync(f->fd) != 0) s = st_fail_errno(err, errno, "%s: fsync of %s failed", f->path, f->tmp);
+    if (close_tmp(f) != 0 && s == ST_OK) s = st_fail_errno(err, errno, "%s: closing %s failed", f->path, f->tmp);
+    if (s == ST_OK && rename(f->tmp, f->path) != 0)
+        s = st_fail_errno(err, errno, "%s: cannot rename %s over it", f->path, f->tmp);
+    if (s != ST_OK) {
+        st_atomic_abort(f);   /* the target is untouched: leave no debris beside it */
+        return s;
+    }
+    s = st_fsync_parent_dir(f->path, err);
+    release(f);
+    return s;
+}
+
+st_status st_write_file_atomic(const char *path, const void *data, size_t n, st_error *err) {
+    st_atomic_file f;
+    st_status s = st_atomic_open(&f, path, 0, err);
+    if (s != ST_OK) return s;
+    const char *p = data;
+    while (n > 0) {
+        ssize_t w = write(f.fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            s = st_fail_errno(err, w < 0 ? errno : EIO, "%s: writing %s failed", path, f.tmp);
+            st_atomic_abort(&f);
+            return s;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return st_atomic_commit(&f, err);
+}
+
+int st_same_path(const char *a, const char *b) {
+    char x[PATH_MAX], y[PATH_MAX];
+    return realpath(a, x) && realpath(b, y) && strcmp(x, y) == 0;
+}
+
+int st_same_paths(const char *const *a, int na, const char *const *b, int nb) {
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (!st_same_path(a[i], b[i])) return 0;
+    return 1;
+}

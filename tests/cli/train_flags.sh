@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# train_flags.sh STRATA SOURCE_DIR - `strata train`'s flags checked before a
+# run starts: flags that crashed (--log-every 0), were silently ignored
+# (--n-head with --model, --n-ctx/--vocab with --init) or truncated (values
+# past INT_MAX), values that wrote invalid JSON (--eval-batches 0) or NaN
+# weights (--beta1 2), and a repeated --config are refused, and a refused run
+# writes nothing.
+. "$(dirname "$0")/common.bash" "$@"
+FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
+python3 - "$tmp" <<'PY'
+import struct, sys
+d = sys.argv[1]
+ramp = [(i * 7 + (i // 13)) % 101 for i in range(4000)]
+open(f"{d}/train.bin", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
+open(f"{d}/val.bin", "wb").write(struct.pack("<1000H", *ramp[:1000]))
+PY
+mkdir -p "$tmp/ds" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
+run() { "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 2 --seq 16 --steps 3 --eval-batches 1 \
+          --threads 1 "$@"; }
+
+# Flags that crashed or produced nonsense are usage errors (exit 2).
+expect_rc "--log-every 0 is a usage error, not SIGFPE" 2 "--log-every" run --log-every 0 --run-dir "$tmp/r1"
+expect_rc "--eval-batches 0 is a usage error, not NaN in metrics" 2 "--eval-batches" \
+  run --eval-batches 0 --run-dir "$tmp/r2"
+expect_rc "--seq past INT_MAX is out of range, not truncated to 16" 2 "--seq.*out of range" \
+  run --seq 4294967312 --run-dir "$tmp/r3"
+expect_rc "--seed ' -1' is refused, not wrapped" 2 "--seed" run --seed " -1" --run-dir "$tmp/r3b"
+printf '{"steps": 2}\n' >"$tmp/c1.json"
+expect_rc "--config twice is a usage error" 2 "--config" \
+  run --config "$tmp/c1.json" --config "$tmp/c1.json" --run-dir "$tmp/r4"
+# Values the trainer cannot use fail with a message (exit 1).
+expect_rc "--beta1 2 is refused" 1 "betas" run --beta1 2 --run-dir "$tmp/r5"
+expect_rc "--beta2 1 is refused" 1 "betas" run --beta2 1 --run-dir "$tmp/r5"
+# Shape flags that would be ignored are refused.
+expect_rc "--n-ctx with --init is refused" 1 "--init.*--n-ctx" run --n-ctx 8 --run-dir "$tmp/r6"
+expect_rc "--vocab with --init is refused" 1 "--init.*--vocab" run --vocab 5000 --run-dir "$tmp/r6"
+expect_rc "--n-head with --model is refused" 1 "--model" \
+  "$STRATA" train --model gpt2-tiny --n-head 2 --n-ctx 16 --vocab 101 --data "$tmp/ds" --batch 2 --seq 16 \
+  --steps 1 --run-dir "$tmp/r7"
+check "  nothing was written for refused runs" bash -c "! ls '$tmp'/r[1-7]* >/dev/null 2>&1"
+
+finish
