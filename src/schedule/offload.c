@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "strata/checkpoint.h"
+#include "strata/fs.h"
 #include "strata/layout.h"
 #include "strata/offload.h"
 #include "strata/store.h"
@@ -719,17 +720,6 @@ void offload_trainer_memory(const offload_trainer *t, layout_memory *planned, ui
     if (allocated) *allocated = t->allocated;
 }
 
-/* The same directories in the same order, however spelled (./, links, a
- * trailing slash): the store to resume from is this one. */
-static int same_paths(const char *const *a, int na, const char *const *b, int nb) {
-    if (na != nb) return 0;
-    for (int i = 0; i < na; i++) {
-        char x[PATH_MAX], y[PATH_MAX];
-        if (!realpath(a[i], x) || !realpath(b[i], y) || strcmp(x, y) != 0) return 0;
-    }
-    return 1;
-}
-
 st_status offload_trainer_create(offload_trainer **out, const offload_config *cfg_in, const float *init,
                                  st_error *err) {
     *out = NULL;
@@ -816,7 +806,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         store_config sc = store_default_config();
         sc.paths = t->cfg.store_paths;
         sc.n_paths = t->cfg.n_store_paths;
-        src.in_place = resume && same_paths(cfg.store_paths, cfg.n_store_paths, cfg.resume_paths, cfg.n_resume_paths);
+        src.in_place = resume && st_same_paths(cfg.store_paths, cfg.n_store_paths, cfg.resume_paths, cfg.n_resume_paths);
         sc.mode = src.in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
         sc.engine = cfg.engine;
         s = store_open(&sc, &t->st, NULL, 0, err);
