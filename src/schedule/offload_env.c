@@ -1,0 +1,54 @@
+/* offload_env.c - what the executor's parts share (offload_internal.h):
+ * store transfers timed for the summary and traced. */
+#include <stdio.h>
+#include <string.h>
+
+#include "schedule/offload_internal.h"
+
+void env_trace_ssd(exec_env *e, const char *what, store_key k, double t0, double t1) {
+    if (!e->tr) return;
+    char name[96], kb[48];
+    snprintf(name, sizeof name, "%s %s", what, store_key_name(k, kb, sizeof kb));
+    for (int p = 0; p < e->n_paths; p++) trace_span(e->tr, e->lane_ssd0 + p, name, t0, t1);
+}
+
+st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, int on_worker, st_error *err) {
+    double t0 = st_now();
+    st_status s = write ? store_write(e->st, k, buf, bytes, err) : store_read(e->st, k, buf, bytes, err);
+    double t1 = st_now();
+    if (on_worker) e->stats.worker_io_s += t1 - t0, e->worker_bytes += bytes;
+    else e->stats.compute_io_s += t1 - t0, e->stats.bytes_blocking += bytes;
+    env_trace_ssd(e, write ? "write" : "read", k, t0, t1);
+    return s;
+}
+
+st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error *err) {
+    double t0 = st_now();
+    st_status s = store_op_wait(op, err);
+    double t1 = st_now();
+    e->stats.compute_io_s += t1 - t0;
+    if (e->tr && t1 - t0 > 1e-4) trace_span(e->tr, e->lane_compute, what, t0, t1);
+    return s;
+}
+
+st_status env_compute_wait_all(exec_env *e, store_op *ops, int *n, const char *what, st_error *err) {
+    st_status s = ST_OK;
+    for (int i = 0; i < *n; i++) {
+        st_status r = env_compute_wait(e, &ops[i], what, s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    *n = 0;
+    return s;
+}
+
+void env_traffic(const exec_env *e, uint64_t out[2][STORE_KIND_COUNT]) {
+    memset(out, 0, sizeof(uint64_t) * 2 * STORE_KIND_COUNT);
+    if (!e->st) return;
+    store_counters c;
+    store_get_counters(e->st, &c);
+    for (int k = 0; k < STORE_KIND_COUNT; k++)
+        for (int p = 0; p < STORE_MAX_PATHS; p++) {
+            out[0][k] += c.bytes_read[k][p];
+            out[1][k] += c.bytes_written[k][p];
+        }
+}

@@ -1,0 +1,210 @@
+/* offload_grads.c - gradient accumulators (offload_internal.h): every
+ * unit's in memory, or, with gradients on the SSD, four buffers: the
+ * embedding unit's, and three shared by the blocks (the one being
+ * accumulated, one read ahead, one a queued optimizer step still reads). A
+ * gradient that must outlive its buffer is parked in the store. */
+#include <string.h>
+
+#include "schedule/offload_internal.h"
+
+float *grads_of(const grad_pool *gp, int u) {
+    if (gp->all) return gp->all + gp->env->lay->units[u].offset;
+    return gp->of[u] >= 0 ? gp->buf[gp->of[u]].data : NULL;
+}
+
+void grads_new_iteration(grad_pool *gp) { memset(gp->fresh, 0, (size_t)gp->n_units); }
+
+/* The buffers a unit may use: its own for the embedding unit, the shared
+ * ones for blocks. */
+static void buffer_class(int u, int *lo, int *hi) {
+    *lo = u == 0 ? 0 : 1;
+    *hi = u == 0 ? 1 : LAYOUT_GRAD_BUFFERS;
+}
+
+static st_status wait_writes(grad_pool *gp, int i, st_error *err) {
+    return env_compute_wait_all(gp->env, gp->buf[i].wr, &gp->buf[i].n_wr, "wait for gradient save", err);
+}
+
+/* Waits until no save of unit u's gradients is in flight (a read of them,
+ * or a new save, may then start). */
+static st_status wait_saved(grad_pool *gp, int u, st_error *err) {
+    for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++)
+        if (gp->buf[i].n_wr && gp->buf[i].wr_unit == u) return wait_writes(gp, i, err);
+    return ST_OK;
+}
+
+/* Takes a buffer for unit u. blocking: waits for queued optimizer jobs to
+ * give one back; else (a read ahead) takes one only when another stays free
+ * for the compute thread, and sets *got. */
+static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error *err) {
+    int lo, hi, pick = -1;
+    buffer_class(u, &lo, &hi);
+    *got = 0;
+    double t0 = st_now();
+    pthread_mutex_lock(&gp->lock);
+    for (;;) {
+        int n_free = 0, jobs = 0;
+        for (int i = lo; i < hi; i++) {
+            if (!gp->buf[i].held && gp->buf[i].jobs == 0) {
+                if (pick < 0) pick = i;
+                n_free++;
+            }
+            jobs += gp->buf[i].jobs;
+        }
+        if (!blocking && (n_free == 0 || (hi - lo > 1 && n_free < 2))) pick = -1;
+        if (pick >= 0 || !blocking) break;
+        if (jobs == 0) {
+            pthread_mutex_unlock(&gp->lock);
+            return st_fail(err, ST_ENOMEM, "gradient buffers exhausted at unit %d (a schedule bug)", u);
+        }
+        pthread_cond_wait(&gp->freed, &gp->lock);
+    }
+    if (pick >= 0) gp->buf[pick].held = 1;
+    pthread_mutex_unlock(&gp->lock);
+    gp->env->stats.optimizer_wait_s += st_now() - t0;
+    if (pick < 0) return ST_OK;
+    st_status s = wait_writes(gp, pick, err);   /* its previous contents may still be going out */
+    if (s != ST_OK) return s;
+    gp->of[u] = pick;
+    *got = 1;
+    return ST_OK;
+}
+
+st_status grads_touch(grad_pool *gp, int u, st_error *err) {
+    if (gp->fresh[u])
+        return grads_of(gp, u) ? ST_OK : st_fail(err, ST_EINVAL, "unit %d's gradients are not in memory (a schedule bug)", u);
+    if (!gp->all) {
+        int got;
+        if (gp->of[u] >= 0) return st_fail(err, ST_EINVAL, "unit %d's gradient buffer is still taken (a schedule bug)", u);
+        st_status s = acquire(gp, u, 1, &got, err);
+        if (s != ST_OK) return s;
+    }
+    memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
+    gp->fresh[u] = 1;
+    return ST_OK;
+}
+
+void grads_release(grad_pool *gp, int u) {
+    if (gp->all || gp->of[u] < 0) return;
+    pthread_mutex_lock(&gp->lock);
+    gp->buf[gp->of[u]].held = 0;
+    pthread_cond_broadcast(&gp->freed);
+    pthread_mutex_unlock(&gp->lock);
+    gp->of[u] = -1;
+}
+
+int grads_ref(grad_pool *gp, int u) {
+    if (gp->all) return -1;
+    const int b = gp->of[u];
+    pthread_mutex_lock(&gp->lock);
+    gp->buf[b].jobs++;
+    pthread_mutex_unlock(&gp->lock);
+    return b;
+}
+
+void grads_unref(grad_pool *gp, int b) {
+    if (b < 0) return;
+    pthread_mutex_lock(&gp->lock);
+    gp->buf[b].jobs--;
+    pthread_cond_broadcast(&gp->freed);
+    pthread_mutex_unlock(&gp->lock);
+}
+
+const float *grads_for_job(const grad_pool *gp, const opt_job *job) {
+    if (job->grad_buf >= 0) return gp->buf[job->grad_buf].data;
+    return gp->all + gp->env->lay->units[job->task.unit].offset;
+}
+
+/* The parts of unit u inside a task's share [lo, hi). */
+static void share_parts(const grad_pool *gp, const sched_task *k, int *p0, int *p1) {
+    const run_layout *l = gp->env->lay;
+    const size_t a = layout_bound(l, k->unit, k->lo), b = layout_bound(l, k->unit, k->hi);
+    *p0 = a < l->units[k->unit].split ? 0 : 1;
+    *p1 = b > l->units[k->unit].split ? 1 : 0;
+}
+
+static store_key grad_key(int u, int part) { return (store_key){STORE_GRADS, u, part}; }
+
+/* Starts reading the share of unit u's gradients a LOAD_GRAD names into the
+ * unit's buffer. */
+static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
+    grad_buf *g = &gp->buf[gp->of[k->unit]];
+    int p0, p1;
+    share_parts(gp, k, &p0, &p1);
+    st_status s = wait_saved(gp, k->unit, err);
+    for (int part = p0; part <= p1 && s == ST_OK; part++) {
+        size_t lo, hi;
+        layout_part_range(gp->env->lay, k->unit, part, &lo, &hi);
+        if (lo == hi) continue;
+        s = store_read_async(gp->env->st, grad_key(k->unit, part), g->data + lo, store_padded_bytes((hi - lo) * 4),
+                             &g->rd[g->n_rd], err);
+        if (s == ST_OK) g->n_rd++;
+    }
+    return s;
+}
+
+static uint64_t share_bytes(const grad_pool *gp, const sched_task *k) {
+    return layout_grad_share_bytes(gp->env->lay, k->unit, k->lo, k->hi);
+}
+
+st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
+    st_status s;
+    int got;
+    if (gp->of[k->unit] >= 0 && gp->buf[gp->of[k->unit]].n_rd > 0) {
+        gp->env->stats.bytes_overlapped += share_bytes(gp, k);
+    } else {
+        if (gp->of[k->unit] < 0 && (s = acquire(gp, k->unit, 1, &got, err)) != ST_OK) return s;
+        if ((s = start_read(gp, k, err)) != ST_OK) return s;
+        gp->env->stats.bytes_blocking += share_bytes(gp, k);
+    }
+    grad_buf *g = &gp->buf[gp->of[k->unit]];
+    return env_compute_wait_all(gp->env, g->rd, &g->n_rd, "wait for gradients", err);
+}
+
+st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err) {
+    if (gp->of[k->unit] >= 0) return ST_OK;
+    int got;
+    st_status s = acquire(gp, k->unit, 0, &got, err);
+    if (s == ST_OK && got) s = start_read(gp, k, err);
+    return s;
+}
+
+st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err) {
+    const int u = k->unit;
+    if (gp->of[u] < 0) return st_fail(err, ST_EINVAL, "save of unit %d's gradients, which are not in memory", u);
+    st_status s = wait_saved(gp, u, err);
+    grad_buf *g = &gp->buf[gp->of[u]];
+    int p0, p1;
+    share_parts(gp, k, &p0, &p1);
+    double t0 = st_now();
+    for (int part = p0; part <= p1 && s == ST_OK; part++) {
+        size_t lo, hi;
+        layout_part_range(gp->env->lay, u, part, &lo, &hi);
+        if (lo == hi) continue;
+        s = store_write_async(gp->env->st, grad_key(u, part), g->data + lo, store_padded_bytes((hi - lo) * 4),
+                              &g->wr[g->n_wr], err);
+        if (s == ST_OK) g->n_wr++, g->wr_unit = u;
+    }
+    if (s == ST_OK) {
+        gp->env->stats.bytes_overlapped += share_bytes(gp, k);
+        env_trace_ssd(gp->env, "start write", grad_key(u, p0), t0, st_now());
+    }
+    return s;
+}
+
+st_status grads_sync(grad_pool *gp, st_error *err) {
+    st_status s = ST_OK;
+    for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++) {
+        st_status r = wait_writes(gp, i, s == ST_OK ? err : NULL);
+        if (s == ST_OK) s = r;
+    }
+    return s;
+}
+
+void grads_drain(grad_pool *gp) {
+    for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++) {
+        for (int k = 0; k < gp->buf[i].n_rd; k++) store_op_wait(&gp->buf[i].rd[k], NULL);
+        for (int k = 0; k < gp->buf[i].n_wr; k++) store_op_wait(&gp->buf[i].wr[k], NULL);
+        gp->buf[i].n_rd = gp->buf[i].n_wr = 0;
+    }
+}

@@ -1,0 +1,298 @@
+/*
+ * offload_internal.h - the parts of the schedule executor (strata/offload.h),
+ * each a small struct with its own file. The executor's public functions
+ * (offload.c) own one of each and wire them together; run_list
+ * (offload_run.c) dispatches a list's tasks to them.
+ *
+ *   exec_env       offload_env.c      what every part shares: the layout, the store, the trace,
+ *                                     and the time and bytes accounting
+ *   opt_worker     offload_worker.c   the optimizer thread and its queue of jobs, in list order
+ *   weight_loader  offload_weights.c  a unit's compute weights for compute, one read ahead
+ *   act_pool       offload_acts.c     where each activation checkpoint is now; saves written
+ *                                     behind compute, one load read ahead
+ *   grad_pool      offload_grads.c    gradient accumulators: all in memory, or a few buffers whose
+ *                                     contents are parked in the store between uses
+ *   opt_stream     offload_optim.c    one optimizer job: its share of a unit streamed through
+ *                                     segment slots (read ahead, step, write behind)
+ *   host_state     offload_state.c    master weights, moments and compute weights kept in memory;
+ *                                     the starting state (init, given weights or a commit), commits,
+ *                                     and reading the weights back
+ *
+ * Threads: the compute thread runs the list and calls every part; the
+ * worker thread runs opt_stream jobs. What both touch is named at each
+ * field (grad_pool's reference counts, opt_worker's queue, the stats).
+ */
+#ifndef STRATA_OFFLOAD_INTERNAL_H
+#define STRATA_OFFLOAD_INTERNAL_H
+
+#include <pthread.h>
+
+#include "strata/layout.h"
+#include "strata/offload.h"
+#include "strata/store.h"
+#include "strata/trace.h"
+
+/* ---- exec_env: shared by every part ------------------------------------------------ */
+
+typedef struct exec_env {
+    const run_layout *lay;
+    const gpt_config *model;
+    store *st;                 /* the SSD tier, NULL when nothing lives in a store */
+    trace *tr;                 /* NULL without a trace */
+    int lane_compute, lane_optimizer, lane_ssd0, n_paths;
+    /* Time and bytes of training; each field is written by one thread:
+     * optimizer_s and worker_io_s by the worker, the rest by the compute thread. */
+    offload_stats stats;
+    uint64_t worker_bytes;     /* bytes the worker moved (the worker's) */
+} exec_env;
+
+/* Traces a store transfer on every path's lane (a tensor is striped over all). */
+void env_trace_ssd(exec_env *e, const char *what, store_key k, double t0, double t1);
+/* A blocking store read or write, timed and traced; on_worker: called from
+ * the optimizer thread (its I/O time), else the compute thread's (blocking). */
+st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, int on_worker, st_error *err);
+/* Waits for an asynchronous transfer the compute thread started: the time it
+ * still had to wait counts as compute blocked on the SSD. */
+st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error *err);
+/* Waits for n transfers (the compute thread's), returning the first error;
+ * *n becomes 0. */
+st_status env_compute_wait_all(exec_env *e, store_op *ops, int *n, const char *what, st_error *err);
+/* Store traffic per kind so far: [0] read, [1] written. */
+void env_traffic(const exec_env *e, uint64_t out[2][STORE_KIND_COUNT]);
+
+/* ---- opt_worker: the optimizer thread ----------------------------------------------- */
+
+/* A TASK_OPTIMIZE with the values of the step it belongs to. */
+typedef struct opt_job {
+    sched_task task;
+    float lr, scale;
+    long step_t;
+    int grad_buf;              /* the grad_pool buffer it reads, or -1 (all gradients in memory) */
+} opt_job;
+
+/* Runs one job on the worker thread. */
+typedef st_status (*opt_job_fn)(void *ctx, const opt_job *job, st_error *err);
+
+typedef struct opt_worker {
+    exec_env *env;
+    opt_job_fn run;
+    void *ctx;
+    pthread_t thread;
+    int started, stop;
+    pthread_mutex_t lock;
+    pthread_cond_t job_ready, job_done;
+    opt_job *jobs;             /* a ring of cap jobs (under lock) */
+    int cap, head, count;
+    int *unit_pending;         /* [n_units]: jobs queued or running per unit (under lock) */
+    int n_units;
+    st_status status;          /* the first error a job met (under lock) */
+    st_error error;
+} opt_worker;
+
+/* Starts the thread; jobs run in the order they are queued. */
+st_status opt_worker_start(opt_worker *w, exec_env *env, int n_units, opt_job_fn run, void *ctx, st_error *err);
+/* Finishes the queued jobs and joins the thread (a no-op when not started). */
+void opt_worker_stop(opt_worker *w);
+/* Queues a job, waiting for room when the queue is full. */
+void opt_worker_enqueue(opt_worker *w, const opt_job *job);
+/* Waits for the jobs of unit u (u < 0: all); returns the first error any
+ * job met. The time waited counts as compute waiting for the optimizer. */
+st_status opt_worker_wait(opt_worker *w, int u, st_error *err);
+/* Jobs of unit u queued or running. */
+int opt_worker_pending(opt_worker *w, int u);
+
+/* ---- host_state: the training state kept in memory ---------------------------------- */
+
+typedef struct host_state {
+    float *master, *m, *v;     /* optimizer state, unit layout; NULL when it lives on the SSD */
+    st_bf16 *w16;              /* compute weights in memory, mixed precision */
+    float *w32;                /* compute weights in memory, fp32 (== master when that is in memory too) */
+} host_state;
+
+/* The master weights (k = 0) or a moment (1, 2). */
+float *host_state_of(const host_state *h, int k);
+
+/* ---- weight_loader: a unit's compute weights ----------------------------------------- */
+
+typedef struct weight_loader {
+    exec_env *env;
+    const host_state *hs;
+    unsigned char *buf[2];     /* a unit's compute weights read from the SSD; the other reads ahead */
+    int unit[2];               /* unit whose read is in flight into buf[b], or -1 */
+    store_op *op[2];           /* those reads, one per segment */
+    int n_op[2];
+    int cur;                   /* the buffer compute reads now */
+    float *unit32;             /* mixed precision: the loaded unit widened to f32 */
+} weight_loader;
+
+/* Unit u's f32 compute weights for compute: read ahead already, or read now
+ * (weights on the SSD), or from memory; widened when mixed. The caller has
+ * waited for the unit's optimizer steps. */
+st_status weights_load(weight_loader *wl, int u, const float **out, st_error *err);
+/* Starts reading unit u ahead into the free buffer, if it is free. */
+st_status weights_read_ahead(weight_loader *wl, int u, st_error *err);
+/* Waits for every read in flight (nothing is freed under I/O). */
+void weights_drain(weight_loader *wl);
+
+/* ---- act_pool: activation checkpoints ------------------------------------------------ */
+
+typedef struct act_pool {
+    exec_env *env;
+    int M;
+    int on_ssd;                /* checkpoints live in the store, a few buffers in memory */
+    float *host;               /* else every checkpoint, in memory */
+    float **slot;              /* [(L+1) * M]: where act[u][m] is now, NULL if only on the SSD */
+    float *buf[LAYOUT_ACT_BUFFERS];
+    int free_list[LAYOUT_ACT_BUFFERS], n_free;
+    store_op rd[LAYOUT_ACT_BUFFERS];        /* a read ahead into buf[i] */
+    int rd_pending[LAYOUT_ACT_BUFFERS];
+    store_op wr[LAYOUT_ACT_BUFFERS];        /* a save from buf[i], written behind */
+    int wr_pending[LAYOUT_ACT_BUFFERS], wr_u[LAYOUT_ACT_BUFFERS], wr_m[LAYOUT_ACT_BUFFERS];
+} act_pool;
+
+/* Where act[u][m] is now (NULL: only on the SSD). */
+float *acts_at(const act_pool *ap, int u, int m);
+/* A buffer for a new version of act[u][m]. */
+st_status acts_make(act_pool *ap, int u, int m, float **out, st_error *err);
+/* TASK_SAVE_ACT: starts writing act[u][m] behind compute. */
+st_status acts_save(act_pool *ap, int u, int m, st_error *err);
+/* act[u][m] is on the SSD (or going there) and not needed in memory until loaded again. */
+void acts_drop(act_pool *ap, int u, int m);
+/* TASK_LOAD_ACT: act[u][m] in memory, read ahead already or read now. */
+st_status acts_load(act_pool *ap, int u, int m, st_error *err);
+/* Starts reading act[u][m] ahead, when a buffer is free. */
+st_status acts_read_ahead(act_pool *ap, int u, int m, st_error *err);
+/* Waits for every save still being written behind. */
+st_status acts_sync(act_pool *ap, st_error *err);
+void acts_drain(act_pool *ap);
+
+/* ---- grad_pool: gradient accumulators ------------------------------------------------ */
+
+typedef struct grad_buf {
+    float *data;               /* element e of the unit at data[e] */
+    int held;                  /* the compute thread still uses it (under lock) */
+    int jobs;                  /* queued optimizer jobs that read it (under lock) */
+    store_op rd[2], wr[2];     /* a read ahead into it, saves from it (the compute thread's) */
+    int n_rd, n_wr;
+    int wr_unit;               /* unit whose save is in flight from it */
+} grad_buf;
+
+typedef struct grad_pool {
+    exec_env *env;
+    int n_units;
+    float *all;                /* every unit's gradients, when they stay in memory; else NULL */
+    grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the embedding unit's, then the blocks' */
+    int *of;                   /* [n_units]: the buffer holding the unit's gradients, or -1 (on the SSD) */
+    char *fresh;               /* [n_units]: zeroed in this iteration yet */
+    pthread_mutex_t lock;      /* guards held and jobs: the worker gives buffers back */
+    pthread_cond_t freed;
+} grad_pool;
+
+/* Unit u's gradients in memory, or NULL. */
+float *grads_of(const grad_pool *gp, int u);
+/* A new iteration: every unit's gradients start from zero at its first term. */
+void grads_new_iteration(grad_pool *gp);
+/* Unit u's gradients are about to receive a term: zeroed (in a buffer taken
+ * for them) at the iteration's first. */
+st_status grads_touch(grad_pool *gp, int u, st_error *err);
+/* The compute thread is done with unit u's buffer; queued optimizer jobs
+ * may still read it, and it is free once they are done. */
+void grads_release(grad_pool *gp, int u);
+/* TASK_SAVE_GRAD: writes the share behind compute. */
+st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err);
+/* TASK_LOAD_GRAD: read ahead already, or read now. */
+st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err);
+/* Starts reading the share a LOAD_GRAD names ahead, when a buffer can be spared. */
+st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err);
+/* An optimizer job of unit u will read its buffer: returns the buffer's
+ * index (-1: gradients in memory); the job gives it back with grads_unref. */
+int grads_ref(grad_pool *gp, int u);
+void grads_unref(grad_pool *gp, int buf);
+/* The gradients a job reads: its unit's, from its buffer or memory. */
+const float *grads_for_job(const grad_pool *gp, const opt_job *job);
+/* Waits for every save still being written behind. */
+st_status grads_sync(grad_pool *gp, st_error *err);
+void grads_drain(grad_pool *gp);
+
+/* ---- opt_stream: one optimizer job ------------------------------------------------- */
+
+typedef struct opt_slot {
+    float *buf[3];             /* master, m, v of one segment (when on the SSD) */
+    unsigned char *wout;       /* its new compute weights (when on the SSD) */
+    store_op rd[3], wr[4];
+    int n_rd, n_wr;
+    double rd_t0, wr_t0;       /* when they were started, for the trace */
+    int u, part;
+    size_t seg;
+} opt_slot;
+
+typedef struct opt_stream {
+    exec_env *env;
+    host_state *hs;
+    const adamw_hparams *adam;
+    opt_slot slot[LAYOUT_OPT_SLOTS];
+} opt_stream;
+
+/* AdamW on the job's share of its unit, from gradients g (the unit's), with
+ * state on the SSD streamed segment by segment through the slots; the new
+ * compute weights are written in the same pass. Runs on the worker. */
+st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_error *err);
+
+/* ---- the executor ----------------------------------------------------------------- */
+
+struct offload_trainer {
+    offload_config cfg;
+    run_layout lay;                    /* parts, segments, the buffer plan */
+    sched_list first, steady, flush;   /* without and with deferred work coming in; flush only */
+    sched_analysis an_first, an_steady, an_flush;
+    gpt_config c;
+    int L1, M, B, T;
+    size_t NC;                         /* floats of one activation [B,T,C] */
+    exec_env env;
+    host_state hs;
+    weight_loader wl;
+    act_pool acts;
+    grad_pool grads;
+    opt_stream opt;
+    opt_worker worker;
+    /* compute buffers */
+    const float *weights;              /* the loaded unit's f32 weights */
+    float *block_acts, *scratch;
+    float *dact;                       /* [M][B,T,C] */
+    float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation */
+    int32_t *inputs, *targets;         /* [M][B*T] */
+    float *sbuf;                       /* one segment of f32: set-up, reading weights back, commits */
+    float *mb_loss;                    /* [M] */
+    double *unit_sumsq;                /* [L+1] */
+    float clip_scale_now;
+    const sched_analysis *an;          /* of the list being run */
+    uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */
+    uint64_t traffic_base[2][STORE_KIND_COUNT];    /* store traffic of the set-up (read, written) */
+    uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations and commits: none is training's */
+    int deferred_pending;
+    float prev_lr, prev_scale;
+    long prev_t;
+    long step;
+};
+
+/* One buffer of the layout's plan: what the budgets were checked against is
+ * what is allocated (NULL when the plan has none, or on failure). */
+void *plan_alloc(offload_trainer *t, layout_buffer_id id);
+
+/* offload_state.c: the starting state (a fresh initialization from the
+ * seed, the caller's weights, or a commit in resume_paths), unit by unit,
+ * into memory and the store; the store's activation tensors; the first
+ * commit of a new store. */
+st_status state_start(offload_trainer *t, const float *init, st_error *err);
+/* The master weights and moments kept in memory into the store's state
+ * tensors (the layout the SSD placement uses, so that a resume may place
+ * them either way). */
+st_status state_write_host(offload_trainer *t, st_error *err);
+
+/* offload_run.c: runs a task list; lr and step_t are the step's. */
+st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis *an, float lr, long step_t,
+                   st_error *err);
+/* A forward pass over tokens[B][T+1] for its loss, unit by unit. */
+st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
+
+#endif
