@@ -81,7 +81,10 @@ int main(int argc, char **argv) {
     double total = 0;
     for (int s = 0; s < warmup + steps; s++) {
         train_step_stats st;
-        trainer_step(t, tokens, &st);
+        if (trainer_step(t, tokens, &st, &err) != ST_OK) {
+            fprintf(stderr, "bench_train: %s\n", err.msg);
+            return 1;
+        }
         printf("step %d: %.3f s loss %.4f%s\n", s, st.seconds, st.loss, s < warmup ? " (warm-up, not counted)" : "");
         if (s >= warmup) total += st.seconds;
     }

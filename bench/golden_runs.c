@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
             if (trainer_create(&ref, &tc, NULL, &err) != ST_OK) goto fail;
             for (int s = 0; s < STEPS; s++) {
                 train_step_stats st;
-                trainer_step(ref, tok + s * per, &st);
+                if (trainer_step(ref, tok + s * per, &st, &err) != ST_OK) goto fail;
                 losses[s] = st.loss;
             }
             snprintf(name, sizeof name, "memory %s clip%d", gpt_precision_name(tc.precision), clip);

@@ -122,7 +122,7 @@ static void test_matches_in_memory_trainer(void **state) {
             size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1), n = gpt_num_params(&tc.model);
             for (int s = 0; s < STEPS; s++) {
                 train_step_stats st;
-                trainer_step(ref, tok + s * per, &st);
+                assert_int_equal(trainer_step(ref, tok + s * per, &st, &err), ST_OK);
                 ref_loss[s] = st.loss;
                 if (clip) assert_true(st.grad_norm > 0.05f);   /* clipping is exercised */
             }
@@ -187,9 +187,10 @@ static void test_eval_matches(void **state) {
     size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int s = 0; s < 2; s++) {
         train_step_stats st;
-        trainer_step(ref, tok + s * per, &st);
+        assert_int_equal(trainer_step(ref, tok + s * per, &st, &err), ST_OK);
         assert_int_equal(offload_trainer_step(t, tok + s * per, &st, &err), ST_OK);
-        float a = trainer_eval(ref, tok, tc.B, tc.T), b = NAN;
+        float a = NAN, b = NAN;
+        assert_int_equal(trainer_eval(ref, tok, tc.B, tc.T, &a, &err), ST_OK);
         assert_int_equal(offload_trainer_eval(t, tok, tc.B, tc.T, &b, &err), ST_OK);
         assert_memory_equal(&a, &b, sizeof a);
     }

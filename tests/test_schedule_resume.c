@@ -188,13 +188,13 @@ static void test_memory_trainer_resumes(void **state) {
         float ref_losses[STEPS];
         for (int s = 0; s < STEPS; s++) {
             train_step_stats st;
-            trainer_step(ref, tok + s * step_tokens(&tc), &st);
+            assert_int_equal(trainer_step(ref, tok + s * step_tokens(&tc), &st, &err), ST_OK);
             ref_losses[s] = st.loss;
         }
         /* run to the commit, write the state, commit */
         trainer *t;
         assert_int_equal(trainer_create(&t, &tc, NULL, &err), ST_OK);
-        for (int s = 0; s < COMMIT_AT; s++) trainer_step(t, tok + s * step_tokens(&tc), NULL);
+        for (int s = 0; s < COMMIT_AT; s++) assert_int_equal(trainer_step(t, tok + s * step_tokens(&tc), NULL, &err), ST_OK);
         store_config sc = store_default_config();
         sc.paths = &f->paths[2];
         sc.n_paths = 1;
@@ -204,7 +204,7 @@ static void test_memory_trainer_resumes(void **state) {
         void *stage = st_alloc_aligned(4096, store_padded_bytes(2048 * 4));
         assert_int_equal(trainer_save_state(t, st, 2048, stage, &err), ST_OK);
         assert_int_equal(store_commit(st, &err), ST_OK);
-        trainer_step(t, tok + COMMIT_AT * step_tokens(&tc), NULL);   /* lost */
+        assert_int_equal(trainer_step(t, tok + COMMIT_AT * step_tokens(&tc), NULL, &err), ST_OK);   /* lost */
         trainer_free(t);
         store_close(st);
         /* resume */
@@ -218,7 +218,7 @@ static void test_memory_trainer_resumes(void **state) {
         store_close(st);
         for (int s = COMMIT_AT; s < STEPS; s++) {
             train_step_stats stt;
-            trainer_step(t, tok + s * step_tokens(&tc), &stt);
+            assert_int_equal(trainer_step(t, tok + s * step_tokens(&tc), &stt, &err), ST_OK);
             if (memcmp(&stt.loss, &ref_losses[s], sizeof(float)) != 0)
                 fail_msg("memory trainer (%s): step %d loss %.9g, uninterrupted %.9g", gpt_precision_name(tc.precision),
                          s + 1, stt.loss, ref_losses[s]);

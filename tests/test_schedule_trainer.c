@@ -45,7 +45,7 @@ static trainer *run_steps(safetensors_file *ref, gpt_precision p, int recompute,
     int32_t *tokens = fixture_i32(ref, "tokens", NULL);
     int steps = fixture_int(ref, "steps");
     size_t per_step = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
-    for (int s = 0; s < steps; s++) trainer_step(t, tokens + s * per_step, &stats[s]);
+    for (int s = 0; s < steps; s++) assert_int_equal(trainer_step(t, tokens + s * per_step, &stats[s], &err), ST_OK);
     free(tokens);
     return t;
 }
@@ -160,11 +160,23 @@ static void test_eval_larger_than_micro_batch_is_refused(void **state) {
     assert_int_equal(trainer_create(&t, &tc, NULL, &err), ST_OK);
     int32_t tokens[4 * 9] = {0};
     for (int i = 0; i < 4 * 9; i++) tokens[i] = i % 100;
-    assert_true(isnan(trainer_eval(t, tokens, 3, 4)));   /* B 3 > 2 */
-    assert_true(isnan(trainer_eval(t, tokens, 2, 8)));   /* T 8 > 4 */
-    assert_true(isnan(trainer_eval(t, tokens, 0, 4)));
-    float l = trainer_eval(t, tokens, 2, 4);
+    float l = NAN;
+    assert_int_equal(trainer_eval(t, tokens, 3, 4, &l, &err), ST_EINVAL);   /* B 3 > 2 */
+    assert_int_equal(trainer_eval(t, tokens, 2, 8, &l, &err), ST_EINVAL);   /* T 8 > 4 */
+    assert_int_equal(trainer_eval(t, tokens, 0, 4, &l, &err), ST_EINVAL);
+    assert_true(isnan(l));
+    assert_int_equal(trainer_eval(t, tokens, 2, 4, &l, &err), ST_OK);
     assert_true(isfinite(l) && l > 0);
+    /* a token id outside the vocabulary is refused, by eval and by step */
+    tokens[5] = tc.model.vocab_size;
+    assert_int_equal(trainer_eval(t, tokens, 2, 4, &l, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "token 5"));
+    int32_t *step_tokens = calloc((size_t)tc.micro_batches * tc.B * (tc.T + 1), sizeof *step_tokens);
+    assert_non_null(step_tokens);
+    step_tokens[3] = -1;
+    assert_int_equal(trainer_step(t, step_tokens, NULL, &err), ST_EINVAL);
+    assert_int_equal(trainer_steps_done(t), 0);
+    free(step_tokens);
     trainer_free(t);
 }
 

@@ -72,6 +72,10 @@ st_status st_fsync_dir(const char *dir, st_error *err);
 /* st_fsync_dir of the directory holding path ("." for a bare name). */
 st_status st_fsync_parent_dir(const char *path, st_error *err);
 
+/* Creates a directory and its missing parents (mkdir -p); ST_EINVAL when
+ * path exists and is not a directory. */
+st_status st_mkdir_p(const char *path, st_error *err);
+
 /* 1 when a and b both exist and name the same file after resolving links,
  * "." and ".." (realpath); else 0. */
 int st_same_path(const char *a, const char *b);

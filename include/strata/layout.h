@@ -201,6 +201,18 @@ typedef struct layout_traffic {
 } layout_traffic;
 st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_error *err);
 
+/* --offload auto: of the placements (the first n_candidates of
+ * placement_at's order: 1 for a machine without an SSD, else
+ * PLACEMENT_COUNT), the one whose layout `fits` accepts with the least SSD
+ * traffic per steady iteration; ties go to fewer kinds of state on the SSD,
+ * then to the earlier placement. base gives everything but the placement.
+ * ST_ENOENT when none fits. The executor (budgets against the buffer plan)
+ * and the simulator (a described machine's memory) choose with this one
+ * rule. */
+typedef int (*layout_fit_fn)(const run_layout *l, void *ctx);
+st_status layout_least_traffic_placement(const layout_params *base, int n_candidates, layout_fit_fn fits, void *ctx,
+                                         placement *out, st_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -154,6 +154,11 @@ size_t gpt_head_scratch_numel(const gpt_config *cfg, int B, int T);
 
 /* --- forward and backward ------------------------------------------------ */
 
+/* ST_EINVAL naming the first of tokens[0..n) that is not a token id of the
+ * model (negative, or at or above vocab_size): what the passes below
+ * assume of their tokens, checked where tokens come in. */
+st_status gpt_check_tokens(const gpt_config *cfg, const int32_t *tokens, size_t n, st_error *err);
+
 /* x0[B,T,C] = wte[tokens] + wpe[0..T). Token ids must be < vocab_size. */
 void gpt_embed_forward(const gpt_config *cfg, const gpt_embed_w *w, int B, int T,
                        const int32_t *tokens, float *x0);

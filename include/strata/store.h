@@ -316,6 +316,24 @@ int store_pool_in_use(store_pool *p);
 /* Bytes the pool allocated (at most its budget). */
 uint64_t store_pool_allocated_bytes(const store_pool *p);
 
+/* ---- directories ------------------------------------------------------------
+ * The one spelling of a store's directories on a command line or in a
+ * run's record: a comma-separated list, one directory per drive. */
+typedef struct store_dirs {
+    char list[4200];                      /* the list, cut at its commas into paths */
+    const char *paths[STORE_MAX_PATHS];
+    int n;
+} store_dirs;
+/* ST_EINVAL for an empty list ("no directory given"), one too long, or more
+ * than STORE_MAX_PATHS directories. */
+st_status store_dirs_parse(const char *list, store_dirs *out, st_error *err);
+/* The same directories in the same order, after resolving links and "." (st_same_paths). */
+int store_dirs_same(const store_dirs *a, const store_dirs *b);
+/* Removes a store's files (strata-store.*) from each directory, creating
+ * the directories that are missing; other files are left alone. The store
+ * must not be open. */
+st_status store_remove(const store_dirs *d, st_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,7 @@
  *     trainer *t;
  *     if (trainer_create(&t, &tc, NULL, &err) != ST_OK) ...   // NULL: init from tc.seed
  *     train_step_stats st;
- *     trainer_step(t, tokens, &st);      // tokens: [micro_batches][B][T+1]
+ *     if (trainer_step(t, tokens, &st, &err) != ST_OK) ...   // tokens: [micro_batches][B][T+1]
  *     trainer_free(t);
  *
  * Each micro-batch row holds T+1 tokens: inputs are the first T, targets the
@@ -66,11 +66,12 @@ void trainer_free(trainer *t);
  * compute copy and activations. */
 size_t trainer_memory_bytes(const train_config *tc);
 
-/* One optimizer step on tokens[micro_batches][B][T+1]. */
-void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats);
-/* Mean loss on tokens[B][T+1] with the current weights (no update). B, T
- * at most the configuration's; NaN otherwise. */
-float trainer_eval(trainer *t, const int32_t *tokens, int B, int T);
+/* One optimizer step on tokens[micro_batches][B][T+1]. ST_EINVAL (and no
+ * step) for a token id outside the vocabulary. */
+st_status trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err);
+/* Mean loss on tokens[B][T+1] with the current weights (no update). ST_EINVAL
+ * for B or T beyond the configuration's, or a token outside the vocabulary. */
+st_status trainer_eval(trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 
 long trainer_steps_done(const trainer *t);
 const train_config *trainer_config(const trainer *t);

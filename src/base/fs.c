@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 st_status st_fsync_dir(const char *dir, st_error *err) {
@@ -30,6 +31,21 @@ st_status st_fsync_parent_dir(const char *path, st_error *err) {
     st_status s = st_fsync_dir(dir, err);
     free(dir);
     return s;
+}
+
+st_status st_mkdir_p(const char *path, st_error *err) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return st_fail(err, ST_EINVAL, "%.64s...: path too long", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return st_fail_errno(err, errno, "%s: cannot create", buf);
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return st_fail_errno(err, errno, "%s: cannot create", buf);
+    struct stat sb;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode)) return st_fail(err, ST_EINVAL, "%s: not a directory", buf);
+    return ST_OK;
 }
 
 static void release(st_atomic_file *f) {

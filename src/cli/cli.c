@@ -177,50 +177,31 @@ static int is_file(const char *p) {
     return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* list cut at its commas into paths. */
-static st_status split_dirs(char *list, const char *paths[], int *n, st_error *err) {
-    *n = 0;
-    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (*n == STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "a store has at most %d paths", STORE_MAX_PATHS);
-        paths[(*n)++] = tok;
+st_status cli_store_dirs(const char *arg, store_dirs *out, st_error *err) {
+    st_status s = store_dirs_parse(arg, out, err);
+    if (s != ST_OK) {
+        char msg[sizeof err->msg];
+        memcpy(msg, err->msg, sizeof msg);
+        return st_fail(err, s, "the store's directories, or a run directory: %s", msg);
     }
-    return *n ? ST_OK : st_fail(err, ST_EINVAL, "give the store's directories, or a run directory");
-}
-
-st_status cli_store_dirs(const char *arg, char **list, const char *paths[], int *n, char *sub, size_t sub_cap,
-                         st_error *err) {
-    *n = 0;
-    if (!(*list = strdup(arg))) return st_fail(err, ST_ENOMEM, "out of memory");
-    st_status s = split_dirs(*list, paths, n, err);
-    if (s != ST_OK) return s;
-    /* A run directory: its store is RUN_DIR/store. */
-    char run_json[PATH_MAX], manifest[PATH_MAX];
-    snprintf(run_json, sizeof run_json, "%s/run.json", paths[0]);
-    snprintf(manifest, sizeof manifest, "%s/strata-store.manifest", paths[0]);
-    snprintf(sub, sub_cap, "%s/store", paths[0]);
-    if (*n == 1 && is_file(run_json) && !is_file(manifest)) {
-        /* run.json names the store's directories ("store"); older runs kept it in RUN_DIR/store */
-        FILE *f = fopen(run_json, "rb");
-        char text[65536];
-        size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
-        if (f) fclose(f);
-        text[len] = 0;
-        cJSON *doc = cJSON_Parse(text);
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "store");
-        if (cJSON_IsString(st) && st->valuestring[0]) {
-            char *named = strdup(st->valuestring);
-            cJSON_Delete(doc);
-            if (!named) return st_fail(err, ST_ENOMEM, "out of memory");
-            free(*list);
-            *list = named;
-            return split_dirs(*list, paths, n, err);
-        }
-        cJSON_Delete(doc);
-        if (!is_dir(sub))
-            return st_fail(err, ST_ENOENT, "%s is a run directory without a store in %s", paths[0], sub);
-        paths[0] = sub;
-    }
-    return ST_OK;
+    /* A run directory: its store is where its run.json says, else RUN_DIR/store. */
+    char run_json[PATH_MAX], manifest[PATH_MAX], sub[PATH_MAX];
+    snprintf(run_json, sizeof run_json, "%s/run.json", out->paths[0]);
+    snprintf(manifest, sizeof manifest, "%s/strata-store.manifest", out->paths[0]);
+    snprintf(sub, sizeof sub, "%s/store", out->paths[0]);
+    if (out->n != 1 || !is_file(run_json) || is_file(manifest)) return ST_OK;
+    FILE *f = fopen(run_json, "rb");
+    char text[65536];
+    size_t len = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[len] = 0;
+    cJSON *doc = cJSON_Parse(text);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "store");
+    if (cJSON_IsString(st) && st->valuestring[0]) s = store_dirs_parse(st->valuestring, out, err);
+    else if (!is_dir(sub)) s = st_fail(err, ST_ENOENT, "%s is a run directory without a store in %s", out->paths[0], sub);
+    else s = store_dirs_parse(sub, out, err);
+    cJSON_Delete(doc);
+    return s;
 }
 
 st_status cli_commit_read(store *st, ckpt_record *out, st_error *err) {

@@ -58,13 +58,11 @@ st_status cli_model_config(const cli_model_flags *f, gpt_config *out, st_error *
 int cli_model_flag(const char *flag, const char *value, cli_model_flags *f, st_status *status, st_error *err);
 
 /* The directories of a tensor store named on the command line: a comma-
- * separated list, or a run directory (one with run.json), whose store is
- * where its run.json says ("store"), else RUN_DIR/store. list is a copy of arg that paths point into (free it);
- * sub holds the run's store path when that is what was named. ST_EINVAL
- * for too many paths (paths has room for STORE_MAX_PATHS), ST_ENOENT for a
- * run directory without a store. */
-st_status cli_store_dirs(const char *arg, char **list, const char *paths[], int *n, char *sub, size_t sub_cap,
-                         st_error *err);
+ * separated list (store_dirs_parse), or a run directory (one with
+ * run.json), whose store is where its run.json says ("store"), else
+ * RUN_DIR/store. ST_EINVAL for an empty list or too many paths, ST_ENOENT
+ * for a run directory without a store. */
+st_status cli_store_dirs(const char *arg, store_dirs *out, st_error *err);
 
 /* The record of st's last commit (strata/checkpoint.h's ckpt_record_parse
  * of the store's user meta). */

@@ -49,18 +49,16 @@ int cmd_export(int argc, char **argv) {
     }
     if (!arg || !arg[0]) return cli_usage_error("export", "give a run directory or the store's directories");
     if (!out) return cli_usage_error("export", "--out FILE.safetensors is required");
-    char *list = NULL, sub[PATH_MAX];
-    const char *paths[STORE_MAX_PATHS];
-    int n = 0;
+    store_dirs dirs;
     st_error err = {0};
-    st_status s = cli_store_dirs(arg, &list, paths, &n, sub, sizeof sub, &err);
+    st_status s = cli_store_dirs(arg, &dirs, &err);
     store *st = NULL;
     ckpt_reader *r = NULL;
     ckpt_record commit = {0};
     if (s == ST_OK) {
         store_config sc = store_default_config();
-        sc.paths = paths;
-        sc.n_paths = n;
+        sc.paths = dirs.paths;
+        sc.n_paths = dirs.n;
         sc.mode = STORE_OPEN_EXISTING;
         sc.read_only = 1;
         s = store_open(&sc, &st, NULL, 0, &err);
@@ -77,7 +75,6 @@ int cmd_export(int argc, char **argv) {
     }
     ckpt_reader_free(r);
     store_close(st);
-    free(list);
     if (s != ST_OK) return cli_error("export: %s", err.msg);
     printf("%s: the weights of step %ld (%d layers, d_model %d, %.2fM parameters), with %s\n", out, commit.step, cfg.n_layer,
            cfg.d_model, (double)gpt_num_real_params(&cfg) / 1e6, config_json);

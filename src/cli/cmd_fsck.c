@@ -117,20 +117,14 @@ int cmd_fsck(int argc, char **argv) {
     }
     if (!arg || !arg[0]) return cli_usage_error("fsck", "give the store's directories, or a run directory");
 
-    char *list = NULL, sub[PATH_MAX];
-    const char *paths[STORE_MAX_PATHS];
-    int n = 0;
+    store_dirs dirs;
     st_error err = {0};
-    st_status ds = cli_store_dirs(arg, &list, paths, &n, sub, sizeof sub, &err);
-    if (ds != ST_OK) {
-        int rc = ds == ST_ENOENT ? cli_error("fsck: %s", err.msg) : cli_usage_error("fsck", "%s", err.msg);
-        free(list);
-        return rc;
-    }
+    st_status ds = cli_store_dirs(arg, &dirs, &err);
+    if (ds != ST_OK) return ds == ST_ENOENT ? cli_error("fsck: %s", err.msg) : cli_usage_error("fsck", "%s", err.msg);
 
     store_config cfg = store_default_config();
-    cfg.paths = paths;
-    cfg.n_paths = n;
+    cfg.paths = dirs.paths;
+    cfg.n_paths = dirs.n;
     cfg.mode = STORE_OPEN_EXISTING;
     cfg.read_only = 1;
     store *s = NULL;
@@ -142,19 +136,16 @@ int cmd_fsck(int argc, char **argv) {
                            : strstr(err.msg, "beyond the end") ? "the store is damaged (truncated data file)"
                            : strstr(err.msg, "manifest")       ? "the store is damaged (bad manifest)"
                                                                : "the store is damaged";
-        int rc = cli_error("fsck: %s: %s", what, err.msg);
-        free(list);
-        return rc;
+        return cli_error("fsck: %s: %s", what, err.msg);
     }
     store_info info;
     store_get_info(s, &info);
-    printf("store %s: %d path%s, generation %llu, chunks of %llu bytes, %d tensors in the manifest\n", paths[0],
+    printf("store %s: %d path%s, generation %llu, chunks of %llu bytes, %d tensors in the manifest\n", dirs.paths[0],
            info.n_paths, info.n_paths == 1 ? "" : "s", (unsigned long long)info.generation,
            (unsigned long long)info.chunk_bytes, store_tensor_count(s));
     fflush(stdout);
     if (verbose && list_tensors(s) != 0) {
         store_close(s);
-        free(list);
         return 1;
     }
 
@@ -172,11 +163,10 @@ int cmd_fsck(int argc, char **argv) {
     fflush(stdout);
     int rc = 0;
     if (st != ST_OK && damaged)
-        rc = cli_error("fsck: the store in %s is damaged: %llu bad chunk%s in %llu tensor%s; the first: %s", paths[0],
+        rc = cli_error("fsck: the store in %s is damaged: %llu bad chunk%s in %llu tensor%s; the first: %s", dirs.paths[0],
                        (unsigned long long)damaged, damaged == 1 ? "" : "s", (unsigned long long)r.damaged_tensors,
                        r.damaged_tensors == 1 ? "" : "s", err.msg);
     else if (st != ST_OK)
         rc = cli_error("fsck: %s: %s", st == ST_EIO ? "I/O error" : "checking the store failed", err.msg);
-    free(list);
     return rc;
 }

@@ -215,29 +215,37 @@ static void need_have(uint64_t need_b, uint64_t have_b, char *need, char *have, 
     }
 }
 
-/* --offload auto: of the 16 placements, the one with the least SSD traffic
- * per iteration that fits the machine's memory (ties: the first in the order
- * none, weights, optim, weights+optim, acts, ...); 0 when none fits. */
+/* --offload auto: the placement with the least SSD traffic per iteration
+ * that fits the machine's memory (layout_least_traffic_placement, the
+ * executor's rule); 0 when none fits. */
+typedef struct machine_fit {
+    const hw_desc *hw;
+    const sim_config *c;
+} machine_fit;
+
+static int fits_machine(const run_layout *l, void *ctx) {
+    const machine_fit *m = ctx;
+    sim_config t = *m->c;
+    t.place = l->p.place;
+    int fd, fh;
+    sim_memory_need(m->hw, &t, NULL, &fd, &fh);
+    return fd && fh;
+}
+
 static int choose_placement(const hw_desc *hw, sim_config *c, st_error *err, st_status *st) {
-    double best = -1;
-    placement chosen = {0};
-    *st = ST_OK;
-    for (int pl = 0; pl < PLACEMENT_COUNT; pl++) {
-        sim_config t = *c;
-        t.place = placement_at(pl);
-        if (pl && hw->n_ssd < 1) break;
-        int fd, fh;
-        sim_memory_need(hw, &t, NULL, &fd, &fh);
-        if (!fd || !fh) continue;
-        sim_roofline rf;
-        if ((*st = sim_roofline_bound(hw, &t, &rf, err)) != ST_OK) return 0;
-        const double bytes = (double)rf.ssd_read + (double)rf.ssd_written;
-        if (best < 0 || bytes < best) {
-            best = bytes;
-            chosen = t.place;
-        }
+    const layout_params p = sim_layout_params(c);
+    machine_fit m = {hw, c};
+    placement chosen;
+    st_error e = {0};
+    *st = layout_least_traffic_placement(&p, hw->n_ssd > 0 ? PLACEMENT_COUNT : 1, fits_machine, &m, &chosen, &e);
+    if (*st == ST_ENOENT) {
+        *st = ST_OK;
+        return 0;
     }
-    if (best < 0) return 0;
+    if (*st != ST_OK) {
+        *err = e;
+        return 0;
+    }
     c->place = chosen;
     return 1;
 }

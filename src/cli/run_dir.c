@@ -34,25 +34,9 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
     return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
 }
 
-static st_status mkdir_p(const char *path, st_error *err) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return st_fail(err, ST_EINVAL, "run directory path is too long");
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return st_fail_errno(err, errno, "%s: cannot create", buf);
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST) return st_fail_errno(err, errno, "%s: cannot create", buf);
-    struct stat stt;
-    if (stat(buf, &stt) != 0 || !S_ISDIR(stt.st_mode)) return st_fail(err, ST_EINVAL, "%s: not a directory", buf);
-    return ST_OK;
-}
-
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err) {
     *out = NULL;
-    st_status s = mkdir_p(path, err);
+    st_status s = st_mkdir_p(path, err);
     if (s != ST_OK) return s;
     if (access(path, W_OK) != 0) return st_fail_errno(err, errno, "%s: run directory is not writable", path);
     run_dir *rd = calloc(1, sizeof *rd);
@@ -275,25 +259,6 @@ void run_dir_plot(run_dir *rd, char *msg, size_t cap) {
     if (rc == 127) snprintf(msg, cap, "plot: skipped (gnuplot is not installed; apt-get install gnuplot-nox)");
     else if (rc != 0) snprintf(msg, cap, "plot: gnuplot failed (exit %d) on %s", rc, script);
     else snprintf(msg, cap, "plot: %s", png);
-}
-
-st_status run_dir_clear_store(const char *dir, st_error *err) {
-    st_status s = mkdir_p(dir, err);
-    if (s != ST_OK) return s;
-    DIR *d = opendir(dir);
-    if (!d) return st_fail_errno(err, errno, "%s: cannot list", dir);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, "strata-store.", 13) != 0) continue;
-        char f[4400];
-        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
-        if (unlink(f) != 0 && errno != ENOENT) {
-            s = st_fail_errno(err, errno, "%s: cannot remove the previous run's store file", f);
-            break;
-        }
-    }
-    closedir(d);
-    return s;
 }
 
 const char *run_dir_path(const run_dir *rd) { return rd->path; }

@@ -49,10 +49,6 @@ st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_read
  * (a missing gnuplot is reported, not an error). */
 void run_dir_plot(run_dir *rd, char *msg, size_t cap);
 const char *run_dir_path(const run_dir *rd);
-/* Removes a previous run's tensor store (its strata-store.* files) from
- * dir, creating dir if it is missing; other files are left alone. Call
- * only once run_dir_create has accepted the run directory. */
-st_status run_dir_clear_store(const char *dir, st_error *err);
 /* Ends the run: success deletes the run this one overwrote; failure removes
  * this run's files and puts the previous run's back. NULL is fine. */
 void run_dir_finish(run_dir *rd, int success);

@@ -59,6 +59,14 @@ st_status gpt_config_check(gpt_config *cfg, st_error *err) {
     return ST_OK;
 }
 
+st_status gpt_check_tokens(const gpt_config *cfg, const int32_t *tokens, size_t n, st_error *err) {
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= cfg->vocab_size)
+            return st_fail(err, ST_EINVAL, "token %ld is %d, not a token id of a model with a vocabulary of %d", (long)i,
+                           (int)tokens[i], cfg->vocab_size);
+    return ST_OK;
+}
+
 /* --- layout ---------------------------------------------------------------- */
 
 int gpt_num_units(const gpt_config *cfg) { return cfg->n_layer + 1; }

@@ -240,3 +240,31 @@ st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_e
     sched_list_free(&steady);
     return s;
 }
+
+static int kinds_on_ssd(placement p) { return p.weights + p.optim + p.acts + p.grads; }
+
+st_status layout_least_traffic_placement(const layout_params *base, int n_candidates, layout_fit_fn fits, void *ctx,
+                                         placement *out, st_error *err) {
+    int found = -1;
+    uint64_t best = 0;
+    for (int i = 0; i < n_candidates && i < PLACEMENT_COUNT; i++) {
+        layout_params p = *base;
+        p.place = placement_at(i);
+        run_layout l;
+        layout_traffic traffic;
+        st_status s = layout_build(&p, &l, err);
+        if (s != ST_OK) return s;
+        const int ok = fits(&l, ctx);
+        s = ok ? layout_traffic_per_step(&l, &traffic, err) : ST_OK;
+        layout_free(&l);
+        if (s != ST_OK) return s;
+        if (!ok) continue;
+        const uint64_t bytes = traffic.total_read + traffic.total_written;
+        if (found < 0 || bytes < best ||
+            (bytes == best && kinds_on_ssd(p.place) < kinds_on_ssd(placement_at(found))))
+            best = bytes, found = i;
+    }
+    if (found < 0) return st_fail(err, ST_ENOENT, "no placement fits");
+    *out = placement_at(found);
+    return ST_OK;
+}

@@ -320,6 +320,8 @@ void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t
 st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err) {
     const int BT = t->B * t->T;
     double t0 = st_now();
+    st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
+    if (s != ST_OK) return s;
     for (int mb = 0; mb < t->M; mb++)
         for (int b = 0; b < t->B; b++) {
             const int32_t *row = tokens + ((size_t)mb * t->B + b) * (size_t)(t->T + 1);
@@ -329,8 +331,8 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     grads_new_iteration(&t->grads);
     const float lr = lr_schedule_at(&t->cfg.train.lr, t->step);
     t->clip_scale_now = 1.0f;   /* without clipping, steps during backward use scale 1 */
-    st_status s = t->deferred_pending ? run_list(t, &t->steady, &t->an_steady, lr, t->step + 1, err)
-                                      : run_list(t, &t->first, &t->an_first, lr, t->step + 1, err);
+    s = t->deferred_pending ? run_list(t, &t->steady, &t->an_steady, lr, t->step + 1, err)
+                            : run_list(t, &t->first, &t->an_first, lr, t->step + 1, err);
     if (s != ST_OK) return s;
     double sum = 0, loss = 0;
     for (int u = 0; u < t->L1; u++) sum += t->unit_sumsq[u];
@@ -381,7 +383,8 @@ static void aside_end(offload_trainer *t, const aside *a) {
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
     if (B < 1 || T < 1 || B > t->B || T > t->T)
         return st_fail(err, ST_EINVAL, "evaluation batch %d x %d exceeds the training micro-batch %d x %d", B, T, t->B, t->T);
-    st_status s = offload_trainer_flush(t, err);   /* evaluate the weights of the last step */
+    st_status s = gpt_check_tokens(&t->c, tokens, (size_t)B * (T + 1), err);
+    if (s == ST_OK) s = offload_trainer_flush(t, err);   /* evaluate the weights of the last step */
     if (s != ST_OK) return s;
     aside a;   /* the forward pass below is not training */
     aside_begin(t, &a);

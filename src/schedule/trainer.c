@@ -121,10 +121,12 @@ static void split_rows(trainer *t, const int32_t *rows, int B, int T) {
     }
 }
 
-void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats) {
+st_status trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err) {
     const train_config *tc = &t->tc;
     const gpt_config *c = &tc->model;
     const int B = tc->B, T = tc->T, M = tc->micro_batches;
+    st_status s = gpt_check_tokens(c, tokens, (size_t)M * B * (T + 1), err);
+    if (s != ST_OK) return s;
     double t0 = st_now(), loss_sum = 0.0;
     memset(t->grads, 0, t->n * sizeof(float));
     for (int mb = 0; mb < M; mb++) {
@@ -149,12 +151,18 @@ void trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stats) {
         stats->lr = lr;
         stats->seconds = st_now() - t0;
     }
+    return ST_OK;
 }
 
-float trainer_eval(trainer *t, const int32_t *tokens, int B, int T) {
-    if (B < 1 || T < 1 || B > t->tc.B || T > t->tc.T) return NAN;   /* inputs/targets hold tc.B x tc.T */
+st_status trainer_eval(trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    if (B < 1 || T < 1 || B > t->tc.B || T > t->tc.T)   /* inputs/targets hold tc.B x tc.T */
+        return st_fail(err, ST_EINVAL, "evaluation batch %d x %d exceeds the training micro-batch %d x %d", B, T, t->tc.B,
+                       t->tc.T);
+    st_status s = gpt_check_tokens(&t->tc.model, tokens, (size_t)B * (T + 1), err);
+    if (s != ST_OK) return s;
     split_rows(t, tokens, B, T);
-    return gpt_forward(t->ws, trainer_compute_weights(t), t->inputs, t->targets, B, T, NULL);
+    *loss = gpt_forward(t->ws, trainer_compute_weights(t), t->inputs, t->targets, B, T, NULL);
+    return ST_OK;
 }
 
 long trainer_steps_done(const trainer *t) { return t->step; }

@@ -12,6 +12,8 @@
  *     store_layout.c, store_manifest.c, store_fs.c  ->  store.c
  *         ->  store_commit.c  ->  store_open.c
  *
+ * store_dirs.c (the directory list, removing a store) uses only store_fs.c.
+ *
  * store_open.c creates a store's first manifest with store_commit.c's
  * encoder and installer; nothing calls into store_open.c but the public API.
  */
@@ -27,6 +29,7 @@
 #define STORE_ALIGN 4096u
 #define STORE_META_MAX (1u << 20)
 #define STORE_WEIGHT_SCALE 32        /* integer stripe weights are in [1, 32] */
+#define STORE_FILE_PREFIX "strata-store."   /* every file of a store starts so (store_remove) */
 #define STORE_MANIFEST_NAME "strata-store.manifest"
 #define STORE_MANIFEST_TMP "strata-store.manifest.tmp"
 #define STORE_DATA_NAME "strata-store.data"

@@ -1,0 +1,281 @@
+/* run.c - a training run's engine (strata/run.h): one interface over the
+ * in-memory trainer and the schedule executor, and the life of the run's
+ * store around them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "strata/fs.h"
+#include "strata/run.h"
+
+/* What each trainer does for a run. The executor commits to its own store;
+ * the in-memory trainer to one the run opens for it. */
+typedef struct trainer_ops {
+    st_status (*step)(train_run *r, const int32_t *tokens, train_step_stats *stats, st_error *err);
+    st_status (*eval)(train_run *r, const int32_t *tokens, int B, int T, float *loss, st_error *err);
+    st_status (*flush)(train_run *r, st_error *err);
+    st_status (*read_unit)(train_run *r, int unit, float *out, st_error *err);
+    st_status (*commit)(train_run *r, const void *meta, size_t n, st_error *err);
+    long (*steps_done)(const train_run *r);
+} trainer_ops;
+
+struct train_run {
+    const trainer_ops *ops;
+    gpt_config model;
+    trainer *mem;             /* the in-memory trainer, */
+    store *ckpt;              /* the store it commits to, */
+    void *stage;              /* and its staging buffer; */
+    offload_trainer *off;     /* or the schedule executor */
+};
+
+/* ---- the in-memory trainer ------------------------------------------------------------ */
+
+#define MEMORY_COMMIT_SEGMENT ((size_t)1 << 21)   /* elements per state tensor the in-memory trainer commits */
+
+static st_status memory_step(train_run *r, const int32_t *tokens, train_step_stats *stats, st_error *err) {
+    return trainer_step(r->mem, tokens, stats, err);
+}
+static st_status memory_eval(train_run *r, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    return trainer_eval(r->mem, tokens, B, T, loss, err);
+}
+static st_status memory_flush(train_run *r, st_error *err) {
+    (void)r, (void)err;
+    return ST_OK;   /* every step is whole when it returns */
+}
+static st_status memory_read_unit(train_run *r, int u, float *out, st_error *err) {
+    (void)err;
+    memcpy(out, trainer_params(r->mem) + gpt_unit_offset(&r->model, u), gpt_unit_numel(&r->model, u) * sizeof(float));
+    return ST_OK;
+}
+static st_status memory_commit(train_run *r, const void *meta, size_t n, st_error *err) {
+    st_status s = trainer_save_state(r->mem, r->ckpt, MEMORY_COMMIT_SEGMENT, r->stage, err);
+    if (s == ST_OK) s = store_set_user_meta(r->ckpt, meta, n, err);
+    return s == ST_OK ? store_commit(r->ckpt, err) : s;
+}
+static long memory_steps_done(const train_run *r) { return trainer_steps_done(r->mem); }
+
+static const trainer_ops memory_ops = {memory_step, memory_eval, memory_flush, memory_read_unit, memory_commit,
+                                       memory_steps_done};
+
+/* Opens a store to look at it: the lock is shared, nothing is written. */
+static st_status open_read_only(const store_dirs *d, store **out, st_error *err) {
+    store_config sc = store_default_config();
+    sc.paths = d->paths;
+    sc.n_paths = d->n;
+    sc.mode = STORE_OPEN_EXISTING;
+    sc.read_only = 1;
+    return store_open(&sc, out, NULL, 0, err);
+}
+
+/* The in-memory trainer, and the store it commits to: reopened in place, or
+ * created where the state moves to. */
+static st_status memory_create(train_run *r, const train_run_config *c, const float *init, st_error *err) {
+    st_status s = trainer_create(&r->mem, &c->train, init, err);
+    if (s != ST_OK) return s;
+    const int in_place = c->resume && store_dirs_same(c->store, c->resume);
+    store_config sc = store_default_config();
+    sc.paths = c->store->paths;
+    sc.n_paths = c->store->n;
+    sc.mode = in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
+    if ((s = store_open(&sc, &r->ckpt, NULL, 0, err)) != ST_OK) return s;
+    if (!(r->stage = st_alloc_aligned(4096, store_padded_bytes(MEMORY_COMMIT_SEGMENT * 4))))
+        return st_fail(err, ST_ENOMEM, "out of memory for the commit buffer");
+    if (!c->resume) return ST_OK;
+    store *from = r->ckpt;
+    if (!in_place && (s = open_read_only(c->resume, &from, err)) != ST_OK) return s;
+    ckpt_reader *reader = NULL;
+    s = ckpt_reader_open(&reader, from, &c->train.model, err);
+    if (s == ST_OK) s = trainer_load_state(r->mem, reader, c->resume_steps, err);
+    ckpt_reader_free(reader);
+    if (from != r->ckpt) store_close(from);
+    return s;
+}
+
+/* ---- the schedule executor ------------------------------------------------------------- */
+
+static st_status executor_step(train_run *r, const int32_t *tokens, train_step_stats *stats, st_error *err) {
+    return offload_trainer_step(r->off, tokens, stats, err);
+}
+static st_status executor_eval(train_run *r, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    return offload_trainer_eval(r->off, tokens, B, T, loss, err);
+}
+static st_status executor_flush(train_run *r, st_error *err) { return offload_trainer_flush(r->off, err); }
+static st_status executor_read_unit(train_run *r, int u, float *out, st_error *err) {
+    return offload_trainer_read_unit(r->off, u, out, err);
+}
+static st_status executor_commit(train_run *r, const void *meta, size_t n, st_error *err) {
+    return offload_trainer_commit(r->off, meta, n, err);
+}
+static long executor_steps_done(const train_run *r) { return offload_trainer_steps_done(r->off); }
+
+static const trainer_ops executor_ops = {executor_step, executor_eval, executor_flush, executor_read_unit,
+                                         executor_commit, executor_steps_done};
+
+offload_config train_run_executor_config(const train_run_config *c) {
+    offload_config oc = {.train = c->train, .schedule = c->schedule, .alpha = c->alpha, .place = c->place,
+                         .mem_device = c->mem_device, .mem_host = c->mem_host, .trace_path = c->trace_path,
+                         .engine = c->io, .resume_steps = c->resume_steps};
+    if (c->store) oc.store_paths = c->store->paths, oc.n_store_paths = c->store->n;
+    if (c->resume) oc.resume_paths = c->resume->paths, oc.n_resume_paths = c->resume->n;
+    return oc;
+}
+
+/* A layout fits the budgets (layout_least_traffic_placement's test). */
+static int fits_budgets(const run_layout *l, void *ctx) {
+    const train_run_config *c = ctx;
+    return (!c->mem_host || l->memory.host <= c->mem_host) && (!c->mem_device || l->memory.device <= c->mem_device);
+}
+
+st_status train_run_auto_placement(const train_run_config *c, placement *out, st_error *err) {
+    const offload_config oc = train_run_executor_config(c);
+    const layout_params p = offload_layout_params(&oc);
+    st_error e = {0};
+    st_status s = layout_least_traffic_placement(&p, PLACEMENT_COUNT, fits_budgets, (void *)c, out, &e);
+    if (s != ST_ENOENT) {
+        if (s != ST_OK && err) *err = e;
+        return s;
+    }
+    /* nothing fits: the smallest, so that creating the run says what it needs */
+    uint64_t smallest = UINT64_MAX;
+    for (int i = 0; i < PLACEMENT_COUNT; i++) {
+        offload_config probe = oc;
+        probe.place = placement_at(i);
+        layout_memory need;
+        offload_memory_need(&probe, &need);
+        if (need.host < smallest) smallest = need.host, *out = probe.place;
+    }
+    return ST_OK;
+}
+
+/* ---- the run --------------------------------------------------------------------------- */
+
+st_status train_run_create(train_run **out, const train_run_config *c, const float *init, st_error *err) {
+    *out = NULL;
+    if (!c->store) return st_fail(err, ST_EINVAL, "a run needs a store to commit to");
+    train_run *r = calloc(1, sizeof *r);
+    if (!r) return st_fail(err, ST_ENOMEM, "out of memory");
+    r->model = c->train.model;
+    st_status s;
+    if (c->executor) {
+        r->ops = &executor_ops;
+        const offload_config oc = train_run_executor_config(c);
+        s = offload_trainer_create(&r->off, &oc, c->resume ? NULL : init, err);
+    } else {
+        r->ops = &memory_ops;
+        s = memory_create(r, c, c->resume ? NULL : init, err);
+    }
+    if (s != ST_OK) {
+        train_run_free(r);
+        return s;
+    }
+    *out = r;
+    return ST_OK;
+}
+
+void train_run_free(train_run *r) {
+    if (!r) return;
+    trainer_free(r->mem);
+    offload_trainer_free(r->off);
+    store_close(r->ckpt);
+    st_free_aligned(r->stage);
+    free(r);
+}
+
+st_status train_run_step(train_run *r, const int32_t *tokens, train_step_stats *stats, st_error *err) {
+    return r->ops->step(r, tokens, stats, err);
+}
+
+st_status train_run_eval(train_run *r, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
+    return r->ops->eval(r, tokens, B, T, loss, err);
+}
+
+st_status train_run_flush(train_run *r, st_error *err) { return r->ops->flush(r, err); }
+
+st_status train_run_read_unit(void *run, int u, float *out, st_error *err) {
+    train_run *r = run;
+    if (u < 0 || u >= gpt_num_units(&r->model))
+        return st_fail(err, ST_EINVAL, "unit %d out of range [0, %d)", u, gpt_num_units(&r->model));
+    return r->ops->read_unit(r, u, out, err);
+}
+
+st_status train_run_commit(train_run *r, const ckpt_record *rec, st_error *err) {
+    char meta[512];
+    const int n = ckpt_record_format(rec, meta, sizeof meta);
+    if (n < 0) return st_fail(err, ST_EINVAL, "commit record too long");
+    return r->ops->commit(r, meta, (size_t)n, err);
+}
+
+long train_run_steps_done(const train_run *r) { return r->ops->steps_done(r); }
+
+offload_trainer *train_run_executor(train_run *r) { return r->off; }
+
+/* ---- resuming -------------------------------------------------------------------------- */
+
+/* The record of st's last commit. */
+static st_status read_record(store *st, ckpt_record *out, st_error *err) {
+    size_t n = 0;
+    const void *meta = store_user_meta(st, &n);   /* valid until the next store_set_user_meta: parsed at once */
+    return ckpt_record_parse(meta, n, out, err);
+}
+
+st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *found, st_error *err) {
+    store *st;
+    st_error e = {0};
+    *found = 0;
+    st_status s = open_read_only(dirs, &st, &e);
+    if (s == ST_ENOENT && access(dirs->paths[0], F_OK) == 0) return ST_OK;   /* a directory without a store */
+    if (s != ST_OK) return st_fail(err, s, "cannot open the run's store in %s: %s", dirs->paths[0], e.msg);
+    s = read_record(st, out, &e);
+    store_close(st);
+    if (s == ST_ENOENT) return ST_OK;   /* a store without a commit record: made, not committed to */
+    if (s != ST_OK) return st_fail(err, s, "%s", e.msg);
+    *found = 1;
+    return ST_OK;
+}
+
+st_status train_run_check_commit(const ckpt_record *c, const gpt_config *model, uint64_t data_tokens, long steps,
+                                 st_error *err) {
+    const gpt_config *m = &c->model;
+    if (m->n_layer != model->n_layer || m->n_head != model->n_head || m->d_model != model->d_model ||
+        m->n_ctx != model->n_ctx || m->vocab_size != model->vocab_size)
+        return st_fail(err, ST_EINVAL,
+                       "the store's commit is of another model (%d layers, %d heads, d_model %d, context %d, vocab "
+                       "%d) than run.json's",
+                       m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size);
+    if (c->data_tokens != data_tokens)
+        return st_fail(err, ST_EINVAL,
+                       "the training data changed since the commit: it held %llu tokens, now %llu; a resumed run "
+                       "reads the same data from the same position",
+                       (unsigned long long)c->data_tokens, (unsigned long long)data_tokens);
+    if (c->step >= steps)
+        return st_fail(err, ST_EINVAL, "the run finished: its last commit is at step %ld of %ld", c->step, steps);
+    return ST_OK;
+}
+
+st_status train_run_prepare_move(const store_dirs *to, const ckpt_record *ours, int *removed, st_error *err) {
+    *removed = 0;
+    for (int i = 0; i < to->n; i++) {
+        st_status s = st_mkdir_p(to->paths[i], err);
+        if (s != ST_OK) return s;
+    }
+    store *st;
+    st_error e = {0};
+    st_status s = open_read_only(to, &st, &e);
+    if (s == ST_ENOENT) return ST_OK;   /* no store there */
+    if (s != ST_OK) return st_fail(err, s, "--store %s: %s", to->paths[0], e.msg);
+    size_t n = 0;
+    store_user_meta(st, &n);
+    ckpt_record c;
+    const int no_record = n == 0;
+    const int same = !no_record && read_record(st, &c, &e) == ST_OK && c.step == ours->step &&
+                     c.data_pos == ours->data_pos && c.data_epoch == ours->data_epoch &&
+                     c.data_tokens == ours->data_tokens && !memcmp(&c.model, &ours->model, sizeof c.model);
+    store_close(st);
+    if (!no_record && !same)
+        return st_fail(err, ST_EEXIST,
+                       "--store %s already holds a store with a commit of its own: choose an empty directory",
+                       to->paths[0]);
+    *removed = 1;
+    return store_remove(to, err);
+}

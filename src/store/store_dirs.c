@@ -1,0 +1,54 @@
+/* store_dirs.c - a store's directories as the command line and run records
+ * spell them, and removing a store from them (see strata/store.h). It uses
+ * nothing else in the store but its file names. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "strata/fs.h"
+#include "store/store_internal.h"
+
+st_status store_dirs_parse(const char *list, store_dirs *d, st_error *err) {
+    d->n = 0;
+    if (snprintf(d->list, sizeof d->list, "%s", list) >= (int)sizeof d->list)
+        return st_fail(err, ST_EINVAL, "the list of store directories is too long");
+    for (char *save = NULL, *tok = strtok_r(d->list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (d->n == STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "at most %d directories", STORE_MAX_PATHS);
+        d->paths[d->n++] = tok;
+    }
+    if (d->n == 0) return st_fail(err, ST_EINVAL, "no directory given");
+    return ST_OK;
+}
+
+int store_dirs_same(const store_dirs *a, const store_dirs *b) { return st_same_paths(a->paths, a->n, b->paths, b->n); }
+
+/* The store's files in dir, removed. */
+static st_status remove_in(const char *dir, st_error *err) {
+    st_status s = st_mkdir_p(dir, err);
+    if (s != ST_OK) return s;
+    DIR *d = opendir(dir);
+    if (!d) return st_fail_errno(err, errno, "%s: cannot list", dir);
+    const size_t prefix = strlen(STORE_FILE_PREFIX);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, STORE_FILE_PREFIX, prefix) != 0) continue;
+        char f[4400];
+        store_path_join(f, sizeof f, dir, e->d_name);
+        if (unlink(f) != 0 && errno != ENOENT) {
+            s = st_fail_errno(err, errno, "%s: cannot remove the previous run's store file", f);
+            break;
+        }
+    }
+    closedir(d);
+    return s;
+}
+
+st_status store_remove(const store_dirs *d, st_error *err) {
+    for (int i = 0; i < d->n; i++) {
+        st_status s = remove_in(d->paths[i], err);
+        if (s != ST_OK) return s;
+    }
+    return ST_OK;
+}
