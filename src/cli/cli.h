@@ -48,7 +48,7 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
  * (with --n-ctx, default seq, and --vocab, default 50257), checked. Zero
  * means the flag was not given; no name and no shape is gpt2-124m. */
 typedef struct cli_model_flags {
-    const char *name;
+    const char *model;
     long n_layer, n_head, d_model, n_ctx, vocab;
     long seq;
 } cli_model_flags;

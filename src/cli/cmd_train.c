@@ -643,7 +643,7 @@ static st_status build_model_config(const train_opts *o, gpt_config *cfg, float 
                            "--init takes the model shape from the file; drop --model/--n-layer/--d-model/--n-ctx/--vocab");
         return gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
     }
-    const cli_model_flags shape = {.name = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
+    const cli_model_flags shape = {.model = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
                                    .n_ctx = o->n_ctx, .vocab = o->vocab, .seq = o->seq};
     return cli_model_config(&shape, cfg, err);
 }
