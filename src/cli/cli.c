@@ -1,4 +1,5 @@
-/* cli.c - shared command-line helpers: error printing and flag parsing. */
+/* cli.c - shared command-line helpers: error printing, the strict parsers of
+ * flag values, and reading a store named on the command line. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -152,19 +153,6 @@ st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *
     if (f->n_ctx) cfg->n_ctx = (int)f->n_ctx;
     if (f->vocab) cfg->vocab_size = (int)f->vocab;
     return gpt_config_check(cfg, err);
-}
-
-int cli_model_flag(const char *a, const char *v, cli_model_flags *f, st_status *s, st_error *err) {
-    *s = ST_OK;
-    if (!strcmp(a, "--model")) f->model = v;
-    else if (!strcmp(a, "--n-layer")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_layer, err);
-    else if (!strcmp(a, "--n-head")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_head, err);
-    else if (!strcmp(a, "--d-model")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->d_model, err);
-    else if (!strcmp(a, "--n-ctx")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_ctx, err);
-    else if (!strcmp(a, "--vocab")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->vocab, err);
-    else if (!strcmp(a, "--seq")) *s = cli_parse_int(a, v, 1, 1 << 20, &f->seq, err);
-    else return 0;
-    return 1;
 }
 
 static int is_dir(const char *p) {
