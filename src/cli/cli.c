@@ -1,4 +1,5 @@
-/* cli.c - shared command-line helpers: error printing and flag parsing. */
+/* cli.c - shared command-line helpers: error printing, the strict parsers of
+ * flag values, and reading a store named on the command line. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -139,7 +140,7 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
 
 st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *err) {
     if (f->n_layer || f->d_model || f->n_head) {
-        if (f->name)
+        if (f->model)
             return st_fail(err, ST_EINVAL, "give either --model or an explicit shape (--n-layer/--n-head/--d-model), not both");
         if (!f->n_layer || !f->d_model || !f->n_head)
             return st_fail(err, ST_EINVAL, "an explicit shape needs --n-layer, --n-head and --d-model");
@@ -147,24 +148,11 @@ st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *
                             .n_ctx = (int)(f->n_ctx ? f->n_ctx : f->seq), .vocab_size = (int)(f->vocab ? f->vocab : 50257)};
         return gpt_config_check(cfg, err);
     }
-    st_status s = gpt_config_from_name(cfg, f->name ? f->name : "gpt2-124m", err);
+    st_status s = gpt_config_from_name(cfg, f->model ? f->model : "gpt2-124m", err);
     if (s != ST_OK) return s;
     if (f->n_ctx) cfg->n_ctx = (int)f->n_ctx;
     if (f->vocab) cfg->vocab_size = (int)f->vocab;
     return gpt_config_check(cfg, err);
-}
-
-int cli_model_flag(const char *a, const char *v, cli_model_flags *f, st_status *s, st_error *err) {
-    *s = ST_OK;
-    if (!strcmp(a, "--model")) f->name = v;
-    else if (!strcmp(a, "--n-layer")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_layer, err);
-    else if (!strcmp(a, "--n-head")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_head, err);
-    else if (!strcmp(a, "--d-model")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->d_model, err);
-    else if (!strcmp(a, "--n-ctx")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->n_ctx, err);
-    else if (!strcmp(a, "--vocab")) *s = cli_parse_int(a, v, 1, INT_MAX, &f->vocab, err);
-    else if (!strcmp(a, "--seq")) *s = cli_parse_int(a, v, 1, 1 << 20, &f->seq, err);
-    else return 0;
-    return 1;
 }
 
 static int is_dir(const char *p) {

@@ -46,16 +46,14 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
 
 /* The model shape from --model NAME or an explicit --n-layer/--n-head/--d-model
  * (with --n-ctx, default seq, and --vocab, default 50257), checked. Zero
- * means the flag was not given; no name and no shape is gpt2-124m. */
+ * means the flag was not given; no name and no shape is gpt2-124m. The
+ * flags are CLI_MODEL_SHAPE_FLAGS and CLI_SEQ_FLAG (cli_flags.h). */
 typedef struct cli_model_flags {
-    const char *name;
+    const char *model;
     long n_layer, n_head, d_model, n_ctx, vocab;
     long seq;
 } cli_model_flags;
 st_status cli_model_config(const cli_model_flags *f, gpt_config *out, st_error *err);
-/* When flag is one of --model, --n-layer, --n-head, --d-model, --n-ctx,
- * --vocab, --seq: parses value into f, sets *status, and returns 1; else 0. */
-int cli_model_flag(const char *flag, const char *value, cli_model_flags *f, st_status *status, st_error *err);
 
 /* The directories of a tensor store named on the command line: a comma-
  * separated list (store_dirs_parse), or a run directory (one with

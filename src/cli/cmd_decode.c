@@ -1,27 +1,40 @@
 /* cmd_decode.c - `strata decode`: GPT-2 token ids (stdin or a token file) to text. */
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/data.h"
 #include "strata/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata decode < ids > text\n"
-               "       strata decode --tokens FILE [--start N] [--count N]\n\n"
-               "Reads GPT-2 token ids separated by spaces, newlines or commas (brackets are\n"
-               "ignored, so a JSON list works) and writes the text they stand for, byte\n"
-               "for byte. With --tokens, decodes a token file instead (a shard from\n"
-               "'strata prepare' or a nanoGPT .bin).\n\n"
-               "  --tokens FILE  decode this token file\n"
-               "  --start N      first token to decode (default 0)\n"
-               "  --count N      number of tokens (default: to the end)\n");
-}
+typedef struct decode_opts {
+    const char *tokens;
+    uint64_t start, count;
+} decode_opts;
+
+#define O(field) offsetof(decode_opts, field)
+static const cli_flag decode_flags[] = {
+    CLI_STRING("tokens", O(tokens), "FILE", "decode this token file"),
+    CLI_U64("start", O(start), "N", "first token to decode (default 0)"),
+    CLI_U64("count", O(count), "N", "number of tokens (default: to the end)"),
+};
+
+static const cli_spec decode_spec = {
+    .command = "decode",
+    .usage = "usage: strata decode < ids > text\n"
+             "       strata decode --tokens FILE [--start N] [--count N]",
+    .about = "Reads GPT-2 token ids separated by spaces, newlines or commas (brackets are\n"
+             "ignored, so a JSON list works) and writes the text they stand for, byte\n"
+             "for byte. With --tokens, decodes a token file instead (a shard from\n"
+             "'strata prepare' or a nanoGPT .bin).",
+    .flags = decode_flags,
+    .n_flags = CLI_COUNT(decode_flags),
+};
 
 static int put_token(const gpt2_tokenizer *tok, int32_t id, const char *where, uint64_t pos) {
     size_t len;
@@ -86,31 +99,18 @@ static int decode_file(const gpt2_tokenizer *tok, const char *path, uint64_t sta
 }
 
 int cmd_decode(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"tokens", required_argument, NULL, 't'}, {"start", required_argument, NULL, 's'},
-        {"count", required_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'}, {0}};
-    const char *path = NULL;
-    uint64_t start = 0, count = 0;
-    int has_count = 0, c;
+    decode_opts o = {0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&decode_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *path = o.tokens;
+    const int has_count = cli_flag_given(&decode_spec, &flags, "count");
+    if (!path && (o.start || has_count)) return cli_usage_error("decode", "--start and --count need --tokens FILE");
     st_error err = {0};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        st_status s = ST_OK;
-        switch (c) {
-        case 't': path = optarg; break;
-        case 's': s = cli_parse_u64("--start", optarg, &start, &err); break;
-        case 'n': s = cli_parse_u64("--count", optarg, &count, &err); has_count = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_usage_error("decode", "unknown or incomplete flag");
-        }
-        if (s != ST_OK) return cli_usage_error("decode", "%s", err.msg);
-    }
-    if (optind < argc) return cli_usage_error("decode", "unexpected argument '%s'", argv[optind]);
-    if (!path && (start || has_count)) return cli_usage_error("decode", "--start and --count need --tokens FILE");
 
     gpt2_tokenizer *tok;
     if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
-    int rc = path ? decode_file(tok, path, start, count, has_count) : decode_stdin(tok);
+    int rc = path ? decode_file(tok, path, o.start, o.count, has_count) : decode_stdin(tok);
     gpt2_tokenizer_free(tok);
     if (fflush(stdout) != 0 || ferror(stdout)) return rc ? rc : cli_error("stdout: %s", strerror(errno));
     return rc;

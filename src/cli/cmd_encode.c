@@ -1,22 +1,35 @@
 /* cmd_encode.c - `strata encode`: text on stdin to GPT-2 token ids on stdout. */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata encode [--allow-special] < text > ids\n\n"
-               "Reads text (any bytes) on stdin and prints its GPT-2 token ids, separated by\n"
-               "spaces, on one line. 'strata decode' reverses it exactly.\n\n"
-               "  --allow-special  encode the literal text <|endoftext|> as token 50256\n"
-               "                   (default: plain text, as OpenAI's and the JS encoder do)\n"
-               "  --count          print only the number of tokens\n\n"
-               "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).\n");
-}
+typedef struct encode_opts {
+    int allow_special, count;
+} encode_opts;
+
+static const cli_flag encode_flags[] = {
+    CLI_ON("allow-special", offsetof(encode_opts, allow_special),
+           "encode the literal text <|endoftext|> as token 50256\n"
+           "(default: plain text, as OpenAI's and the JS encoder do)"),
+    CLI_ON("count", offsetof(encode_opts, count), "print only the number of tokens"),
+};
+
+static const cli_spec encode_spec = {
+    .command = "encode",
+    .usage = "usage: strata encode [--allow-special] < text > ids",
+    .about = "Reads text (any bytes) on stdin and prints its GPT-2 token ids, separated by\n"
+             "spaces, on one line. 'strata decode' reverses it exactly.",
+    .epilogue = "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).",
+    .flags = encode_flags,
+    .n_flags = CLI_COUNT(encode_flags),
+    .takes_args = 1,   /* to say where the text comes from */
+};
 
 /* Reads all of stdin; *buf is malloc'd. */
 static int read_stdin(char **buf, size_t *len) {
@@ -40,21 +53,12 @@ static int read_stdin(char **buf, size_t *len) {
 }
 
 int cmd_encode(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"allow-special", no_argument, NULL, 's'}, {"count", no_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'}, {0}};
-    unsigned flags = 0;
-    int count_only = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 's': flags |= GPT2_ALLOW_SPECIAL; break;
-        case 'c': count_only = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_usage_error("encode", "unknown flag");
-        }
-    }
-    if (optind < argc) return cli_usage_error("encode", "unexpected argument '%s' (the text comes on stdin)", argv[optind]);
+    encode_opts o = {0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&encode_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    if (flags.n_args) return cli_usage_error("encode", "unexpected argument '%s' (the text comes on stdin)", flags.args[0]);
+    const unsigned gpt2_flags = o.allow_special ? GPT2_ALLOW_SPECIAL : 0;
 
     st_error err = {0};
     gpt2_tokenizer *tok;
@@ -67,14 +71,14 @@ int cmd_encode(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     size_t n = 0, cap = 0;
-    st_status st = gpt2_encode_append(tok, text, len, flags, &ids, &n, &cap, &err);
+    st_status st = gpt2_encode_append(tok, text, len, gpt2_flags, &ids, &n, &cap, &err);
     free(text);
     gpt2_tokenizer_free(tok);
     if (st) {
         free(ids);
         return cli_fail(&err);
     }
-    if (count_only) {
+    if (o.count) {
         printf("%zu\n", n);
     } else {
         for (size_t k = 0; k < n; k++) printf(k ? " %d" : "%d", ids[k]);

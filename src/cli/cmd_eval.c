@@ -1,57 +1,52 @@
 /* cmd_eval.c - `strata eval`: mean next-token loss of a model on a token file. */
-#include <getopt.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/data.h"
 #include "strata/gpt_io.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata eval --model FILE.safetensors --tokens FILE --batch B --seq T [flags]\n\n"
-               "Mean next-token loss over the first B*T+1 tokens of FILE (B rows of T targets).\n"
-               "The last line printed is 'loss <value>'.\n\n"
-               "  --model FILE     weights (Hugging Face GPT-2 layout; F32, BF16 or F16)\n"
-               "  --tokens FILE    token file: a strata shard or nanoGPT's raw uint16\n"
-               "  --batch B        rows (default 1)\n"
-               "  --seq T          tokens per row (default: the model's context)\n"
-               "  --n-head N       attention heads (default: config.json beside the model, else d_model/64)\n"
-               "  --precision P    fp32 (default) or mixed (bf16 weights)\n"
-               "  --threads N      compute threads\n");
-}
+typedef struct eval_opts {
+    const char *model, *tokens, *precision;
+    long batch, seq, n_head, threads;
+} eval_opts;
+
+#define O(field) offsetof(eval_opts, field)
+static const cli_flag eval_flags[] = {
+    CLI_STRING("model", O(model), "FILE", "weights (Hugging Face GPT-2 layout; F32, BF16 or F16)"),
+    CLI_STRING("tokens", O(tokens), "FILE", "token file: a strata shard or nanoGPT's raw uint16"),
+    CLI_INT("batch", O(batch), 1, 1 << 20, "B", "rows (default 1)"),
+    CLI_INT("seq", O(seq), 1, 1 << 20, "T", "tokens per row (default: the model's context)"),
+    CLI_WEIGHTS_N_HEAD_FLAG(O(n_head)),
+    CLI_STRING("precision", O(precision), "P", "fp32 (default) or mixed (bf16 weights)"),
+    CLI_THREADS_FLAG(O(threads)),
+};
+
+static const cli_spec eval_spec = {
+    .command = "eval",
+    .usage = "usage: strata eval --model FILE.safetensors --tokens FILE --batch B --seq T [flags]",
+    .about = "Mean next-token loss over the first B*T+1 tokens of FILE (B rows of T targets).\n"
+             "The last line printed is 'loss <value>'.",
+    .flags = eval_flags,
+    .n_flags = CLI_COUNT(eval_flags),
+};
 
 int cmd_eval(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'}, {"tokens", required_argument, NULL, 't'},
-        {"batch", required_argument, NULL, 'b'}, {"seq", required_argument, NULL, 's'},
-        {"n-head", required_argument, NULL, 'n'}, {"threads", required_argument, NULL, 'j'},
-        {"precision", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'}, {0}};
-    const char *model = NULL, *tokens_path = NULL, *precision = "fp32";
-    long B = 1, T = 0, n_head = 0, threads = 0;
+    eval_opts o = {.precision = "fp32", .batch = 1};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&eval_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *model = o.model, *tokens_path = o.tokens;
+    long B = o.batch, T = o.seq;
     st_error err = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        st_status s = ST_OK;
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 't': tokens_path = optarg; break;
-        case 'p': precision = optarg; break;
-        case 'b': s = cli_parse_int("--batch", optarg, 1, 1 << 20, &B, &err); break;
-        case 's': s = cli_parse_int("--seq", optarg, 1, 1 << 20, &T, &err); break;
-        case 'n': s = cli_parse_int("--n-head", optarg, 1, 4096, &n_head, &err); break;
-        case 'j': s = cli_parse_int("--threads", optarg, 1, 1024, &threads, &err); break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_usage_error("eval", "unknown or incomplete flag");
-        }
-        if (s != ST_OK) return cli_usage_error("eval", "%s", err.msg);
-    }
     if (!model || !tokens_path) return cli_usage_error("eval", "--model and --tokens are required");
     gpt_precision prec;
-    if (gpt_precision_parse(precision, &prec, &err) != ST_OK) return cli_usage_error("eval", "--%s", err.msg);
-    if (threads) omp_set_num_threads((int)threads);
+    if (gpt_precision_parse(o.precision, &prec, &err) != ST_OK) return cli_usage_error("eval", "--%s", err.msg);
+    if (o.threads) omp_set_num_threads((int)o.threads);
 
     int rc = 1;
     gpt_config cfg;
@@ -60,7 +55,7 @@ int cmd_eval(int argc, char **argv) {
     token_file *tf = NULL;
     gpt_workspace *ws = NULL;
     int32_t *rows = NULL, *inputs = NULL, *targets = NULL;
-    if (gpt_load_safetensors(model, (int)n_head, &cfg, &params, &err) != ST_OK) goto fail;
+    if (gpt_load_safetensors(model, (int)o.n_head, &cfg, &params, &err) != ST_OK) goto fail;
     if (!T) T = cfg.n_ctx;
     if (T > cfg.n_ctx) {
         st_fail(&err, ST_EINVAL, "--seq %ld is longer than the context of %s (%d)", T, model, cfg.n_ctx);

@@ -2,23 +2,36 @@
  * weights of a store's last commit, in the Hugging Face GPT-2 layout, read
  * one unit at a time (a model larger than memory exports too). */
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/checkpoint.h"
 #include "strata/gpt_io.h"
 #include "strata/store.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata export RUN_DIR|STORE_DIR[,DIR...] --out FILE.safetensors\n"
-               "\n"
-               "Writes the fp32 master weights of the store's last commit (a run commits\n"
-               "its store whenever it saves its weights, and at the end) as a Hugging Face\n"
-               "GPT-2 safetensors file, with config.json beside it. The store is opened\n"
-               "read-only.\n");
-}
+typedef struct export_opts {
+    const char *out;
+} export_opts;
+
+static const cli_flag export_flags[] = {
+    CLI_STRING("out", offsetof(export_opts, out), "FILE", "the safetensors file to write (config.json goes beside it)"),
+};
+
+static const cli_spec export_spec = {
+    .command = "export",
+    .usage = "usage: strata export RUN_DIR|STORE_DIR[,DIR...] --out FILE.safetensors",
+    .about = "Writes the fp32 master weights of the store's last commit (a run commits\n"
+             "its store whenever it saves its weights, and at the end) as a Hugging Face\n"
+             "GPT-2 safetensors file, with config.json beside it. The store is opened\n"
+             "read-only.",
+    .flags = export_flags,
+    .n_flags = CLI_COUNT(export_flags),
+    .takes_args = 1,
+};
 
 /* Unit u's master weights, from the last commit (gpt_unit_reader). */
 static st_status read_unit(void *ctx, int u, float *out, st_error *err) {
@@ -29,24 +42,13 @@ static st_status read_unit(void *ctx, int u, float *out, st_error *err) {
 }
 
 int cmd_export(int argc, char **argv) {
-    const char *arg = NULL, *out = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--out")) {
-            if (i + 1 >= argc) return cli_usage_error("export", "--out needs a file name");
-            out = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error("export", "unknown flag: %s", a);
-        } else if (arg) {
-            return cli_usage_error("export", "one RUN_DIR or store argument, not '%s' and '%s'", arg, a);
-        } else {
-            arg = a;
-        }
-    }
+    export_opts o = {0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&export_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    if (flags.n_args > 1)
+        return cli_usage_error("export", "one RUN_DIR or store argument, not '%s' and '%s'", flags.args[0], flags.args[1]);
+    const char *arg = flags.n_args ? flags.args[0] : NULL, *out = o.out;
     if (!arg || !arg[0]) return cli_usage_error("export", "give a run directory or the store's directories");
     if (!out) return cli_usage_error("export", "--out FILE.safetensors is required");
     store_dirs dirs;

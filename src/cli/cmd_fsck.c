@@ -4,44 +4,53 @@
  * every committed tensor and checks every chunk's CRC32C, naming each bad
  * chunk: tensor, chunk, tensor offset, path, data file and file offset. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/store.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata fsck PATH[,PATH...] [--verbose]\n"
-            "\n"
-            "Verifies a tensor store: its manifest (checksum, lengths, every tensor's\n"
-            "region inside the data files), then every chunk of every committed tensor\n"
-            "against its CRC32C. Prints each damaged tensor with the chunk index, tensor\n"
-            "offset, path, data file and file offset of each bad chunk, then\n"
-            "\"N tensors, M chunks checked, K damaged\".\n"
-            "\n"
-            "PATH is the store's directories in the order the run gave them (--store;\n"
-            "the first holds the manifest), or a run directory whose store is in\n"
-            "RUN_DIR/store (the default of 'strata train').\n"
-            "\n"
-            "The store is opened read-only: nothing is created, written or removed, and\n"
-            "a store that a running process (a training run) has open is not touched:\n"
-            "fsck says it is in use and exits 1.\n"
-            "\n"
-            "Only committed tensors are checked: a training run commits its store when it\n"
-            "creates it (the initial weights and optimizer state); commits during a run\n"
-            "come with resumable training. Volatile state (gradients, activation\n"
-            "checkpoints) and versions written since the last commit are not part of\n"
-            "the committed state and are not read.\n"
-            "\n"
-            "  --verbose, -v   also list every committed tensor and where each chunk lies\n"
-            "                  (path, data file, file offset)\n"
-            "\n"
-            "Exit status: 0 clean; 1 damaged or unreadable (bad manifest, truncated\n"
-            "file, I/O error, store in use or missing); 2 bad usage.\n");
-}
+typedef struct fsck_opts {
+    int verbose;
+} fsck_opts;
+
+static const cli_flag fsck_flags[] = {
+    {.name = "verbose", .short_name = 'v', .type = CLI_TYPE_ON, .offset = offsetof(fsck_opts, verbose),
+     .help = "also list every committed tensor and where each chunk lies\n(path, data file, file offset)"},
+};
+
+static const cli_spec fsck_spec = {
+    .command = "fsck",
+    .usage = "usage: strata fsck PATH[,PATH...] [--verbose]",
+    .about = "Verifies a tensor store: its manifest (checksum, lengths, every tensor's\n"
+             "region inside the data files), then every chunk of every committed tensor\n"
+             "against its CRC32C. Prints each damaged tensor with the chunk index, tensor\n"
+             "offset, path, data file and file offset of each bad chunk, then\n"
+             "\"N tensors, M chunks checked, K damaged\".\n"
+             "\n"
+             "PATH is the store's directories in the order the run gave them (--store;\n"
+             "the first holds the manifest), or a run directory whose store is in\n"
+             "RUN_DIR/store (the default of 'strata train').\n"
+             "\n"
+             "The store is opened read-only: nothing is created, written or removed, and\n"
+             "a store that a running process (a training run) has open is not touched:\n"
+             "fsck says it is in use and exits 1.\n"
+             "\n"
+             "Only committed tensors are checked: a training run commits its store when it\n"
+             "creates it (the initial weights and optimizer state); commits during a run\n"
+             "come with resumable training. Volatile state (gradients, activation\n"
+             "checkpoints) and versions written since the last commit are not part of\n"
+             "the committed state and are not read.",
+    .epilogue = "Exit status: 0 clean; 1 damaged or unreadable (bad manifest, truncated\n"
+                "file, I/O error, store in use or missing); 2 bad usage.",
+    .flags = fsck_flags,
+    .n_flags = CLI_COUNT(fsck_flags),
+    .takes_args = 1,
+};
 
 typedef struct fsck_ctx {
     store_key last;
@@ -102,19 +111,13 @@ static int list_tensors(store *s) {
 }
 
 int cmd_fsck(int argc, char **argv) {
-    const char *arg = NULL;
-    int verbose = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) verbose = 1;
-        else if (a[0] == '-' && a[1]) return cli_usage_error("fsck", "unknown flag: %s", a);
-        else if (arg) return cli_usage_error("fsck", "one PATH[,PATH...] argument, not '%s' and '%s'", arg, a);
-        else arg = a;
-    }
+    fsck_opts o = {0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&fsck_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    if (flags.n_args > 1)
+        return cli_usage_error("fsck", "one PATH[,PATH...] argument, not '%s' and '%s'", flags.args[0], flags.args[1]);
+    const char *arg = flags.n_args ? flags.args[0] : NULL;
     if (!arg || !arg[0]) return cli_usage_error("fsck", "give the store's directories, or a run directory");
 
     store_dirs dirs;
@@ -144,7 +147,7 @@ int cmd_fsck(int argc, char **argv) {
            info.n_paths, info.n_paths == 1 ? "" : "s", (unsigned long long)info.generation,
            (unsigned long long)info.chunk_bytes, store_tensor_count(s));
     fflush(stdout);
-    if (verbose && list_tensors(s) != 0) {
+    if (o.verbose && list_tensors(s) != 0) {
         store_close(s);
         return 1;
     }

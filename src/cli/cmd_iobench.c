@@ -1,34 +1,47 @@
 /* cmd_iobench.c - `strata iobench`: sequential O_DIRECT write and read
  * bandwidth of the I/O engine, per storage path and combined. The measuring
  * is io_bench's (strata/io.h), shared with `strata probe`. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/io.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata iobench --path DIR[,DIR...] [--size BYTES] [--block BYTES] [--qd N]\n"
-            "                      [--engine auto|uring|psync] [--rw write|read|both] [--keep]\n"
-            "                      [--no-register] [--buffered] [--file NAME]\n"
-            "\n"
-            "Writes, then reads back, a file of --size bytes in each directory with\n"
-            "sequential --block transfers, --qd in flight per directory, all directories\n"
-            "at once, and reports GB/s (10^9 bytes/s) per directory and combined.\n"
-            "\n"
-            "  --path DIR[,DIR...]  directories to test, one per drive (required)\n"
-            "  --size BYTES         bytes per directory (default 1G; K, M, G suffixes)\n"
-            "  --block BYTES        transfer size (default 1M, a multiple of 4096)\n"
-            "  --qd N               transfers in flight per directory (default 8)\n"
-            "  --engine E           auto (default: io_uring if available), uring, psync\n"
-            "  --rw MODE            write, read (of an existing file), or both (default)\n"
-            "  --keep               keep the test files (for fio on the same files)\n"
-            "  --no-register        do not register buffers with io_uring\n"
-            "  --buffered           allow buffered I/O where O_DIRECT is unsupported\n"
-            "  --file NAME          test file name in each directory (default strata-iobench.dat)\n");
-}
+typedef struct iobench_opts {
+    const char *path, *engine, *rw, *file;
+    uint64_t size, block;
+    long qd;
+    int keep, no_register, buffered;
+} iobench_opts;
+
+#define O(field) offsetof(iobench_opts, field)
+static const cli_flag iobench_flags[] = {
+    CLI_STRING("path", O(path), "DIR[,DIR...]", "directories to test, one per drive (required)"),
+    CLI_SIZE("size", O(size), "BYTES", "bytes per directory (default 1G; K, M, G suffixes)"),
+    CLI_SIZE("block", O(block), "BYTES", "transfer size (default 1M, a multiple of 4096)"),
+    CLI_INT("qd", O(qd), 1, 256, "N", "transfers in flight per directory (default 8)"),
+    CLI_STRING("engine", O(engine), "E", "auto (default: io_uring if available), uring, psync"),
+    CLI_STRING("rw", O(rw), "MODE", "write, read (of an existing file), or both (default)"),
+    CLI_ON("keep", O(keep), "keep the test files (for fio on the same files)"),
+    CLI_ON("no-register", O(no_register), "do not register buffers with io_uring"),
+    CLI_ON("buffered", O(buffered), "allow buffered I/O where O_DIRECT is unsupported"),
+    CLI_STRING("file", O(file), "NAME", "test file name in each directory (default strata-iobench.dat)"),
+};
+
+static const cli_spec iobench_spec = {
+    .command = "iobench",
+    .usage = "usage: strata iobench --path DIR[,DIR...] [--size BYTES] [--block BYTES] [--qd N]\n"
+             "                      [--engine auto|uring|psync] [--rw write|read|both] [--keep]\n"
+             "                      [--no-register] [--buffered] [--file NAME]",
+    .about = "Writes, then reads back, a file of --size bytes in each directory with\n"
+             "sequential --block transfers, --qd in flight per directory, all directories\n"
+             "at once, and reports GB/s (10^9 bytes/s) per directory and combined.",
+    .flags = iobench_flags,
+    .n_flags = CLI_COUNT(iobench_flags),
+};
 
 static void print_row(const char *name, double wbytes, double wsec, double rbytes, double rsec, int w, int r) {
     char wcol[32] = "-", rcol[32] = "-";
@@ -38,36 +51,17 @@ static void print_row(const char *name, double wbytes, double wsec, double rbyte
 }
 
 int cmd_iobench(int argc, char **argv) {
-    const char *paths_arg = NULL, *engine_arg = "auto", *rw = "both", *fname = "strata-iobench.dat";
-    uint64_t size = 1ull << 30, block = 1u << 20;
-    long qd = 8;
-    int keep = 0, no_register = 0, buffered = 0;
+    iobench_opts o = {.engine = "auto", .rw = "both", .file = "strata-iobench.dat", .size = 1ull << 30,
+                      .block = 1u << 20, .qd = 8};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&iobench_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *paths_arg = o.path, *rw = o.rw, *fname = o.file;
+    const uint64_t size = o.size, block = o.block;
     st_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--keep")) { keep = 1; continue; }
-        if (!strcmp(a, "--no-register")) { no_register = 1; continue; }
-        if (!strcmp(a, "--buffered")) { buffered = 1; continue; }
-        if (i + 1 >= argc) return cli_usage_error("iobench", "unknown flag or missing value: %s", a);
-        const char *v = argv[++i];
-        st_status s = ST_OK;
-        if (!strcmp(a, "--path")) paths_arg = v;
-        else if (!strcmp(a, "--size")) s = cli_parse_size(a, v, &size, &err);
-        else if (!strcmp(a, "--block")) s = cli_parse_size(a, v, &block, &err);
-        else if (!strcmp(a, "--qd")) s = cli_parse_int(a, v, 1, 256, &qd, &err);
-        else if (!strcmp(a, "--engine")) engine_arg = v;
-        else if (!strcmp(a, "--rw")) rw = v;
-        else if (!strcmp(a, "--file")) fname = v;
-        else return cli_usage_error("iobench", "unknown flag: %s", a);
-        if (s != ST_OK) return cli_usage_error("iobench", "%s", err.msg);
-    }
     if (!paths_arg) return cli_usage_error("iobench", "--path is required");
     io_engine_kind kind;
-    if (io_engine_kind_parse(engine_arg, &kind, &err) != ST_OK) return cli_usage_error("iobench", "%s", err.msg);
+    if (io_engine_kind_parse(o.engine, &kind, &err) != ST_OK) return cli_usage_error("iobench", "%s", err.msg);
     int do_write = !strcmp(rw, "write") || !strcmp(rw, "both");
     int do_read = !strcmp(rw, "read") || !strcmp(rw, "both");
     if (!do_write && !do_read) return cli_usage_error("iobench", "--rw must be write, read or both, not '%s'", rw);
@@ -98,13 +92,13 @@ int cmd_iobench(int argc, char **argv) {
     bc.file_name = fname;
     bc.size = size;
     bc.block = block;
-    bc.queue_depth = (int)qd;
+    bc.queue_depth = (int)o.qd;
     bc.kind = kind;
-    bc.register_buffers = !no_register;
-    bc.allow_buffered = buffered;
+    bc.register_buffers = !o.no_register;
+    bc.allow_buffered = o.buffered;
     bc.write = do_write;
     bc.read = do_read;
-    bc.keep = keep;
+    bc.keep = o.keep;
     io_bench_result r;
     st_status s = io_bench(&bc, &r, &err);
     if (r.warning[0]) fprintf(stderr, "strata: warning: %s\n", r.warning);
@@ -116,7 +110,7 @@ int cmd_iobench(int argc, char **argv) {
     }
     char sz[32], bl[32];
     printf("engine %s%s, block %s, qd %ld per path, %s per path, %d path%s\n", io_engine_kind_name(r.engine.kind),
-           r.engine.registered_buffers ? " (registered buffers)" : "", st_format_bytes((double)block, bl, sizeof bl), qd,
+           r.engine.registered_buffers ? " (registered buffers)" : "", st_format_bytes((double)block, bl, sizeof bl), o.qd,
            st_format_bytes((double)size, sz, sizeof sz), n, n == 1 ? "" : "s");
     if (r.engine.fallback_reason[0]) printf("io_uring unavailable, using psync: %s\n", r.engine.fallback_reason);
     printf("%-40s %12s %12s\n", "path", "write GB/s", "read GB/s");

@@ -2,88 +2,80 @@
  * described machine within memory budgets (strata/planner.h), each with its
  * predicted speed, what bounds it and what it moves. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/planner.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata plan --hw FILE --global-batch N [--model NAME | --n-layer N --n-head N --d-model N]\n"
-            "                   [--seq T] [--precision fp32|mixed] [--clip X] [--mem-device SIZE] [--mem-host SIZE]\n"
-            "                   [--schedule vertical|horizontal] [--max-micro-batches M] [--top K]\n"
-            "\n"
-            "Searches the schedule, the micro-batch size and count making up the global batch,\n"
-            "the placement of each kind of state (host memory or SSD) and alpha, simulating\n"
-            "every candidate that fits the budgets against the hardware description, and\n"
-            "prints the fastest few: predicted tokens/s and model FLOP/s, the bottleneck,\n"
-            "the SSD bytes each moves per iteration, and the memory it needs.\n"
-            "\n"
-            "  --hw FILE               hardware description ('strata probe' writes this machine's)\n"
-            "  --global-batch N        sequences per optimizer step (required)\n"
-            "  --model NAME            model by name (default gpt2-124m): %s\n"
-            "  --n-layer/--n-head/--d-model N, --n-ctx N, --vocab N   or an explicit shape\n"
-            "  --seq T                 tokens per sequence (default 1024)\n"
-            "  --precision P           mixed (default: bf16 compute weights) or fp32\n"
-            "  --clip X                gradient clipping as in train (default 1.0; 0 = off)\n"
-            "  --mem-device SIZE       budget for the compute working set (default: the machine's)\n"
-            "  --mem-host SIZE         budget for host memory (default: the machine's)\n"
-            "  --schedule S            search only vertical or only horizontal (default both)\n"
-            "  --max-micro-batches M   largest micro-batch count tried (default 64)\n"
-            "  --top K                 how many to print (default 5, at most %d)\n",
-            gpt_config_names(), PLAN_MAX_BEST);
-}
+typedef struct plan_opts {
+    const char *hw, *precision, *schedule;
+    cli_model_flags shape;
+    long global_batch, max_micro_batches, top;
+    double clip;
+    uint64_t mem_device, mem_host;
+} plan_opts;
+
+#define STRINGIFY(x) #x
+#define NUMBER_TEXT(x) STRINGIFY(x)
+#define O(field) offsetof(plan_opts, field)
+#define SHAPE(field) O(shape.field)
+static const cli_flag plan_flags[] = {
+    CLI_HW_FLAG(O(hw)),
+    CLI_INT("global-batch", O(global_batch), 1, 1 << 20, "N", "sequences per optimizer step (required)"),
+    CLI_MODEL_SHAPE_FLAGS(SHAPE),
+    CLI_SEQ_FLAG(SHAPE(seq)),
+    CLI_STRING("precision", O(precision), "P", "mixed (default: bf16 compute weights) or fp32"),
+    CLI_DOUBLE("clip", O(clip), 0, 1e9, "X", "gradient clipping as in train (default 1.0; 0 = off)"),
+    CLI_SIZE("mem-device", O(mem_device), "SIZE", "budget for the compute working set (default: the machine's)"),
+    CLI_SIZE("mem-host", O(mem_host), "SIZE", "budget for host memory (default: the machine's)"),
+    CLI_STRING("schedule", O(schedule), "S", "search only vertical or only horizontal (default both)"),
+    CLI_INT("max-micro-batches", O(max_micro_batches), 1, 1 << 16, "M", "largest micro-batch count tried (default 64)"),
+    CLI_INT("top", O(top), 1, PLAN_MAX_BEST, "K", "how many to print (default 5, at most " NUMBER_TEXT(PLAN_MAX_BEST) ")"),
+};
+
+static const cli_spec plan_spec = {
+    .command = "plan",
+    .usage = "usage: strata plan --hw FILE --global-batch N [--model NAME | --n-layer N --n-head N --d-model N]\n"
+             "                   [--seq T] [--precision fp32|mixed] [--clip X] [--mem-device SIZE] [--mem-host SIZE]\n"
+             "                   [--schedule vertical|horizontal] [--max-micro-batches M] [--top K]",
+    .about = "Searches the schedule, the micro-batch size and count making up the global batch,\n"
+             "the placement of each kind of state (host memory or SSD) and alpha, simulating\n"
+             "every candidate that fits the budgets against the hardware description, and\n"
+             "prints the fastest few: predicted tokens/s and model FLOP/s, the bottleneck,\n"
+             "the SSD bytes each moves per iteration, and the memory it needs.",
+    .flags = plan_flags,
+    .n_flags = CLI_COUNT(plan_flags),
+    .lists_models = 1,
+};
 
 int cmd_plan(int argc, char **argv) {
-    const char *hw_path = NULL, *precision = "mixed", *schedule = NULL;
-    cli_model_flags mf = {.seq = 1024};
-    long global = 0, max_m = 64, top = 5;
-    double clip = 1.0;
-    uint64_t mem_device = 0, mem_host = 0;
+    plan_opts o = {.precision = "mixed", .shape = {.seq = 1024}, .max_micro_batches = 64, .top = 5, .clip = 1.0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&plan_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *hw_path = o.hw;
+    const uint64_t mem_device = o.mem_device, mem_host = o.mem_host;
     st_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) return cli_usage_error("plan", "unknown flag or missing value: %s", a);
-        const char *v = argv[++i];
-        st_status s = ST_OK;
-        if (cli_model_flag(a, v, &mf, &s, &err)) {   /* the model's shape and --seq */
-            if (s != ST_OK) return cli_usage_error("plan", "%s", err.msg);
-            continue;
-        }
-        if (!strcmp(a, "--hw")) hw_path = v;
-        else if (!strcmp(a, "--global-batch")) s = cli_parse_int(a, v, 1, 1 << 20, &global, &err);
-        else if (!strcmp(a, "--precision")) precision = v;
-        else if (!strcmp(a, "--clip")) s = cli_parse_double(a, v, 0, 1e9, &clip, &err);
-        else if (!strcmp(a, "--mem-device")) s = cli_parse_size(a, v, &mem_device, &err);
-        else if (!strcmp(a, "--mem-host")) s = cli_parse_size(a, v, &mem_host, &err);
-        else if (!strcmp(a, "--schedule")) schedule = v;
-        else if (!strcmp(a, "--max-micro-batches")) s = cli_parse_int(a, v, 1, 1 << 16, &max_m, &err);
-        else if (!strcmp(a, "--top")) s = cli_parse_int(a, v, 1, PLAN_MAX_BEST, &top, &err);
-        else return cli_usage_error("plan", "unknown flag: %s", a);
-        if (s != ST_OK) return cli_usage_error("plan", "%s", err.msg);
-    }
     if (!hw_path) return cli_usage_error("plan", "--hw FILE is required (write one with 'strata probe')");
-    if (!global) return cli_usage_error("plan", "--global-batch N is required");
+    if (!o.global_batch) return cli_usage_error("plan", "--global-batch N is required");
     plan_request q = plan_default_request();
-    if (gpt_precision_parse(precision, &q.precision, &err) != ST_OK || cli_model_config(&mf, &q.model, &err) != ST_OK)
+    if (gpt_precision_parse(o.precision, &q.precision, &err) != ST_OK || cli_model_config(&o.shape, &q.model, &err) != ST_OK)
         return cli_usage_error("plan", "%s", err.msg);
-    if (schedule) {
+    if (o.schedule) {
         sched_kind k;
-        if (cli_parse_schedule(schedule, &k, &err) != ST_OK) return cli_usage_error("plan", "%s", err.msg);
+        if (cli_parse_schedule(o.schedule, &k, &err) != ST_OK) return cli_usage_error("plan", "%s", err.msg);
         q.schedule = (int)k;
     }
-    q.T = (int)mf.seq;
-    q.global_batch = (int)global;
-    q.clipping = clip > 0;
+    q.T = (int)o.shape.seq;
+    q.global_batch = (int)o.global_batch;
+    q.clipping = o.clip > 0;
     q.mem_device = mem_device;
     q.mem_host = mem_host;
-    q.max_micro_batches = (int)max_m;
-    q.n_best = (int)top;
+    q.max_micro_batches = (int)o.max_micro_batches;
+    q.n_best = (int)o.top;
     hw_desc hw;
     if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
     plan_result r;

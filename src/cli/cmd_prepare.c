@@ -1,27 +1,43 @@
 /* cmd_prepare.c - `strata prepare`: text files and directories to a tokenized
  * dataset (train.tok, val.tok, meta.json) for `strata train`. */
-#include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/data.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata prepare INPUT... --out DIR [flags]\n\n"
-               "Tokenizes text files, and the text files found in directories (recursively,\n"
-               "in sorted order; hidden, empty and binary files are skipped), with GPT-2's\n"
-               "tokenizer into DIR/train.tok and DIR/val.tok (see docs/FORMATS.md). Each file\n"
-               "is one document, preceded by <|endoftext|>. The token stream is cut into\n"
-               "blocks and an evenly spread share of them becomes the validation split.\n\n"
-               "  --out DIR            where the dataset goes (created if missing)\n"
-               "  --val-fraction F     share of tokens for validation, in (0, 0.5] (default 0.1)\n"
-               "  --overwrite          replace a dataset already in DIR\n"
-               "  --allow-special      the literal text <|endoftext|> in the input becomes the\n"
-               "                       document separator token (default: plain text)\n\n"
-               "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).\n");
-}
+typedef struct prepare_opts {
+    const char *out;
+    double val_fraction;
+    int overwrite, allow_special;
+} prepare_opts;
+
+#define O(field) offsetof(prepare_opts, field)
+static const cli_flag prepare_flags[] = {
+    CLI_STRING("out", O(out), "DIR", "where the dataset goes (created if missing)"),
+    CLI_DOUBLE("val-fraction", O(val_fraction), 1e-6, 0.5, "F", "share of tokens for validation, in (0, 0.5] (default 0.1)"),
+    CLI_ON("overwrite", O(overwrite), "replace a dataset already in DIR"),
+    CLI_ON("allow-special", O(allow_special),
+           "the literal text <|endoftext|> in the input becomes the\n"
+           "document separator token (default: plain text)"),
+};
+
+static const cli_spec prepare_spec = {
+    .command = "prepare",
+    .usage = "usage: strata prepare INPUT... --out DIR [flags]",
+    .about = "Tokenizes text files, and the text files found in directories (recursively,\n"
+             "in sorted order; hidden, empty and binary files are skipped), with GPT-2's\n"
+             "tokenizer into DIR/train.tok and DIR/val.tok (see docs/FORMATS.md). Each file\n"
+             "is one document, preceded by <|endoftext|>. The token stream is cut into\n"
+             "blocks and an evenly spread share of them becomes the validation split.",
+    .epilogue = "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).",
+    .flags = prepare_flags,
+    .n_flags = CLI_COUNT(prepare_flags),
+    .takes_args = 1,
+};
 
 typedef struct progress {
     int tty;
@@ -63,30 +79,16 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total, uint64_t token
 }
 
 int cmd_prepare(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"out", required_argument, NULL, 'o'}, {"val-fraction", required_argument, NULL, 'v'},
-        {"overwrite", no_argument, NULL, 'w'}, {"allow-special", no_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'}, {0}};
-    dataset_prepare_opts o = {0};
+    prepare_opts po = {0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&prepare_spec, argc, argv, &po, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    if (!po.out) return cli_usage_error("prepare", "--out DIR is required");
+    if (!flags.n_args) return cli_usage_error("prepare", "no input files or directories");
+    dataset_prepare_opts o = {.inputs = (const char *const *)flags.args, .n_inputs = (size_t)flags.n_args,
+                              .out_dir = po.out, .val_fraction = po.val_fraction, .overwrite = po.overwrite,
+                              .encode_flags = po.allow_special ? GPT2_ALLOW_SPECIAL : 0};
     st_error err = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        st_status s = ST_OK;
-        switch (c) {
-        case 'o': o.out_dir = optarg; break;
-        case 'v': s = cli_parse_double("--val-fraction", optarg, 1e-6, 0.5, &o.val_fraction, &err); break;
-        case 'w': o.overwrite = 1; break;
-        case 's': o.encode_flags |= GPT2_ALLOW_SPECIAL; break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_usage_error("prepare", "unknown or incomplete flag");
-        }
-        if (s != ST_OK) return cli_usage_error("prepare", "%s", err.msg);
-    }
-    if (!o.out_dir) return cli_usage_error("prepare", "--out DIR is required");
-    if (optind >= argc) return cli_usage_error("prepare", "no input files or directories");
-    o.inputs = (const char *const *)(argv + optind);
-    o.n_inputs = (size_t)(argc - optind);
 
     gpt2_tokenizer *tok;
     if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);

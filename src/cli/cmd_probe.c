@@ -1,36 +1,49 @@
 /* cmd_probe.c - `strata probe`: measures this machine (compute, AdamW, the
  * store directories) and writes a hardware description (strata/hw.h) for
  * `strata simulate`. Progress on stderr, a summary on stdout. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/probe.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata probe [--store DIR[,DIR...]] [--out FILE] [--size BYTES] [--name NAME]\n"
-            "                    [--model NAME] [--micro-batch B] [--seq T] [--reps N]\n"
-            "\n"
-            "Measures this machine and writes a hardware description (JSON) for\n"
-            "'strata simulate': sgemm at a GPT block's shapes, the LM head, memory-bound\n"
-            "passes and the attention (from a block's forward and backward), AdamW on one\n"
-            "thread as the executor's optimizer runs it, how much compute and AdamW slow\n"
-            "each other down on shared cores, and O_DIRECT read and write bandwidth of each\n"
-            "store directory, alone and both at once. About 10 s with the defaults.\n"
-            "\n"
-            "  --store DIR[,DIR...]  store directories to measure, one per drive (default: none)\n"
-            "  --out FILE            where to write the description (default hw.json)\n"
-            "  --size BYTES          test file per directory (default 256M; K, M, G suffixes)\n"
-            "  --name NAME           the description's name (default probe-<host name>)\n"
-            "  --model NAME          the shape compute is measured at (default gpt2-124m)\n"
-            "  --micro-batch B       sequences per micro-batch at that shape (default 4)\n"
-            "  --seq T               tokens per sequence (default 256)\n"
-            "  --reps N              timed repetitions per measurement, median (default 3)\n"
-            "  --update FILE         measure only the store directories again, keep the rest of FILE\n"
-            "                        (a disk's rates drift; re-measure them before a run you compare)\n");
-}
+typedef struct probe_opts {
+    const char *store, *out, *name, *model, *update;
+    uint64_t size;
+    long micro_batch, seq, reps;
+} probe_opts;
+
+#define O(field) offsetof(probe_opts, field)
+static const cli_flag probe_flags[] = {
+    CLI_STRING("store", O(store), "DIR[,DIR...]", "store directories to measure, one per drive (default: none)"),
+    CLI_STRING("out", O(out), "FILE", "where to write the description (default hw.json)"),
+    CLI_SIZE("size", O(size), "BYTES", "test file per directory (default 256M; K, M, G suffixes)"),
+    CLI_STRING("name", O(name), "NAME", "the description's name (default probe-<host name>)"),
+    CLI_STRING("model", O(model), "NAME", "the shape compute is measured at (default gpt2-124m)"),
+    CLI_INT("micro-batch", O(micro_batch), 1, 1 << 16, "B", "sequences per micro-batch at that shape (default 4)"),
+    CLI_SEQ_FLAG(O(seq)),
+    CLI_INT("reps", O(reps), 1, 32, "N", "timed repetitions per measurement, median (default 3)"),
+    CLI_STRING("update", O(update), "FILE",
+               "measure only the store directories again, keep the rest of FILE\n"
+               "(a disk's rates drift; re-measure them before a run you compare)"),
+};
+
+static const cli_spec probe_spec = {
+    .command = "probe",
+    .usage = "usage: strata probe [--store DIR[,DIR...]] [--out FILE] [--size BYTES] [--name NAME]\n"
+             "                    [--model NAME] [--micro-batch B] [--seq T] [--reps N]",
+    .about = "Measures this machine and writes a hardware description (JSON) for\n"
+             "'strata simulate': sgemm at a GPT block's shapes, the LM head, memory-bound\n"
+             "passes and the attention (from a block's forward and backward), AdamW on one\n"
+             "thread as the executor's optimizer runs it, how much compute and AdamW slow\n"
+             "each other down on shared cores, and O_DIRECT read and write bandwidth of each\n"
+             "store directory, alone and both at once. About 10 s with the defaults.",
+    .flags = probe_flags,
+    .n_flags = CLI_COUNT(probe_flags),
+};
 
 static void progress(void *arg, const char *line) {
     (void)arg;
@@ -39,36 +52,22 @@ static void progress(void *arg, const char *line) {
 
 int cmd_probe(int argc, char **argv) {
     hw_probe_config pc = hw_probe_defaults();
-    const char *out = "hw.json", *store_arg = NULL, *update = NULL;
-    long B = pc.B, T = pc.T, reps = pc.reps;
+    probe_opts o = {.out = "hw.json", .size = pc.ssd_bytes, .name = pc.name, .model = pc.model, .micro_batch = pc.B,
+                    .seq = pc.T, .reps = pc.reps};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&probe_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *out = o.out, *store_arg = o.store, *update = o.update;
     st_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) return cli_usage_error("probe", "unknown flag or missing value: %s", a);
-        const char *v = argv[++i];
-        st_status s = ST_OK;
-        if (!strcmp(a, "--store")) store_arg = v;
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--size")) s = cli_parse_size(a, v, &pc.ssd_bytes, &err);
-        else if (!strcmp(a, "--name")) pc.name = v;
-        else if (!strcmp(a, "--model")) pc.model = v;
-        else if (!strcmp(a, "--micro-batch")) s = cli_parse_int(a, v, 1, 1 << 16, &B, &err);
-        else if (!strcmp(a, "--seq")) s = cli_parse_int(a, v, 1, 1 << 20, &T, &err);
-        else if (!strcmp(a, "--reps")) s = cli_parse_int(a, v, 1, 32, &reps, &err);
-        else if (!strcmp(a, "--update")) update = v;
-        else return cli_usage_error("probe", "unknown flag: %s", a);
-        if (s != ST_OK) return cli_usage_error("probe", "%s", err.msg);
-    }
+    pc.ssd_bytes = o.size;
+    pc.name = o.name;
+    pc.model = o.model;
     if (pc.ssd_bytes < 8192 || pc.ssd_bytes % 4096)
         return cli_usage_error("probe", "--size must be a multiple of 4096 and at least 8K");
     if (pc.name && (!pc.name[0] || strlen(pc.name) >= 128)) return cli_usage_error("probe", "--name must be 1 to 127 characters");
-    pc.B = (int)B;
-    pc.T = (int)T;
-    pc.reps = (int)reps;
+    pc.B = (int)o.micro_batch;
+    pc.T = (int)o.seq;
+    pc.reps = (int)o.reps;
     const char *dirs[HW_MAX_SSD];
     char *list = store_arg ? strdup(store_arg) : NULL;
     if (store_arg && !list) return cli_error("out of memory");

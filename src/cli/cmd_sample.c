@@ -1,26 +1,41 @@
 /* cmd_sample.c - `strata sample`: generate text from a trained model. */
-#include <getopt.h>
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/gpt_io.h"
 #include "strata/tokenizer.h"
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata sample --model FILE.safetensors [--prompt TEXT] [flags]\n\n"
-               "  --model FILE        weights (a run's model.safetensors, or a Hugging Face GPT-2 file)\n"
-               "  --prompt TEXT       text to continue (default: start of a document)\n"
-               "  --tokens N          tokens to generate (default 100)\n"
-               "  --temperature X     sampling temperature, 0 = greedy (default 0.8)\n"
-               "  --top-k K           sample among the K most likely tokens, 0 = all (default 40)\n"
-               "  --seed S            sampling seed (default 1)\n"
-               "  --n-head N          attention heads (default: config.json beside the model, else d_model/64)\n"
-               "  --threads N         compute threads\n");
-}
+typedef struct sample_opts {
+    const char *model, *prompt;
+    long tokens, top_k, n_head, threads;
+    double temperature;
+    uint64_t seed;
+} sample_opts;
+
+#define O(field) offsetof(sample_opts, field)
+static const cli_flag sample_flags[] = {
+    CLI_STRING("model", O(model), "FILE", "weights (a run's model.safetensors, or a Hugging Face GPT-2 file)"),
+    CLI_STRING("prompt", O(prompt), "TEXT", "text to continue (default: start of a document)"),
+    CLI_INT("tokens", O(tokens), 1, 1 << 20, "N", "tokens to generate (default 100)"),
+    CLI_DOUBLE("temperature", O(temperature), 0, 100, "X", "sampling temperature, 0 = greedy (default 0.8)"),
+    CLI_INT("top-k", O(top_k), 0, 1 << 24, "K", "sample among the K most likely tokens, 0 = all (default 40)"),
+    CLI_U64("seed", O(seed), "S", "sampling seed (default 1)"),
+    CLI_WEIGHTS_N_HEAD_FLAG(O(n_head)),
+    CLI_THREADS_FLAG(O(threads)),
+};
+
+static const cli_spec sample_spec = {
+    .command = "sample",
+    .usage = "usage: strata sample --model FILE.safetensors [--prompt TEXT] [flags]",
+    .flags = sample_flags,
+    .n_flags = CLI_COUNT(sample_flags),
+};
 
 /* Picks the next token from logits[V] with temperature and top-k. */
 static int32_t pick_token(const float *logits, int V, double temperature, int top_k, st_rng *rng, double *probs,
@@ -57,37 +72,14 @@ static int32_t pick_token(const float *logits, int V, double temperature, int to
 }
 
 int cmd_sample(int argc, char **argv) {
-    static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'}, {"prompt", required_argument, NULL, 'p'},
-        {"tokens", required_argument, NULL, 'n'}, {"temperature", required_argument, NULL, 't'},
-        {"top-k", required_argument, NULL, 'k'}, {"seed", required_argument, NULL, 's'},
-        {"n-head", required_argument, NULL, 'H'}, {"threads", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'}, {0}};
-    const char *model = NULL, *prompt = "";
-    long n_tokens = 100, top_k = 40, n_head = 0, threads = 0;
-    double temperature = 0.8;
-    uint64_t seed = 1;
+    sample_opts o = {.prompt = "", .tokens = 100, .temperature = 0.8, .top_k = 40, .seed = 1};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&sample_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *model = o.model, *prompt = o.prompt;
     st_error err = {0};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        st_status s = ST_OK;
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'p': prompt = optarg; break;
-        case 'n': s = cli_parse_int("--tokens", optarg, 1, 1 << 20, &n_tokens, &err); break;
-        case 't': s = cli_parse_double("--temperature", optarg, 0, 100, &temperature, &err); break;
-        case 'k': s = cli_parse_int("--top-k", optarg, 0, 1 << 24, &top_k, &err); break;
-        case 's': s = cli_parse_u64("--seed", optarg, &seed, &err); break;
-        case 'H': s = cli_parse_int("--n-head", optarg, 1, 4096, &n_head, &err); break;
-        case 'j': s = cli_parse_int("--threads", optarg, 1, 1024, &threads, &err); break;
-        case 'h': usage(stdout); return 0;
-        default: return cli_usage_error("sample", "unknown or incomplete flag");
-        }
-        if (s != ST_OK) return cli_usage_error("sample", "%s", err.msg);
-    }
     if (!model) return cli_usage_error("sample", "--model is required");
-    if (threads) omp_set_num_threads((int)threads);
+    if (o.threads) omp_set_num_threads((int)o.threads);
 
     int rc = 1;
     gpt_config cfg;
@@ -97,7 +89,7 @@ int cmd_sample(int argc, char **argv) {
     size_t n_prompt = 0;
     gpt2_tokenizer *tok = NULL;
     gpt_workspace *ws = NULL;
-    if (gpt_load_safetensors(model, (int)n_head, &cfg, &params, &err) != ST_OK) goto fail;
+    if (gpt_load_safetensors(model, (int)o.n_head, &cfg, &params, &err) != ST_OK) goto fail;
     if (cfg.vocab_size < GPT2_VOCAB_SIZE) {
         st_fail(&err, ST_EINVAL, "%s: vocabulary of %d tokens is smaller than GPT-2's %d; sample needs the GPT-2 tokenizer",
                 model, cfg.vocab_size, GPT2_VOCAB_SIZE);
@@ -106,7 +98,7 @@ int cmd_sample(int argc, char **argv) {
     if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) goto fail;
     if (gpt2_encode(tok, prompt, strlen(prompt), &prompt_ids, &n_prompt, &err) != ST_OK) goto fail;
     const int T = cfg.n_ctx;
-    ctx = malloc(sizeof *ctx * (size_t)(n_prompt + (size_t)n_tokens + 1));
+    ctx = malloc(sizeof *ctx * (size_t)(n_prompt + (size_t)o.tokens + 1));
     logits = malloc(sizeof *logits * (size_t)T * (size_t)cfg.padded_vocab);
     probs = malloc(sizeof *probs * (size_t)cfg.vocab_size);
     order = malloc(sizeof *order * (size_t)cfg.vocab_size);
@@ -120,16 +112,16 @@ int cmd_sample(int argc, char **argv) {
     n += n_prompt;
     if (gpt_workspace_create(&ws, &cfg, 1, T, 1, GPT_FP32, &err) != ST_OK) goto fail;
     st_rng rng;
-    st_rng_seed(&rng, seed);
+    st_rng_seed(&rng, o.seed);
     gpt_weights w = {.precision = GPT_FP32, .f32 = params};
     fputs(prompt, stdout);
-    for (long i = 0; i < n_tokens; i++) {
+    for (long i = 0; i < o.tokens; i++) {
         /* the last T tokens at most: a window as long as the context */
         size_t start = n > (size_t)T ? n - (size_t)T : 0;
         int len = (int)(n - start);
         gpt_forward(ws, w, ctx + start, NULL, 1, len, logits);
-        int32_t next = pick_token(logits + (size_t)(len - 1) * cfg.padded_vocab, cfg.vocab_size, temperature,
-                                  (int)top_k, &rng, probs, order);
+        int32_t next = pick_token(logits + (size_t)(len - 1) * cfg.padded_vocab, cfg.vocab_size, o.temperature,
+                                  (int)o.top_k, &rng, probs, order);
         ctx[n++] = next;
         if (next == GPT2_EOT) break;
         size_t blen;

@@ -4,48 +4,65 @@
  * bottleneck and the roofline bound. */
 #include <cjson/cJSON.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "strata/sim.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: strata simulate --hw FILE [--model NAME | --n-layer N --n-head N --d-model N]\n"
-            "                       [--micro-batch B] [--seq T] [--grad-accum M | --global-batch G]\n"
-            "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
-            "                       [--offload weights,optim,acts,grads|none|auto] [--devices N] [--iterations N]\n"
-            "                       [--trace FILE] [--json]\n"
-            "\n"
-            "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
-            "against a hardware description ('strata probe' writes one for this machine) and\n"
-            "predicts the steady iteration: time and tokens/s, where the compute thread's\n"
-            "time goes, each resource's utilization, SSD bytes per kind of state, peak memory\n"
-            "per tier, the bottleneck, and the roofline bound. On a gpu backend with several\n"
-            "devices, throughput is per device (include/strata/sim.h says what is modelled).\n"
-            "\n"
-            "  --hw FILE             hardware description (JSON; see include/strata/hw.h)\n"
-            "  --model NAME          model by name (default gpt2-124m): %s\n"
-            "  --n-layer/--n-head/--d-model N, --n-ctx N, --vocab N   or an explicit shape\n"
-            "  --micro-batch B       sequences per micro-batch (default 8)\n"
-            "  --seq T               tokens per sequence (default 256)\n"
-            "  --grad-accum M        micro-batches per iteration (default 1)\n"
-            "  --global-batch G      sequences per optimizer step over all devices: sets M = G / (devices x B)\n"
-            "  --precision P         fp32 (default) or mixed (bf16 compute weights)\n"
-            "  --schedule S          vertical (default) or horizontal\n"
-            "  --alpha A             share of each unit's optimizer step deferred to the next forward (default 0)\n"
-            "  --clip X              gradient clipping as in train (default 1.0; 0 = off; vertical then defers all)\n"
-            "  --offload LIST        state on the SSD: weights,optim,acts,grads or none (default none); auto:\n"
-            "                        the placement with the least SSD traffic that fits the machine's memory\n"
-            "  --devices N           data-parallel devices on a gpu backend (default: the description's\n"
-            "                        node.devices); each runs B x M sequences, state sharded ZeRO-3 style\n"
-            "  --iterations N        steady iterations simulated after the first (default 3)\n"
-            "  --trace FILE          write the simulated timeline as a Chrome trace\n"
-            "  --json                print the prediction as JSON\n",
-            gpt_config_names());
-}
+typedef struct simulate_opts {
+    const char *hw, *precision, *schedule, *offload, *trace;
+    cli_model_flags shape;
+    long micro_batch, grad_accum, global_batch, devices, iterations;
+    double alpha, clip;
+    int json;
+} simulate_opts;
+
+#define O(field) offsetof(simulate_opts, field)
+#define SHAPE(field) O(shape.field)
+static const cli_flag simulate_flags[] = {
+    CLI_HW_FLAG(O(hw)),
+    CLI_MODEL_SHAPE_FLAGS(SHAPE),
+    CLI_INT("micro-batch", O(micro_batch), 1, 1 << 20, "B", "sequences per micro-batch (default 8)"),
+    CLI_SEQ_FLAG(SHAPE(seq)),
+    CLI_INT("grad-accum", O(grad_accum), 1, 1 << 16, "M", "micro-batches per iteration (default 1)"),
+    CLI_INT("global-batch", O(global_batch), 1, 1 << 24, "G",
+            "sequences per optimizer step over all devices: sets M = G / (devices x B)"),
+    CLI_STRING("precision", O(precision), "P", "fp32 (default) or mixed (bf16 compute weights)"),
+    CLI_STRING("schedule", O(schedule), "S", "vertical (default) or horizontal"),
+    CLI_DOUBLE("alpha", O(alpha), 0, 1, "A", "share of each unit's optimizer step deferred to the next forward (default 0)"),
+    CLI_DOUBLE("clip", O(clip), 0, 1e9, "X", "gradient clipping as in train (default 1.0; 0 = off; vertical then defers all)"),
+    CLI_STRING("offload", O(offload), "LIST",
+               "state on the SSD: weights,optim,acts,grads or none (default none); auto:\n"
+               "the placement with the least SSD traffic that fits the machine's memory"),
+    CLI_INT("devices", O(devices), 1, 4096, "N",
+            "data-parallel devices on a gpu backend (default: the description's\n"
+            "node.devices); each runs B x M sequences, state sharded ZeRO-3 style"),
+    CLI_INT("iterations", O(iterations), 1, 100, "N", "steady iterations simulated after the first (default 3)"),
+    CLI_STRING("trace", O(trace), "FILE", "write the simulated timeline as a Chrome trace"),
+    CLI_ON("json", O(json), "print the prediction as JSON"),
+};
+
+static const cli_spec simulate_spec = {
+    .command = "simulate",
+    .usage = "usage: strata simulate --hw FILE [--model NAME | --n-layer N --n-head N --d-model N]\n"
+             "                       [--micro-batch B] [--seq T] [--grad-accum M | --global-batch G]\n"
+             "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
+             "                       [--offload weights,optim,acts,grads|none|auto] [--devices N] [--iterations N]\n"
+             "                       [--trace FILE] [--json]",
+    .about = "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
+             "against a hardware description ('strata probe' writes one for this machine) and\n"
+             "predicts the steady iteration: time and tokens/s, where the compute thread's\n"
+             "time goes, each resource's utilization, SSD bytes per kind of state, peak memory\n"
+             "per tier, the bottleneck, and the roofline bound. On a gpu backend with several\n"
+             "devices, throughput is per device (include/strata/sim.h says what is modelled).",
+    .flags = simulate_flags,
+    .n_flags = CLI_COUNT(simulate_flags),
+    .lists_models = 1,
+};
 
 static double pct(double x) { return 100.0 * x; }
 
@@ -251,50 +268,20 @@ static int choose_placement(const hw_desc *hw, sim_config *c, st_error *err, st_
 }
 
 int cmd_simulate(int argc, char **argv) {
-    const char *hw_path = NULL, *offload = "none", *schedule = "vertical", *precision = "fp32", *trace_path = NULL;
-    cli_model_flags mf = {.seq = 256};
-    long B = 8, M = 0, G = 0, devices = 0, iterations = 3;
-    double alpha = 0, clip = 1.0;
-    int json = 0;
+    simulate_opts o = {.offload = "none", .schedule = "vertical", .precision = "fp32", .shape = {.seq = 256},
+                       .micro_batch = 8, .iterations = 3, .clip = 1.0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&simulate_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *hw_path = o.hw, *trace_path = o.trace;
+    long B = o.micro_batch, M = o.grad_accum, G = o.global_batch, devices = o.devices;
     st_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error("simulate", "unknown flag or missing value: %s", a);
-        const char *v = argv[++i];
-        st_status s = ST_OK;
-        if (cli_model_flag(a, v, &mf, &s, &err)) {   /* the model's shape and --seq */
-            if (s != ST_OK) return cli_usage_error("simulate", "%s", err.msg);
-            continue;
-        }
-        if (!strcmp(a, "--hw")) hw_path = v;
-        else if (!strcmp(a, "--micro-batch")) s = cli_parse_int(a, v, 1, 1 << 20, &B, &err);
-        else if (!strcmp(a, "--grad-accum")) s = cli_parse_int(a, v, 1, 1 << 16, &M, &err);
-        else if (!strcmp(a, "--global-batch")) s = cli_parse_int(a, v, 1, 1 << 24, &G, &err);
-        else if (!strcmp(a, "--devices")) s = cli_parse_int(a, v, 1, 4096, &devices, &err);
-        else if (!strcmp(a, "--precision")) precision = v;
-        else if (!strcmp(a, "--schedule")) schedule = v;
-        else if (!strcmp(a, "--alpha")) s = cli_parse_double(a, v, 0, 1, &alpha, &err);
-        else if (!strcmp(a, "--clip")) s = cli_parse_double(a, v, 0, 1e9, &clip, &err);
-        else if (!strcmp(a, "--offload")) offload = v;
-        else if (!strcmp(a, "--iterations")) s = cli_parse_int(a, v, 1, 100, &iterations, &err);
-        else if (!strcmp(a, "--trace")) trace_path = v;
-        else return cli_usage_error("simulate", "unknown flag: %s", a);
-        if (s != ST_OK) return cli_usage_error("simulate", "%s", err.msg);
-    }
     if (!hw_path) return cli_usage_error("simulate", "--hw FILE is required (write one with 'strata probe')");
     if (M && G) return cli_usage_error("simulate", "give either --grad-accum or --global-batch, not both");
     sim_config c = sim_default_config();
     int auto_placement;
-    if (cli_parse_schedule(schedule, &c.schedule, &err) != ST_OK || gpt_precision_parse(precision, &c.precision, &err) != ST_OK ||
-        cli_parse_offload(offload, 1, &c.place, &auto_placement, &err) != ST_OK || cli_model_config(&mf, &c.model, &err) != ST_OK)
+    if (cli_parse_schedule(o.schedule, &c.schedule, &err) != ST_OK || gpt_precision_parse(o.precision, &c.precision, &err) != ST_OK ||
+        cli_parse_offload(o.offload, 1, &c.place, &auto_placement, &err) != ST_OK || cli_model_config(&o.shape, &c.model, &err) != ST_OK)
         return cli_usage_error("simulate", "%s", err.msg);
 
     hw_desc hw;
@@ -311,14 +298,14 @@ int cmd_simulate(int argc, char **argv) {
         if (M > 1 << 16) return cli_usage_error("simulate", "--global-batch %ld makes %ld micro-batches (at most 65536)", G, M);
     }
     if (!M) M = 1;
-    if ((long long)B * M * mf.seq > INT_MAX) return cli_usage_error("simulate", "--micro-batch x --grad-accum x --seq is too large");
+    if ((long long)B * M * o.shape.seq > INT_MAX) return cli_usage_error("simulate", "--micro-batch x --grad-accum x --seq is too large");
     c.B = (int)B;
-    c.T = (int)mf.seq;
+    c.T = (int)o.shape.seq;
     c.micro_batches = (int)M;
     c.devices = (int)devices;
-    c.alpha = alpha;
-    c.clipping = clip > 0;
-    c.iterations = (int)iterations;
+    c.alpha = o.alpha;
+    c.clipping = o.clip > 0;
+    c.iterations = (int)o.iterations;
 
     /* memory first: a configuration that cannot run is not simulated */
     char need[32], have[32];
@@ -367,8 +354,8 @@ int cmd_simulate(int argc, char **argv) {
     st_status ts = trace_close(tr, s == ST_OK ? &err : NULL);
     if (s == ST_OK) s = ts;
     if (s != ST_OK) return cli_fail(&err);
-    if (json) print_json(hw_path, &hw, &c, where, &r, &rf);
+    if (o.json) print_json(hw_path, &hw, &c, where, &r, &rf);
     else print_text(hw_path, &hw, &c, where, &r, &rf);
-    if (trace_path && !json) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
+    if (trace_path && !o.json) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
     return 0;
 }

@@ -3,7 +3,6 @@
  * into a run directory. */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/cli_flags.h"
 #include "cli/run_dir.h"
 #include "strata/batches.h"
 #include "strata/fs.h"
@@ -36,67 +36,73 @@ typedef struct train_opts {
     int recompute, overwrite;
 } train_opts;
 
-enum opt_type { OPT_STR, OPT_LONG, OPT_DOUBLE, OPT_U64, OPT_FLAG, OPT_NOFLAG };
-typedef struct opt_def {
-    const char *name;
-    enum opt_type type;
-    size_t offset;
-    const char *help;
-} opt_def;
-
 #define O(field) offsetof(train_opts, field)
-static const opt_def opt_defs[] = {
-    {"model", OPT_STR, O(model), "NAME    model shape by name (gpt2-124m, gpt2-mini, ...)"},
-    {"n-layer", OPT_LONG, O(n_layer), "N       explicit shape: layers"},
-    {"n-head", OPT_LONG, O(n_head), "N       explicit shape: attention heads"},
-    {"d-model", OPT_LONG, O(d_model), "N       explicit shape: width"},
-    {"n-ctx", OPT_LONG, O(n_ctx), "N       longest sequence the model supports (default: --seq)"},
-    {"vocab", OPT_LONG, O(vocab), "N       vocabulary size (default 50257, GPT-2's)"},
-    {"init", OPT_STR, O(init), "FILE    start from these weights (.safetensors) to fine-tune"},
-    {"data", OPT_STR, O(data), "PATH    dataset directory (strata prepare) or token file"},
-    {"batch", OPT_LONG, O(batch), "N       sequences per optimizer step (global batch)"},
-    {"micro-batch", OPT_LONG, O(micro_batch), "N       sequences per forward/backward (default: --batch)"},
-    {"seq", OPT_LONG, O(seq), "T       tokens per sequence"},
-    {"steps", OPT_LONG, O(steps), "N       optimizer steps"},
-    {"lr", OPT_DOUBLE, O(lr), "X       peak learning rate"},
-    {"min-lr", OPT_DOUBLE, O(min_lr), "X       final learning rate (default lr/10)"},
-    {"warmup", OPT_LONG, O(warmup), "N       warmup steps (default steps/10)"},
-    {"clip", OPT_DOUBLE, O(clip), "X       global gradient-norm clipping, 0 = off"},
-    {"weight-decay", OPT_DOUBLE, O(weight_decay), "X       AdamW weight decay on matrices"},
-    {"beta1", OPT_DOUBLE, O(beta1), "X       AdamW beta1"},
-    {"beta2", OPT_DOUBLE, O(beta2), "X       AdamW beta2"},
-    {"precision", OPT_STR, O(precision), "P       fp32 or mixed (bf16 compute weights, fp32 master)"},
-    {"recompute", OPT_FLAG, O(recompute), "        keep only block inputs, recompute in backward (default)"},
-    {"no-recompute", OPT_NOFLAG, O(recompute), "        keep all activations (faster, more memory)"},
-    {"schedule", OPT_STR, O(schedule), "S       vertical (default), horizontal (the schedule executor: units\n"
-                                       "                          streamed, optimizer per unit), or memory (the plain\n"
-                                       "                          in-memory trainer)"},
-    {"alpha", OPT_DOUBLE, O(alpha), "X       executor: share of each unit's optimizer step deferred to the next forward"},
-    {"offload", OPT_STR, O(offload), "LIST    executor: state kept on the SSD store: weights,optim,acts,grads,\n"
-                                     "                          none, or auto (default: the least SSD traffic that fits\n"
-                                     "                          the budgets)"},
-    {"store", OPT_STR, O(store), "DIRS    store directories, comma separated, one per drive (default RUN_DIR/store)"},
-    {"mem-device", OPT_STR, O(mem_device), "SIZE    executor: budget for the compute working set (e.g. 512M; default none)"},
-    {"trace", OPT_STR, O(trace), "FILE    executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"},
-    {"mem-host", OPT_STR, O(mem_host), "SIZE    executor: budget for state kept in host memory (e.g. 2G; default none)"},
-    {"plan", OPT_STR, O(plan), "auto    choose --schedule, --micro-batch, --offload and --alpha for --batch and the\n"
-                               "                          budgets by simulating the candidates (strata plan; needs --hw)"},
-    {"hw", OPT_STR, O(hw), "FILE    hardware description for --plan (write one with strata probe)"},
-    {"threads", OPT_LONG, O(threads), "N       compute threads (default: all cores)"},
-    {"seed", OPT_U64, O(seed), "S       initialization seed"},
-    {"run-dir", OPT_STR, O(run_dir), "DIR     where metrics, plot and weights go"},
-    {"overwrite", OPT_FLAG, O(overwrite), "        replace a run already in --run-dir"},
-    {"resume", OPT_STR, O(resume), "RUN_DIR continue the run in RUN_DIR from its last commit, with its settings\n"
-                                   "                          (budgets, --offload, --store, --threads, logging and\n"
-                                   "                          --save-every may change)"},
-    {"eval-every", OPT_LONG, O(eval_every), "N       validation loss every N steps (0 = only at the end)"},
-    {"eval-batches", OPT_LONG, O(eval_batches), "N       micro-batches of validation data per evaluation"},
-    {"log-every", OPT_LONG, O(log_every), "N       a log line every N steps when stdout is not a terminal"},
-    {"save-every", OPT_LONG, O(save_every), "N       also save the weights (and commit) every N steps (0 = at the end)"},
-    {"commit-every", OPT_LONG, O(commit_every), "N       commit the training state every N steps, without writing the weights\n"
-                                                "                          file (cheap with the state on the SSD; 0 = with saves only)"},
+#define INT_FLAG(name, field, metavar, help) CLI_INT(name, O(field), 0, INT_MAX, metavar, help)   /* used as int */
+#define DOUBLE_FLAG(name, field, metavar, help) CLI_DOUBLE(name, O(field), 0, 1e9, metavar, help)
+/* The order is run.json's. */
+static const cli_flag train_flags[] = {
+    CLI_MODEL_SHAPE_FLAGS(O),
+    CLI_STRING("init", O(init), "FILE", "start from these weights (.safetensors) to fine-tune"),
+    CLI_STRING("data", O(data), "PATH", "dataset directory (strata prepare) or token file"),
+    INT_FLAG("batch", batch, "N", "sequences per optimizer step (global batch)"),
+    INT_FLAG("micro-batch", micro_batch, "N", "sequences per forward/backward (default: --batch)"),
+    CLI_SEQ_FLAG(O(seq)),
+    INT_FLAG("steps", steps, "N", "optimizer steps"),
+    DOUBLE_FLAG("lr", lr, "X", "peak learning rate"),
+    DOUBLE_FLAG("min-lr", min_lr, "X", "final learning rate (default lr/10)"),
+    INT_FLAG("warmup", warmup, "N", "warmup steps (default steps/10)"),
+    DOUBLE_FLAG("clip", clip, "X", "global gradient-norm clipping, 0 = off"),
+    DOUBLE_FLAG("weight-decay", weight_decay, "X", "AdamW weight decay on matrices"),
+    DOUBLE_FLAG("beta1", beta1, "X", "AdamW beta1"),
+    DOUBLE_FLAG("beta2", beta2, "X", "AdamW beta2"),
+    CLI_STRING("precision", O(precision), "P", "fp32 or mixed (bf16 compute weights, fp32 master)"),
+    CLI_ON("recompute", O(recompute), "keep only block inputs, recompute in backward (default)"),
+    CLI_OFF("no-recompute", O(recompute), "keep all activations (faster, more memory)"),
+    CLI_STRING("schedule", O(schedule), "S",
+               "vertical (default), horizontal (the schedule executor: units\n"
+               "streamed, optimizer per unit), or memory (the plain\n"
+               "in-memory trainer)"),
+    DOUBLE_FLAG("alpha", alpha, "X", "executor: share of each unit's optimizer step deferred to the next forward"),
+    CLI_STRING("offload", O(offload), "LIST",
+               "executor: state kept on the SSD store: weights,optim,acts,grads,\n"
+               "none, or auto (default: the least SSD traffic that fits\n"
+               "the budgets)"),
+    CLI_STRING("store", O(store), "DIRS", "store directories, comma separated, one per drive (default RUN_DIR/store)"),
+    CLI_STRING("mem-device", O(mem_device), "SIZE",
+               "executor: budget for the compute working set (e.g. 512M; default none)"),
+    CLI_STRING("trace", O(trace), "FILE", "executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"),
+    CLI_STRING("mem-host", O(mem_host), "SIZE", "executor: budget for state kept in host memory (e.g. 2G; default none)"),
+    CLI_STRING("plan", O(plan), "auto",
+               "choose --schedule, --micro-batch, --offload and --alpha for --batch and the\n"
+               "budgets by simulating the candidates (strata plan; needs --hw)"),
+    CLI_HW_FLAG(O(hw)),
+    CLI_THREADS_FLAG(O(threads)),
+    CLI_U64("seed", O(seed), "S", "initialization seed"),
+    CLI_STRING("run-dir", O(run_dir), "DIR", "where metrics, plot and weights go"),
+    CLI_ON("overwrite", O(overwrite), "replace a run already in --run-dir"),
+    CLI_STRING("resume", O(resume), "RUN_DIR",
+               "continue the run in RUN_DIR from its last commit, with its settings\n"
+               "(budgets, --offload, --store, --threads, logging and\n"
+               "--save-every may change)"),
+    INT_FLAG("eval-every", eval_every, "N", "validation loss every N steps (0 = only at the end)"),
+    INT_FLAG("eval-batches", eval_batches, "N", "micro-batches of validation data per evaluation"),
+    INT_FLAG("log-every", log_every, "N", "a log line every N steps when stdout is not a terminal"),
+    INT_FLAG("save-every", save_every, "N", "also save the weights (and commit) every N steps (0 = at the end)"),
+    INT_FLAG("commit-every", commit_every, "N",
+             "commit the training state every N steps, without writing the weights\n"
+             "file (cheap with the state on the SSD; 0 = with saves only)"),
 };
-#define N_OPTS (sizeof opt_defs / sizeof opt_defs[0])
+#define N_OPTS CLI_COUNT(train_flags)
+
+static const cli_spec train_spec = {
+    .command = "train",
+    .usage = "usage: strata train --data PATH [--model NAME | --init FILE] [flags]\n"
+             "       strata train --config FILE.json [flags]   (flags override the file)",
+    .flags = train_flags,
+    .n_flags = N_OPTS,
+    .config_help = "JSON object of the same settings: {\"model\": \"gpt2-mini\", \"steps\": 200}",
+    .lists_models = 1,
+};
 
 /* What run.json records: every setting but those that only say how to
  * start. The settings that make the run what it is (its model, data, math
@@ -106,13 +112,7 @@ static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-
                                              "micro-batch", "seq", "steps", "lr", "min-lr", "warmup", "clip",
                                              "weight-decay", "beta1", "beta2", "precision", "recompute", "schedule",
                                              "alpha", "seed"};
-
-static int name_in(const char *name, const char *const *list, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(name, list[i])) return 1;
-    return 0;
-}
-#define NAME_IN(name, list) name_in(name, list, sizeof list / sizeof list[0])
+#define NAME_IN(name, list) cli_name_in(name, list, CLI_COUNT(list))
 
 static train_opts train_opts_defaults(void) {
     return (train_opts){.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
@@ -121,31 +121,11 @@ static train_opts train_opts_defaults(void) {
                         .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
 }
 
-/* An option's value as text, for run.json and messages ("" for an unset string). */
-static void format_opt(const train_opts *o, const opt_def *d, char *buf, size_t n) {
-    const void *field = (const char *)o + d->offset;
-    switch (d->type) {
-    case OPT_STR: snprintf(buf, n, "%s", *(const char *const *)field ? *(const char *const *)field : ""); break;
-    case OPT_LONG: snprintf(buf, n, "%ld", *(const long *)field); break;
-    case OPT_DOUBLE: {   /* the shortest text that reads back as the same double */
-        const double v = *(const double *)field;
-        for (int digits = 6; digits <= 17; digits++) {
-            snprintf(buf, n, "%.*g", digits, v);
-            if (strtod(buf, NULL) == v) break;
-        }
-        break;
-    }
-    case OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
-    case OPT_FLAG:
-    case OPT_NOFLAG: snprintf(buf, n, "%s", *(const int *)field ? "true" : "false"); break;
-    }
-}
-
 /* Equal values; paths (--data) are equal when they name the same file. */
-static int same_opt(const train_opts *a, const train_opts *b, const opt_def *d) {
+static int same_opt(const train_opts *a, const train_opts *b, const cli_flag *d) {
     char x[4200], y[4200];
-    format_opt(a, d, x, sizeof x);
-    format_opt(b, d, y, sizeof y);
+    cli_flag_format(d, a, x, sizeof x);
+    cli_flag_format(d, b, y, sizeof y);
     if (!strcmp(d->name, "data") && st_same_path(x, y)) return 1;
     return !strcmp(x, y);   /* paths that do not resolve (any more) compare as written */
 }
@@ -153,104 +133,7 @@ static int same_opt(const train_opts *a, const train_opts *b, const opt_def *d) 
 /* run.json: the run's settings under their flag names, so that it is also
  * a --config file that repeats the run, and what --resume reads back. */
 static char *run_settings_json(const train_opts *o) {
-    cJSON *doc = cJSON_CreateObject();
-    for (size_t i = 0; doc && i < N_OPTS; i++) {
-        const opt_def *d = &opt_defs[i];
-        const void *field = (const char *)o + d->offset;
-        if (NAME_IN(d->name, not_recorded) || d->type == OPT_NOFLAG) continue;   /* its OPT_FLAG records it */
-        switch (d->type) {
-        case OPT_STR:
-            if (*(const char *const *)field) cJSON_AddStringToObject(doc, d->name, *(const char *const *)field);
-            break;
-        case OPT_LONG: cJSON_AddNumberToObject(doc, d->name, (double)*(const long *)field); break;
-        case OPT_DOUBLE: cJSON_AddNumberToObject(doc, d->name, *(const double *)field); break;
-        case OPT_U64: {   /* as text: a double cannot hold every 64-bit seed */
-            char num[32];
-            format_opt(o, d, num, sizeof num);
-            cJSON_AddStringToObject(doc, d->name, num);
-            break;
-        }
-        case OPT_FLAG:
-        case OPT_NOFLAG: cJSON_AddBoolToObject(doc, d->name, *(const int *)field); break;
-        }
-    }
-    char *text = doc ? cJSON_Print(doc) : NULL;
-    cJSON_Delete(doc);
-    return text;
-}
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: strata train --data PATH [--model NAME | --init FILE] [flags]\n"
-               "       strata train --config FILE.json [flags]   (flags override the file)\n\n");
-    for (size_t i = 0; i < N_OPTS; i++) fprintf(f, "  --%-13s %s\n", opt_defs[i].name, opt_defs[i].help);
-    fprintf(f, "  --%-13s %s\n", "config", "FILE    JSON object of the same settings: {\"model\": \"gpt2-mini\", \"steps\": 200}");
-    fprintf(f, "\nModels: %s.\n", gpt_config_names());
-}
-
-static st_status apply_opt(train_opts *o, const opt_def *d, const char *value, st_error *err) {
-    char flag[64];
-    snprintf(flag, sizeof flag, "--%s", d->name);
-    void *field = (char *)o + d->offset;
-    switch (d->type) {
-    case OPT_STR: *(const char **)field = value; return ST_OK;
-    case OPT_LONG: return cli_parse_int(flag, value, 0, INT_MAX, (long *)field, err);   /* used as int */
-    case OPT_DOUBLE: return cli_parse_double(flag, value, 0, 1e9, (double *)field, err);
-    case OPT_U64: return cli_parse_u64(flag, value, (uint64_t *)field, err);
-    case OPT_FLAG: *(int *)field = 1; return ST_OK;
-    case OPT_NOFLAG: *(int *)field = 0; return ST_OK;
-    }
-    return ST_OK;
-}
-
-/* Settings from a JSON config file; the keys are the long flag names. The
- * parsed document is returned so that string values outlive this call. */
-static st_status apply_config_file(train_opts *o, const char *path, cJSON **doc, st_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return st_fail_errno(err, errno, "%s: cannot open config file", path);
-    char *buf = malloc(1 << 20);
-    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
-    int too_big = buf && n == (1 << 20) - 1 && fgetc(f) != EOF;
-    fclose(f);
-    if (!buf) return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
-    if (too_big) {
-        free(buf);
-        return st_fail(err, ST_EINVAL, "%s: config file larger than 1 MiB", path);
-    }
-    buf[n] = 0;
-    *doc = cJSON_Parse(buf);
-    free(buf);
-    if (!*doc || !cJSON_IsObject(*doc)) return st_fail(err, ST_EINVAL, "%s: not a JSON object", path);
-    for (cJSON *it = (*doc)->child; it; it = it->next) {
-        const opt_def *d = NULL;
-        for (size_t i = 0; i < N_OPTS; i++)
-            if (!strcmp(opt_defs[i].name, it->string)) d = &opt_defs[i];
-        if (!d) return st_fail(err, ST_EINVAL, "%s: unknown setting \"%s\"", path, it->string);
-        char num[64];
-        const char *value = NULL;
-        if (cJSON_IsString(it)) value = it->valuestring;
-        else if (cJSON_IsNumber(it)) {
-            if (d->type == OPT_DOUBLE) snprintf(num, sizeof num, "%.17g", it->valuedouble);
-            else snprintf(num, sizeof num, "%.0f", it->valuedouble);
-            if (d->type != OPT_DOUBLE && it->valuedouble != floor(it->valuedouble))
-                return st_fail(err, ST_EINVAL, "%s: \"%s\" must be an integer", path, it->string);
-            value = num;
-        } else if (cJSON_IsBool(it) && (d->type == OPT_FLAG || d->type == OPT_NOFLAG)) {
-            int on = cJSON_IsTrue(it);
-            *(int *)((char *)o + d->offset) = d->type == OPT_FLAG ? on : !on;
-            continue;
-        } else {
-            return st_fail(err, ST_EINVAL, "%s: \"%s\" has the wrong type", path, it->string);
-        }
-        if (d->type == OPT_FLAG || d->type == OPT_NOFLAG)
-            return st_fail(err, ST_EINVAL, "%s: \"%s\" must be true or false", path, it->string);
-        st_status s = apply_opt(o, d, value, err);
-        if (s != ST_OK) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            return st_fail(err, s, "%s: %s", path, msg);
-        }
-    }
-    return ST_OK;
+    return cli_settings_json(&train_spec, o, not_recorded, CLI_COUNT(not_recorded));
 }
 
 /* SIGINT or SIGTERM: finish the step, commit, exit; a second one exits at
@@ -270,39 +153,35 @@ static void format_duration(double s, char *buf, size_t n) {
 /* --resume RUN_DIR: the run's settings from its run.json; the flags given
  * now may change only what does not make the run what it is. *run_store
  * is where the run last committed. */
-static st_status merge_resume(train_opts *o, const char *given, cJSON **doc, const char **run_store, st_error *err) {
+static st_status merge_resume(train_opts *o, const unsigned char *given, cJSON **doc, const char **run_store,
+                              st_error *err) {
     static const char *const refused[] = {"model", "init", "plan", "hw", "run-dir", "overwrite"};
     for (size_t i = 0; i < N_OPTS; i++)
-        if (given[i] && NAME_IN(opt_defs[i].name, refused))
+        if (given[i] && NAME_IN(train_flags[i].name, refused))
             return st_fail(err, ST_EINVAL, "--resume takes the model and settings from %s/run.json; drop --%s",
-                           o->resume, opt_defs[i].name);
+                           o->resume, train_flags[i].name);
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", o->resume);
     if (access(path, F_OK) != 0)
         return st_fail_errno(err, errno, "%s: not a run directory (no run.json to resume from)", o->resume);
     train_opts r = train_opts_defaults();
-    st_status s = apply_config_file(&r, path, doc, err);
+    st_status s = cli_config_apply(&train_spec, &r, path, doc, err);
     if (s != ST_OK) return s;
     *run_store = r.store;
     for (size_t i = 0; i < N_OPTS; i++) {
-        const opt_def *d = &opt_defs[i];
+        const cli_flag *d = &train_flags[i];
         if (!given[i] || same_opt(o, &r, d)) continue;
         if (NAME_IN(d->name, kept_on_resume)) {
             char now[4200], was[4200];
-            format_opt(o, d, now, sizeof now);
-            format_opt(&r, d, was, sizeof was);
+            cli_flag_format(d, o, now, sizeof now);
+            cli_flag_format(d, &r, was, sizeof was);
             return st_fail(err, ST_EINVAL,
                            "--%s %s: the run in %s has %s, and a resumed run keeps its model, data and training "
                            "settings (budgets, --offload, --store, --threads, logging, --save-every and --commit-every "
                            "may change)",
                            d->name, now, o->resume, was);
         }
-        const size_t size = d->type == OPT_STR      ? sizeof(const char *)
-                            : d->type == OPT_LONG   ? sizeof(long)
-                            : d->type == OPT_DOUBLE ? sizeof(double)
-                            : d->type == OPT_U64    ? sizeof(uint64_t)
-                                                    : sizeof(int);
-        memcpy((char *)&r + d->offset, (const char *)o + d->offset, size);
+        cli_flag_copy(d, &r, o);
     }
     r.resume = r.run_dir = o->resume;
     *o = r;
@@ -481,7 +360,7 @@ static st_status build_model_config(const train_opts *o, gpt_config *cfg, float 
                            "--init takes the model shape from the file; drop --model/--n-layer/--d-model/--n-ctx/--vocab");
         return gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
     }
-    const cli_model_flags shape = {.name = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
+    const cli_model_flags shape = {.model = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
                                    .n_ctx = o->n_ctx, .vocab = o->vocab, .seq = o->seq};
     return cli_model_config(&shape, cfg, err);
 }
@@ -862,58 +741,26 @@ static int run_session(session *s) {
 int cmd_train(int argc, char **argv) {
     train_opts o = train_opts_defaults();
     st_error err = {0};
-    cJSON *docs[2] = {NULL, NULL};   /* --config's and run.json's: o's strings point into them */
+    cli_parsed flags;
+    int rc = cli_parse_flags(&train_spec, argc, argv, &o, &flags);
+    if (rc != CLI_PARSED) return rc;
+    cJSON *docs[2] = {flags.config, NULL};   /* --config's and run.json's: o's strings point into them */
 #define USAGE_ERROR(...)                                   \
     do {                                                   \
         cJSON_Delete(docs[0]);                             \
         cJSON_Delete(docs[1]);                             \
         return cli_usage_error("train", __VA_ARGS__);      \
     } while (0)
-    /* The config file first, so that flags override it. */
-    for (int i = 1; i < argc; i++) {
-        const char *path = NULL;
-        if (!strcmp(argv[i], "--config") && i + 1 < argc) path = argv[i + 1];
-        else if (!strncmp(argv[i], "--config=", 9)) path = argv[i] + 9;
-        if (path && docs[0]) USAGE_ERROR("--config may be given once");   /* its strings are in o */
-        if (path && apply_config_file(&o, path, &docs[0], &err) != ST_OK) {
-            cJSON_Delete(docs[0]);
-            return cli_fail(&err);
-        }
-    }
-    struct option longopts[N_OPTS + 3];
-    for (size_t i = 0; i < N_OPTS; i++)
-        longopts[i] = (struct option){opt_defs[i].name,
-                                      opt_defs[i].type == OPT_FLAG || opt_defs[i].type == OPT_NOFLAG ? no_argument
-                                                                                                      : required_argument,
-                                      NULL, 1000 + (int)i};
-    longopts[N_OPTS] = (struct option){"config", required_argument, NULL, 'c'};
-    longopts[N_OPTS + 1] = (struct option){"help", no_argument, NULL, 'h'};
-    longopts[N_OPTS + 2] = (struct option){0};
-    optind = 1;
-    int c;
-    char given[N_OPTS] = {0};   /* flags on the command line */
     const char *run_store = NULL;   /* --resume: where the run last committed */
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            cJSON_Delete(docs[0]);
-            return 0;
-        }
-        if (c == 'c') continue;
-        if (c < 1000) USAGE_ERROR("unknown or incomplete flag");
-        given[c - 1000] = 1;
-        if (apply_opt(&o, &opt_defs[c - 1000], optarg, &err) != ST_OK) USAGE_ERROR("%s", err.msg);
-    }
-    if (optind < argc) USAGE_ERROR("unexpected argument '%s'", argv[optind]);
     if (o.resume) {
         if (docs[0]) USAGE_ERROR("--resume takes the settings from the run's run.json; drop --config");
-        if (merge_resume(&o, given, &docs[1], &run_store, &err) != ST_OK) {
+        if (merge_resume(&o, flags.given, &docs[1], &run_store, &err) != ST_OK) {
             cJSON_Delete(docs[1]);
             return cli_fail(&err);
         }
     }
     session s = {.o = o, .run_store = run_store};
-    int rc = check_flags(&s);
+    rc = check_flags(&s);
     if (rc == 0) rc = run_session(&s);
     cJSON_Delete(docs[0]);
     cJSON_Delete(docs[1]);
