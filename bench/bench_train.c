@@ -5,7 +5,6 @@
  *
  * Prints per-step times, then `tokens/s <value>` and the model FLOP/s as a
  * fraction of a large square sgemm's rate measured just before. */
-#include <cblas.h>
 #include <getopt.h>
 #include <omp.h>
 #include <stdio.h>
@@ -14,8 +13,10 @@
 
 #include "strata/train.h"
 
-/* GFLOP/s of C = A B for square n x n float matrices, best of reps. */
+/* GFLOP/s of C = A B for square n x n float matrices, best of reps, with
+ * the CPU backend's sgemm (the one the model's products use). */
 static double sgemm_gflops(int n, int reps) {
+    const compute_backend *be = compute_backend_cpu();
     float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
     for (long i = 0; i < (long)n * n; i++) {
         a[i] = (float)(i % 7) * 0.1f;
@@ -24,7 +25,7 @@ static double sgemm_gflops(int n, int reps) {
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = st_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        be->sgemm(be, 0, 0, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         double dt = st_now() - t0;
         if (dt < best) best = dt;
     }

@@ -71,7 +71,7 @@ static void check_against_reference(const char *ref_name, gpt_precision precisio
     const gpt_config *c = &fx.cfg;
     st_error err = {0};
     gpt_workspace *ws;
-    assert_int_equal(gpt_workspace_create(&ws, c, fx.B, fx.T, recompute, precision, &err), ST_OK);
+    assert_int_equal(gpt_workspace_create(&ws, compute_backend_cpu(), c, fx.B, fx.T, recompute, precision, &err), ST_OK);
     size_t n = gpt_num_params(c);
     st_bf16 *p16 = malloc(n * sizeof *p16);
     gpt_f32_to_bf16(fx.params, p16, n);
@@ -135,7 +135,7 @@ static void test_recompute_is_bit_identical(void **state) {
     for (int r = 0; r < 2; r++) {
         gpt_workspace *ws;
         st_error err = {0};
-        assert_int_equal(gpt_workspace_create(&ws, &fx.cfg, fx.B, fx.T, r, GPT_FP32, &err), ST_OK);
+        assert_int_equal(gpt_workspace_create(&ws, compute_backend_cpu(), &fx.cfg, fx.B, fx.T, r, GPT_FP32, &err), ST_OK);
         g[r] = calloc(n, sizeof(float));
         gpt_weights w = {.precision = GPT_FP32, .f32 = fx.params};
         gpt_forward_backward(ws, w, g[r], fx.inputs, fx.targets, fx.B, fx.T, 1.0f);
@@ -172,7 +172,7 @@ static void small_model_create(small_model *f) {
     assert_non_null(f->params);
     assert_non_null(f->grads);
     gpt_init_params(&f->cfg, f->params, 7);
-    assert_int_equal(gpt_workspace_create(&f->ws, &f->cfg, SMALL_B, SMALL_T, 1, GPT_FP32, &err), ST_OK);
+    assert_int_equal(gpt_workspace_create(&f->ws, compute_backend_cpu(), &f->cfg, SMALL_B, SMALL_T, 1, GPT_FP32, &err), ST_OK);
     for (int i = 0; i < SMALL_B * SMALL_T; i++) {
         f->tokens[i] = (i * 37) % 200;
         f->targets[i] = i == 3 ? 199 : (i * 11 + 5) % 200;   /* the last real token included */

@@ -726,6 +726,10 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     offload_config cfg = *cfg_in;
     st_status s = train_config_check(&cfg.train, err);
     if (s != ST_OK) return s;
+    /* TODO(executor seam): the executor's buffers are all host memory, so it
+     * computes on the CPU backend; it refuses another rather than ignore it. */
+    if (cfg.train.backend && cfg.train.backend != compute_backend_cpu())
+        return st_fail(err, ST_EINVAL, "the executor runs on the cpu backend only, not on %s", cfg.train.backend->name);
     const int any_ssd = cfg.place.weights || cfg.place.optim || cfg.place.acts || cfg.place.grads;
     if (any_ssd && cfg.n_store_paths < 1)
         return st_fail(err, ST_EINVAL, "state placed on the SSD needs at least one store directory");
@@ -1001,7 +1005,8 @@ static st_status touch_grads(offload_trainer *t, int u, st_error *err) {
 
 /* After a gradient task: when it was the unit's last, take its sum of squares. */
 static void after_grad_task(offload_trainer *t, int u, int task) {
-    if (t->an->last_grad[task]) t->unit_sumsq[u] = grad_sum_sq(unit_grads(t, u), unit_n(t, u));
+    const compute_backend *be = compute_backend_cpu();   /* TODO(executor seam) */
+    if (t->an->last_grad[task]) t->unit_sumsq[u] = be->sum_sq(be, unit_grads(t, u), unit_n(t, u));
 }
 
 /* Waits for the reads in flight into weight buffer b. */
@@ -1058,7 +1063,8 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
         src = t->wsz == 2 ? (const void *)(t->w16 + off) : (const void *)(t->w32 + off);
     }
     if (t->wsz == 2) {
-        gpt_bf16_to_f32(src, t->unit32, n);
+        const compute_backend *be = compute_backend_cpu();   /* TODO(executor seam) */
+        be->bf16_to_f32(be, t->unit32, src, n);
         t->weights = t->unit32;
     } else {
         t->weights = (float *)src;
@@ -1263,6 +1269,7 @@ static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
 
 static st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis *an, float lr, long step_t,
                           st_error *err) {
+    const compute_backend *be = compute_backend_cpu();   /* TODO(executor seam) */
     const gpt_config *c = &t->c;
     const int BT = t->B * t->T;
     const float grad_scale = 1.0f / (float)t->M;
@@ -1285,19 +1292,19 @@ static st_status run_list(offload_trainer *t, const sched_list *l, const sched_a
         case TASK_EMBED_FORWARD: {
             if ((s = act_make(t, 1, m, &out, err))) break;
             gpt_embed_w w = gpt_embed_view(c, t->weights);
-            gpt_embed_forward(c, &w, t->B, t->T, t->inputs + (size_t)m * BT, out);
+            gpt_embed_forward(be, c, &w, t->B, t->T, t->inputs + (size_t)m * BT, out);
             break;
         }
         case TASK_BLOCK_FORWARD: {
             if ((s = act_make(t, u + 1, m, &out, err))) break;
             gpt_block_w w = gpt_block_view(c, t->weights);
             gpt_block_acts a = gpt_block_acts_view(c, t->B, t->T, t->block_acts);
-            gpt_block_forward(c, &w, t->B, t->T, *slot(t, u, m), out, &a);
+            gpt_block_forward(be, c, &w, t->B, t->T, *slot(t, u, m), out, &a);
             break;
         }
         case TASK_HEAD: {
             gpt_embed_w w = gpt_embed_view(c, t->weights), g = gpt_embed_view(c, unit_grads(t, 0));
-            t->mb_loss[m] = gpt_head_forward_backward(c, &w, &g, t->B, t->T, *slot(t, t->L1, m),
+            t->mb_loss[m] = gpt_head_forward_backward(be, c, &w, &g, t->B, t->T, *slot(t, t->L1, m),
                                                       t->targets + (size_t)m * BT, grad_scale,
                                                       t->dact + (size_t)m * t->NC, NULL, t->scratch);
             after_grad_task(t, 0, i);
@@ -1310,14 +1317,14 @@ static st_status run_list(offload_trainer *t, const sched_list *l, const sched_a
             float *dx = t->dact + (size_t)m * t->NC;
             /* recompute the block's activations from its checkpointed input;
              * the recomputed output goes to scratch, which backward reuses */
-            gpt_block_forward(c, &w, t->B, t->T, x, t->scratch, &a);
-            gpt_block_backward(c, &w, &g, t->B, t->T, x, &a, dx, dx, t->scratch);
+            gpt_block_forward(be, c, &w, t->B, t->T, x, t->scratch, &a);
+            gpt_block_backward(be, c, &w, &g, t->B, t->T, x, &a, dx, dx, t->scratch);
             after_grad_task(t, u, i);
             break;
         }
         case TASK_EMBED_BACKWARD: {
             gpt_embed_w g = gpt_embed_view(c, unit_grads(t, 0));
-            gpt_embed_backward(c, &g, t->B, t->T, t->inputs + (size_t)m * BT, t->dact + (size_t)m * t->NC);
+            gpt_embed_backward(be, c, &g, t->B, t->T, t->inputs + (size_t)m * BT, t->dact + (size_t)m * t->NC);
             after_grad_task(t, 0, i);
             break;
         }
@@ -1436,6 +1443,7 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
 
 static st_status eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
     st_status s;
+    const compute_backend *be = compute_backend_cpu();   /* TODO(executor seam) */
     const gpt_config *c = &t->c;
     /* rows of T+1 tokens into inputs and targets (the step's buffers are free now) */
     for (int b = 0; b < B; b++) {
@@ -1445,19 +1453,19 @@ static st_status eval_forward(offload_trainer *t, const int32_t *tokens, int B, 
     float *x = t->eval_buf, *y = t->eval_buf + t->NC;
     if ((s = load_weights(t, 0, err)) != ST_OK) return s;
     gpt_embed_w ew = gpt_embed_view(c, t->weights);
-    gpt_embed_forward(c, &ew, B, T, t->inputs, x);
+    gpt_embed_forward(be, c, &ew, B, T, t->inputs, x);
     for (int u = 1; u < t->L1; u++) {
         if ((s = load_weights(t, u, err)) != ST_OK) return s;
         gpt_block_w w = gpt_block_view(c, t->weights);
         gpt_block_acts a = gpt_block_acts_view(c, B, T, t->block_acts);
-        gpt_block_forward(c, &w, B, T, x, y, &a);
+        gpt_block_forward(be, c, &w, B, T, x, y, &a);
         float *tmp = x;
         x = y;
         y = tmp;
     }
     if ((s = load_weights(t, 0, err)) != ST_OK) return s;
     ew = gpt_embed_view(c, t->weights);
-    *loss = gpt_head_forward_backward(c, &ew, NULL, B, T, x, t->targets, 0.0f, NULL, NULL, t->scratch);
+    *loss = gpt_head_forward_backward(be, c, &ew, NULL, B, T, x, t->targets, 0.0f, NULL, NULL, t->scratch);
     return ST_OK;
 }
 
