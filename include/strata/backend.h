@@ -8,7 +8,7 @@
  * for a GPU fills the same table with device allocations, copies across the
  * host link and its own kernels; nothing above the table changes.
  *
- *     const compute_backend *be = compute_backend_cpu();
+ *     const compute_backend *be = compute_backend_named("cpu");   // or "check"
  *     float *x = be->alloc(be, n * sizeof(float));                 // device memory
  *     float *y = be->alloc(be, n * sizeof(float));
  *     be->to_device(be, x, host_x, n * sizeof(float));
@@ -48,6 +48,17 @@
  *            and the OpenMP loops share one thread pool), OpenMP loops with
  *            AVX2/FMA elsewhere. Unified; device memory is 64-byte aligned
  *            host memory.
+ *   "check"  runs the CPU backend's code, bit for bit, on memory that only
+ *            its ops may touch: each allocation is an mmap'd region kept
+ *            PROT_NONE whenever no op is running on it, so a direct host
+ *            read or write of device memory faults (SIGSEGV); each op checks
+ *            that its device arguments, with their extents, lie inside one
+ *            allocation (and that the host side of to_device/to_host does
+ *            not), and aborts naming the op and the argument otherwise:
+ *                check backend: layernorm_forward: argument 'inp' is not device memory
+ *            Not unified. It proves without a GPU that a caller keeps host
+ *            and device memory apart. Ops may run from several threads at
+ *            once (the executor's optimizer thread beside compute).
  */
 #ifndef STRATA_BACKEND_H
 #define STRATA_BACKEND_H
@@ -64,7 +75,7 @@ extern "C" {
 typedef struct compute_backend compute_backend;
 
 struct compute_backend {
-    const char *name;   /* "cpu" */
+    const char *name;   /* "cpu", "check" */
     int unified;        /* 1: device memory is host memory (see above) */
 
     /* --- memory ------------------------------------------------------------- */
@@ -143,8 +154,11 @@ struct compute_backend {
     void (*f32_to_bf16)(const compute_backend *be, st_bf16 *out, const float *inp, size_t n);
 };
 
-/* The CPU backend; it lives as long as the process. */
+/* The two backends; both live as long as the process. */
 const compute_backend *compute_backend_cpu(void);
+const compute_backend *compute_backend_check(void);
+/* "cpu" or "check"; NULL for any other name. */
+const compute_backend *compute_backend_named(const char *name);
 
 #ifdef __cplusplus
 }
