@@ -3,6 +3,9 @@
  *
  *   build/bench_train --model gpt2-124m --batch 4 --seq 64 --steps 5 --threads 2
  *
+ * --backend check runs the same steps on the checking backend (what its
+ * protection and copies cost); the default is the CPU backend.
+ *
  * Prints per-step times, then `tokens/s <value>` and the model FLOP/s as a
  * fraction of a large square sgemm's rate measured just before. */
 #include <getopt.h>
@@ -34,12 +37,12 @@ static double sgemm_gflops(int n, int reps) {
 }
 
 int main(int argc, char **argv) {
-    const char *model = "gpt2-124m", *precision = "fp32";
+    const char *model = "gpt2-124m", *precision = "fp32", *backend = "cpu";
     int B = 4, T = 64, steps = 5, warmup = 1, threads = 2, recompute = 0, accum = 1;
     static const struct option opts[] = {
         {"model", 1, 0, 'm'}, {"batch", 1, 0, 'b'}, {"seq", 1, 0, 's'}, {"steps", 1, 0, 'n'},
         {"warmup", 1, 0, 'w'}, {"threads", 1, 0, 'j'}, {"precision", 1, 0, 'p'}, {"recompute", 0, 0, 'r'},
-        {"grad-accum", 1, 0, 'a'}, {0}};
+        {"grad-accum", 1, 0, 'a'}, {"backend", 1, 0, 'e'}, {0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -52,6 +55,7 @@ int main(int argc, char **argv) {
         case 'p': precision = optarg; break;
         case 'r': recompute = 1; break;
         case 'a': accum = atoi(optarg); break;
+        case 'e': backend = optarg; break;
         default: fprintf(stderr, "bench_train: bad flag\n"); return 2;
         }
     }
@@ -67,6 +71,10 @@ int main(int argc, char **argv) {
     tc.micro_batches = accum;
     tc.recompute = recompute;
     tc.precision = strcmp(precision, "fp32") ? GPT_MIXED_BF16 : GPT_FP32;
+    if (!(tc.backend = compute_backend_named(backend))) {
+        fprintf(stderr, "bench_train: unknown backend %s (cpu, check)\n", backend);
+        return 2;
+    }
     double gemm = sgemm_gflops(2048, 3);
     printf("sgemm 2048^3: %.1f GFLOP/s (%d threads)\n", gemm, threads);
     trainer *t;
@@ -89,7 +97,8 @@ int main(int argc, char **argv) {
     double step_s = total / steps, tok_s = (double)accum * B * T / step_s;
     double flops = gpt_train_flops(&tc.model, B, T) * accum / step_s / 1e9;
     char peak[32];
-    printf("model %s B=%d T=%d accum=%d %s recompute=%d threads=%d\n", model, B, T, accum, precision, recompute, threads);
+    printf("model %s B=%d T=%d accum=%d %s recompute=%d threads=%d backend=%s\n", model, B, T, accum, precision,
+           recompute, threads, backend);
     printf("step %.3f s, model %.1f GFLOP/s = %.1f%% of sgemm, peak memory %s\n", step_s, flops, 100.0 * flops / gemm,
            st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
     printf("tokens/s %.1f\n", tok_s);
