@@ -39,9 +39,9 @@
  * buffer may then be used as a device buffer as it is, and a copy between a
  * host buffer and a device buffer that are the same memory costs nothing
  * (to_device, to_host and copy skip the memcpy when dst == src). Callers
- * use that to alias instead of keeping mirrors: the whole-model passes
- * compute straight into the caller's weights, gradients and logits on a
- * unified backend, and allocate device mirrors only on a non-unified one.
+ * use that to alias instead of keeping mirrors: the whole-model passes use
+ * the caller's weights, gradients and logits in place on a unified backend,
+ * and allocate device mirrors only on a non-unified one.
  *
  * Backends:
  *   "cpu"    OpenBLAS sgemm for matrix products (the OpenMP build, so BLAS
@@ -58,7 +58,7 @@
  *                check backend: layernorm_forward: argument 'inp' is not device memory
  *            Not unified. It proves without a GPU that a caller keeps host
  *            and device memory apart. Ops may run from several threads at
- *            once (the executor's optimizer thread beside compute).
+ *            once (an optimizer thread beside the compute thread).
  */
 #ifndef STRATA_BACKEND_H
 #define STRATA_BACKEND_H

@@ -247,9 +247,8 @@ void gpt_workspace_free(gpt_workspace *ws);
 
 /* Forward: returns the mean loss over the B*T targets (0 if targets is
  * NULL); logits, if not NULL, receives [B, T, Vp]. All arrays are host
- * memory. B, T at most the
- * workspace's (else NaN, and nothing is computed); token ids must be
- * < vocab_size (callers check input files). */
+ * memory. B, T at most the workspace's (else NaN, and nothing is computed);
+ * token ids must be < vocab_size (callers check input files). */
 float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const int32_t *targets,
                   int B, int T, float *logits);
 /* Forward and backward: grads (gpt_num_params floats) += d(loss * grad_scale)/dw.

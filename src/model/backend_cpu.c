@@ -448,7 +448,8 @@ static void bf16_to_f32(const compute_backend *be, float *out, const st_bf16 *in
     for (size_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(inp[i]);
 }
 
-/* The host's conversion (strata/model.h) is the one loop; the op is the same on host memory. */
+/* The one f32 -> bf16 loop: the host function of strata/model.h (the
+ * optimizer's and loaders' compute copy), which the op runs as it is. */
 void gpt_f32_to_bf16(const float *src, st_bf16 *dst, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dst[i] = st_f32_to_bf16(src[i]);
