@@ -7,6 +7,7 @@
  *   strata/checksum.h     CRC32C
  *   strata/io.h           async O_DIRECT I/O engine (io_uring, psync fallback), preflight
  *   strata/store.h        named tensors on tiers, striping, crash-safe manifest
+ *   strata/backend.h      compute backends: device memory and kernels behind a table (CPU, checking)
  *   strata/model.h        GPT-2 configuration, parameter layout, forward/backward
  *   strata/safetensors.h  safetensors files
  *   strata/gpt_io.h       GPT-2 weights in the Hugging Face layout
@@ -29,6 +30,7 @@
 #include "strata/checksum.h"
 #include "strata/io.h"
 #include "strata/store.h"
+#include "strata/backend.h"
 #include "strata/model.h"
 #include "strata/safetensors.h"
 #include "strata/gpt_io.h"

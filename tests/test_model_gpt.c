@@ -2,7 +2,9 @@
  * PyTorch reference (tests/fixtures, made by tools/make_fixtures.py), in fp32
  * and in mixed precision, with and without recomputation; the edge cases of
  * the passes (a zero gradient scale, no targets, shapes past the workspace);
- * plus loading the published-checkpoint variants of the same weights. */
+ * the checking backend bit for bit against the CPU backend's, and each
+ * backend's workspace bytes; plus loading the published-checkpoint variants
+ * of the same weights. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,7 +73,7 @@ static void check_against_reference(const char *ref_name, gpt_precision precisio
     const gpt_config *c = &fx.cfg;
     st_error err = {0};
     gpt_workspace *ws;
-    assert_int_equal(gpt_workspace_create(&ws, c, fx.B, fx.T, recompute, precision, &err), ST_OK);
+    assert_int_equal(gpt_workspace_create(&ws, compute_backend_cpu(), c, fx.B, fx.T, recompute, precision, &err), ST_OK);
     size_t n = gpt_num_params(c);
     st_bf16 *p16 = malloc(n * sizeof *p16);
     gpt_f32_to_bf16(fx.params, p16, n);
@@ -135,7 +137,7 @@ static void test_recompute_is_bit_identical(void **state) {
     for (int r = 0; r < 2; r++) {
         gpt_workspace *ws;
         st_error err = {0};
-        assert_int_equal(gpt_workspace_create(&ws, &fx.cfg, fx.B, fx.T, r, GPT_FP32, &err), ST_OK);
+        assert_int_equal(gpt_workspace_create(&ws, compute_backend_cpu(), &fx.cfg, fx.B, fx.T, r, GPT_FP32, &err), ST_OK);
         g[r] = calloc(n, sizeof(float));
         gpt_weights w = {.precision = GPT_FP32, .f32 = fx.params};
         gpt_forward_backward(ws, w, g[r], fx.inputs, fx.targets, fx.B, fx.T, 1.0f);
@@ -172,7 +174,7 @@ static void small_model_create(small_model *f) {
     assert_non_null(f->params);
     assert_non_null(f->grads);
     gpt_init_params(&f->cfg, f->params, 7);
-    assert_int_equal(gpt_workspace_create(&f->ws, &f->cfg, SMALL_B, SMALL_T, 1, GPT_FP32, &err), ST_OK);
+    assert_int_equal(gpt_workspace_create(&f->ws, compute_backend_cpu(), &f->cfg, SMALL_B, SMALL_T, 1, GPT_FP32, &err), ST_OK);
     for (int i = 0; i < SMALL_B * SMALL_T; i++) {
         f->tokens[i] = (i * 37) % 200;
         f->targets[i] = i == 3 ? 199 : (i * 11 + 5) % 200;   /* the last real token included */
@@ -235,6 +237,137 @@ static void test_larger_than_workspace_is_refused(void **state) {
     small_model_free(&f);
 }
 
+/* ---- the checking backend ------------------------------------------------------
+ * The whole-model passes on a backend that is not unified (device copies of
+ * each unit's weights and gradients and of the token ids, logits through
+ * scratch and to_host) give the CPU backend's bits: losses, logits and
+ * gradients, accumulated onto gradients that are not zero. */
+
+typedef struct pass_outputs {
+    float loss, loss_logits_only, loss_fb[2];
+    float *logits, *logits_only, *grads;
+} pass_outputs;
+
+/* On be: a forward with targets and logits, a forward for logits only, and
+ * two forward-backwards accumulating into grads (which start non-zero), at
+ * b x t in a workspace of B x T. */
+static void run_passes(const compute_backend *be, const gpt_config *c, gpt_weights w, int B, int T, int b, int t,
+                       int recompute, const int32_t *tokens, const int32_t *targets, pass_outputs *o) {
+    st_error err = {0};
+    gpt_workspace *ws;
+    assert_int_equal(gpt_workspace_create(&ws, be, c, B, T, recompute, w.precision, &err), ST_OK);
+    const size_t n = gpt_num_params(c), nl = (size_t)b * t * c->padded_vocab;
+    o->logits = malloc(nl * sizeof(float));
+    o->logits_only = malloc(nl * sizeof(float));
+    o->grads = malloc(n * sizeof(float));
+    assert_true(o->logits && o->logits_only && o->grads);
+    /* the padded columns are undefined: the same bits in both runs */
+    memset(o->logits, 0, nl * sizeof(float));
+    memset(o->logits_only, 0, nl * sizeof(float));
+    for (size_t i = 0; i < n; i++) o->grads[i] = (float)(i % 13) * 1e-3f;
+    o->loss = gpt_forward(ws, w, tokens, targets, b, t, o->logits);
+    o->loss_logits_only = gpt_forward(ws, w, tokens, NULL, b, t, o->logits_only);
+    o->loss_fb[0] = gpt_forward_backward(ws, w, o->grads, tokens, targets, b, t, 0.5f);
+    o->loss_fb[1] = gpt_forward_backward(ws, w, o->grads, tokens, targets, b, t, 1.0f);
+    gpt_workspace_free(ws);
+}
+
+static void check_backend_matches_cpu(const gpt_config *c, const float *params, int B, int T, int b, int t,
+                                      gpt_precision precision, int recompute) {
+    const size_t n = gpt_num_params(c), nl = (size_t)b * t * c->padded_vocab;
+    st_bf16 *p16 = malloc(n * sizeof *p16);
+    int32_t *tokens = malloc(sizeof(int32_t) * b * t), *targets = malloc(sizeof(int32_t) * b * t);
+    assert_true(p16 && tokens && targets);
+    gpt_f32_to_bf16(params, p16, n);
+    gpt_weights w = {.precision = precision, .f32 = params, .bf16 = p16};
+    st_rng r;
+    st_rng_seed(&r, 5);
+    for (int i = 0; i < b * t; i++) {
+        tokens[i] = (int32_t)(st_rng_next(&r) % (uint64_t)c->vocab_size);
+        targets[i] = (int32_t)(st_rng_next(&r) % (uint64_t)c->vocab_size);
+    }
+    pass_outputs want, got;
+    run_passes(compute_backend_cpu(), c, w, B, T, b, t, recompute, tokens, targets, &want);
+    run_passes(compute_backend_check(), c, w, B, T, b, t, recompute, tokens, targets, &got);
+    printf("  %s recompute %d, %d x %d in %d x %d: loss %.7f\n", gpt_precision_name(precision), recompute, b, t, B,
+           T, want.loss);
+    assert_true(isfinite(want.loss) && want.loss > 0);
+    assert_memory_equal(&got.loss, &want.loss, sizeof(float));
+    assert_memory_equal(&got.loss_logits_only, &want.loss_logits_only, sizeof(float));
+    assert_memory_equal(got.loss_fb, want.loss_fb, sizeof want.loss_fb);
+    assert_memory_equal(got.logits, want.logits, nl * sizeof(float));
+    assert_memory_equal(got.logits_only, want.logits_only, nl * sizeof(float));
+    assert_memory_equal(got.grads, want.grads, n * sizeof(float));
+    pass_outputs *both[2] = {&want, &got};
+    for (int k = 0; k < 2; k++) {
+        free(both[k]->logits);
+        free(both[k]->logits_only);
+        free(both[k]->grads);
+    }
+    free(p16);
+    free(tokens);
+    free(targets);
+}
+
+static void test_check_backend_matches_cpu(void **state) {
+    (void)state;
+    fixture fx;
+    fixture_load(&fx, FIXTURE("gpt_small_ref_fp32.safetensors"));
+    for (int p = 0; p < 2; p++)
+        for (int r = 0; r < 2; r++) {
+            check_backend_matches_cpu(&fx.cfg, fx.params, fx.B, fx.T, fx.B, fx.T, (gpt_precision)p, r);
+            /* a micro-batch smaller than the workspace */
+            check_backend_matches_cpu(&fx.cfg, fx.params, fx.B, fx.T, 1, fx.T - 3, (gpt_precision)p, r);
+        }
+    fixture_free(&fx);
+}
+
+/* More rows than the head computes at once: logits leave in two chunks. */
+static void test_check_backend_matches_cpu_over_head_chunks(void **state) {
+    (void)state;
+    st_error err = {0};
+    gpt_config c = {.n_layer = 1, .n_head = 2, .d_model = 16, .n_ctx = 640, .vocab_size = 200};
+    assert_int_equal(gpt_config_check(&c, &err), ST_OK);
+    float *params = malloc(gpt_num_params(&c) * sizeof(float));
+    assert_non_null(params);
+    gpt_init_params(&c, params, 3);
+    assert_true(2 * 600 > GPT_HEAD_CHUNK_ROWS);
+    check_backend_matches_cpu(&c, params, 2, 600, 2, 600, GPT_FP32, 1);
+    check_backend_matches_cpu(&c, params, 2, 600, 2, 600, GPT_MIXED_BF16, 0);
+    free(params);
+}
+
+/* The CPU backend allocates the device buffers it always did; the extra
+ * buffers of a backend that is not unified exist only there. */
+static void test_workspace_bytes_per_backend(void **state) {
+    (void)state;
+    st_error err = {0};
+    gpt_config c;
+    assert_int_equal(gpt_config_from_name(&c, "gpt2-tiny", &err), ST_OK);
+    const int B = 4, T = 64;
+    const size_t N = (size_t)B * T, NC = N * c.d_model, f = sizeof(float);
+    const size_t u0 = gpt_unit_numel(&c, 0), u1 = gpt_unit_numel(&c, 1);
+    size_t scratch = gpt_block_scratch_numel(&c, B, T), head = gpt_head_scratch_numel(&c, B, T);
+    if (head > scratch) scratch = head;
+    size_t host = 0;
+    for (int p = 0; p < 2; p++)
+        for (int r = 0; r < 2; r++) {
+            const size_t acts = gpt_block_acts_numel(&c, B, T) * (r ? 1 : (size_t)c.n_layer);
+            const size_t cpu_device = ((c.n_layer + 1) * NC + acts + scratch + NC + (p ? u0 + u1 : 0)) * f;
+            const size_t cpu = gpt_workspace_bytes(compute_backend_cpu(), &c, B, T, r, (gpt_precision)p);
+            const size_t check = gpt_workspace_bytes(compute_backend_check(), &c, B, T, r, (gpt_precision)p);
+            /* what is left is the workspace's host struct, the same every time */
+            if (p == 0 && r == 0) host = cpu - cpu_device;
+            assert_int_equal(cpu - cpu_device, host);
+            assert_true(host < 1024);
+            /* weights as f32 (fp32: copied in; mixed: the widening buffers, already
+             * counted) and, mixed, their bf16 staging; gradients; token ids */
+            const size_t extra = (p ? (u0 > u1 ? u0 : u1) * sizeof(st_bf16) : (u0 + u1) * f) + (u0 + u1) * f +
+                                 2 * N * sizeof(int32_t);
+            assert_int_equal(check - cpu, extra);
+        }
+}
+
 /* The Hub's layouts: BF16 with a "transformer." prefix, attn.bias buffers and
  * a tied lm_head; F16 without prefix. Both hold the rounding of the F32 init. */
 static void check_variant(const char *path, int bf16) {
@@ -271,6 +404,9 @@ int main(void) {
         cmocka_unit_test(test_zero_grad_scale_gives_zero_gradients),
         cmocka_unit_test(test_backward_without_targets_gives_zero_gradients),
         cmocka_unit_test(test_larger_than_workspace_is_refused),
+        cmocka_unit_test(test_check_backend_matches_cpu),
+        cmocka_unit_test(test_check_backend_matches_cpu_over_head_chunks),
+        cmocka_unit_test(test_workspace_bytes_per_backend),
         cmocka_unit_test(test_loads_hub_bf16_layout),
         cmocka_unit_test(test_loads_f16),
     };

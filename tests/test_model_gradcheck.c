@@ -38,7 +38,7 @@ static void check_seed(uint64_t seed) {
         tg[i] = (int32_t)(st_rng_next(&r) % (uint64_t)c.vocab_size);
     }
     gpt_workspace *ws;
-    assert_int_equal(gpt_workspace_create(&ws, &c, B, T, 0, GPT_FP32, &err), ST_OK);
+    assert_int_equal(gpt_workspace_create(&ws, compute_backend_cpu(), &c, B, T, 0, GPT_FP32, &err), ST_OK);
     gpt_weights w = {.precision = GPT_FP32, .f32 = p};
     gpt_forward_backward(ws, w, g, in, tg, B, T, 1.0f);
 

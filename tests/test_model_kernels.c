@@ -1,6 +1,7 @@
-/* test_model_kernels.c - kernels against plain double-precision loops, at
- * shapes the small fixtures do not reach: causal attention over several
- * query blocks (T not a multiple of the block), forward and backward. */
+/* test_model_kernels.c - the CPU backend's kernels (through its table,
+ * strata/backend.h) against plain double-precision loops, at shapes the
+ * small fixtures do not reach: causal attention over several query blocks
+ * (T not a multiple of the block), forward and backward. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,8 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "model/kernels.h"
-#include "strata/base.h"
+#include "strata/backend.h"
 
 /* Naive causal attention in double: out, P; and the backward. */
 static void naive_attention(double *out, double *P, const float *qkv, int B, int T, int C, int NH) {
@@ -89,8 +89,9 @@ static void check_attention(int B, int T, int C, int NH) {
     st_rng_normal_fill(&r, qkv, nqkv, 1.0f);
     st_rng_normal_fill(&r, dout, nout, 1.0f);
     for (size_t i = 0; i < natt; i++) att[i] = dpre[i] = NAN;   /* must be overwritten where used */
-    attention_forward(out, att, qkv, B, T, C, NH);
-    attention_backward(dqkv, dpre, dout, qkv, att, B, T, C, NH);
+    const compute_backend *be = compute_backend_cpu();   /* unified: host arrays are its device memory */
+    be->attention_forward(be, out, att, qkv, B, T, C, NH);
+    be->attention_backward(be, dqkv, dpre, dout, qkv, att, B, T, C, NH);
     naive_attention(rout, ratt, qkv, B, T, C, NH);
     naive_attention_backward(rdqkv, ratt, dout, qkv, B, T, C, NH);
     double eo = max_rel(out, rout, nout), ea = max_rel(att, ratt, natt), ed = max_rel(dqkv, rdqkv, nqkv);
@@ -119,7 +120,8 @@ static void test_crossentropy_propagates_nan(void **state) {
     logits[37] = NAN;                 /* row 0, not the target column */
     int32_t targets[2] = {5, 5};
     float losses[2];
-    crossentropy_softmax(logits, losses, targets, 2, V, Vp, 0.0f);
+    const compute_backend *be = compute_backend_cpu();
+    be->crossentropy_softmax(be, logits, losses, targets, 2, V, Vp, 0.0f);
     assert_true(isnan(losses[0]));
     assert_false(isnan(losses[1]));   /* the other row is untouched */
     assert_float_equal(losses[1], 4.61, 0.1);   /* about ln(100) for near-uniform logits */

@@ -4,7 +4,9 @@
  * several steps (bit for bit for horizontal, whose gradient sums run in the
  * same order; within a stated bound for vertical, whose snake order sums
  * some gradients in another order), and each configuration is bit-for-bit
- * deterministic. */
+ * deterministic. Every configuration also runs on the checking backend
+ * (strata/backend.h), whose device memory faults on any access that does
+ * not go through the backend, and gives the CPU backend's bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 
 #include <unistd.h>
 
+#include "strata/backend.h"
 #include "strata/offload.h"
 
 enum { STEPS = 4 };
@@ -128,8 +131,17 @@ static void test_matches_in_memory_trainer(void **state) {
             }
             for (int k = 0; k < 2; k++) {
                 for (int a = 0; a < 3; a++) for (int pl = 0; pl < PLACEMENTS; pl++) {
-                    float losses[STEPS];
+                    float losses[STEPS], check_losses[STEPS];
                     float *w = run_offload(&tc, (sched_kind)k, alphas[a], (enum test_placement)pl, tok, losses);
+                    /* the checking backend: device memory the executor may touch only through the
+                     * backend (any direct access faults); the same code, so the same bits */
+                    train_config tc_check = tc;
+                    tc_check.backend = compute_backend_check();
+                    float *w_check = run_offload(&tc_check, (sched_kind)k, alphas[a], (enum test_placement)pl, tok,
+                                                 check_losses);
+                    assert_memory_equal(w_check, w, n * sizeof(float));
+                    assert_memory_equal(check_losses, losses, sizeof losses);
+                    free(w_check);
                     double d = rel_diff(w, trainer_params(ref), n);
                     printf("  %s %s %s alpha %.2f clip %d: weights rel diff %.2e, losses %.6f..%.6f (ref %.6f..%.6f)\n",
                            k ? "horizontal" : "vertical  ", test_placement_name[pl], p ? "mixed" : "fp32 ", alphas[a], clip,
@@ -170,9 +182,9 @@ static void test_deterministic(void **state) {
     free(tok);
 }
 
-/* Forward-only evaluation through the store gives the in-memory trainer's loss. */
-static void test_eval_matches(void **state) {
-    (void)state;
+/* Forward-only evaluation through the store gives the in-memory trainer's
+ * loss, on either backend. */
+static void eval_matches(const compute_backend *be) {
     train_config tc = small_config(GPT_MIXED_BF16, 0.05f);
     int32_t *tok = make_tokens(&tc);
     st_error err = {0};
@@ -182,6 +194,7 @@ static void test_eval_matches(void **state) {
     assert_non_null(mkdtemp(store_dir));
     offload_config oc = {.train = tc, .schedule = SCHED_HORIZONTAL, .alpha = 0.25, .place.weights = 1,
                          .place.optim = 1, .place.acts = 1, .store_paths = store_paths, .n_store_paths = 1};
+    oc.train.backend = be;
     offload_trainer *t;
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
     size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
@@ -203,6 +216,62 @@ static void test_eval_matches(void **state) {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
     assert_int_equal(system(cmd), 0);
+}
+
+static void test_eval_matches(void **state) {
+    (void)state;
+    eval_matches(compute_backend_cpu());
+    eval_matches(compute_backend_check());
+}
+
+/* On a backend whose device is not host memory, the plan adds the device
+ * copies (a unit's weights, a block's input and output, a unit's
+ * gradients) and host staging for tokens, moves the I/O buffers to the
+ * host, and the executor allocates exactly that plan; the CPU backend's
+ * plan has none of them. */
+static void test_separate_device_plan(void **state) {
+    (void)state;
+    for (int pl = ALL_HOST; pl < PLACEMENTS; pl++) {
+        train_config tc = small_config(GPT_MIXED_BF16, 0);
+        offload_config oc = {.train = tc, .schedule = SCHED_VERTICAL, .alpha = 0.25, .segment_elems = 2048};
+        if (pl != ALL_HOST) {
+            snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
+            assert_non_null(mkdtemp(store_dir));
+            oc.store_paths = store_paths;
+            oc.n_store_paths = 1;
+            oc.place.weights = oc.place.acts = pl == ALL_SSD || pl == MIXED;
+            oc.place.optim = oc.place.grads = pl == ALL_SSD || pl == GRADS;
+        }
+        run_layout cpu, sep;
+        st_error err = {0};
+        assert_int_equal(offload_layout(&oc, &cpu, &err), ST_OK);
+        oc.train.backend = compute_backend_check();
+        assert_int_equal(offload_layout(&oc, &sep, &err), ST_OK);
+        const layout_buffer_id extra[] = {BUF_UNIT_DEVICE, BUF_ACT_DEVICE, BUF_GRAD_DEVICE, BUF_TOKENS_HOST};
+        for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+            assert_int_equal(cpu.buf[extra[i]].count, 0);
+            assert_true(sep.buf[extra[i]].count > 0);
+        }
+        assert_int_equal(sep.buf[BUF_ACT_IO].tier, LAYOUT_HOST);
+        assert_int_equal(sep.buf[BUF_WEIGHTS_IO].tier, LAYOUT_HOST);
+        assert_true(sep.memory.device > cpu.memory.device - cpu.buf[BUF_ACT_IO].count * cpu.buf[BUF_ACT_IO].bytes -
+                                            cpu.buf[BUF_WEIGHTS_IO].count * cpu.buf[BUF_WEIGHTS_IO].bytes);
+        offload_trainer *t;
+        assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
+        layout_memory planned;
+        uint64_t allocated;
+        offload_trainer_memory(t, &planned, &allocated);
+        assert_int_equal(planned.device + planned.host, sep.memory.device + sep.memory.host);
+        assert_int_equal(allocated, planned.device + planned.host);
+        offload_trainer_free(t);
+        layout_free(&cpu);
+        layout_free(&sep);
+        if (pl != ALL_HOST) {
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
+            assert_int_equal(system(cmd), 0);
+        }
+    }
 }
 
 /* Budgets: what the executor needs is computed up front; placing state on
@@ -301,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_matches_in_memory_trainer),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_eval_matches),
+        cmocka_unit_test(test_separate_device_plan),
         cmocka_unit_test(test_memory_budgets),
         cmocka_unit_test(test_traffic_estimate_is_exact),
         cmocka_unit_test(test_bad_placements_refused),

@@ -1,7 +1,8 @@
 /* test_schedule_trainer.c - three AdamW steps of the in-memory trainer, with
  * warmup, cosine decay, clipping and two accumulated micro-batches, against
  * the float64 PyTorch reference; run-to-run determinism; and the argument
- * checks (AdamW settings out of range, evaluations past the micro-batch). */
+ * checks (AdamW settings out of range, evaluations past the micro-batch);
+ * and the trainer on the checking backend, bit for bit the CPU backend's. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -180,6 +181,95 @@ static void test_eval_larger_than_micro_batch_is_refused(void **state) {
     trainer_free(t);
 }
 
+/* ---- on the checking backend ------------------------------------------------------
+ * Compute on device copies (the trainer's parameters, gradients and moments
+ * stay in host memory) gives the CPU backend's bits: losses, gradient norms,
+ * an evaluation and the final weights, fp32 and mixed, clipping on and off. */
+enum { BACKEND_STEPS = 3 };
+
+typedef struct backend_run {
+    train_step_stats st[BACKEND_STEPS];
+    float eval;
+    float *params;
+} backend_run;
+
+/* A backend's table with alloc counted (the table first, so an op's `be`
+ * leads back to the counter): a trainer that ignored tc.backend would
+ * compare the CPU backend with itself and pass. */
+typedef struct counting_backend {
+    compute_backend table;
+    const compute_backend *inner;
+    int *allocations;
+} counting_backend;
+
+static void *counting_alloc(const compute_backend *be, size_t bytes) {
+    const counting_backend *c = (const counting_backend *)be;
+    (*c->allocations)++;
+    return c->inner->alloc(c->inner, bytes);
+}
+
+static void train_on(const compute_backend *inner, gpt_precision p, float clip, const int32_t *tokens,
+                     backend_run *out) {
+    st_error err = {0};
+    int allocations = 0;
+    counting_backend be = {.table = *inner, .inner = inner, .allocations = &allocations};
+    be.table.alloc = counting_alloc;
+    train_config tc = tiny();
+    tc.model.n_layer = 2;
+    tc.micro_batches = 2;
+    tc.recompute = 0;
+    tc.precision = p;
+    tc.clip = clip;
+    tc.lr = (lr_schedule){.max_lr = 1e-2f, .min_lr = 1e-3f, .warmup = 1, .total = BACKEND_STEPS};
+    tc.backend = &be.table;
+    trainer *t;
+    assert_int_equal(trainer_create(&t, &tc, NULL, &err), ST_OK);
+    assert_true(allocations > 0);   /* the workspace is on this backend */
+    const size_t per_step = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
+    const size_t n = gpt_num_params(&trainer_config(t)->model);   /* the checked config: padded vocabulary */
+    for (int s = 0; s < BACKEND_STEPS; s++)
+        assert_int_equal(trainer_step(t, tokens + s * per_step, &out->st[s], &err), ST_OK);
+    assert_int_equal(trainer_eval(t, tokens, tc.B, tc.T, &out->eval, &err), ST_OK);
+    out->params = malloc(n * sizeof(float));
+    assert_non_null(out->params);
+    memcpy(out->params, trainer_params(t), n * sizeof(float));
+    trainer_free(t);
+}
+
+static void test_check_backend_trains_bit_identically(void **state) {
+    (void)state;
+    train_config tc = tiny();
+    tc.model.n_layer = 2;
+    st_error err = {0};
+    assert_int_equal(gpt_config_check(&tc.model, &err), ST_OK);
+    const size_t ntok = (size_t)BACKEND_STEPS * 2 * tc.B * (tc.T + 1), n = gpt_num_params(&tc.model);
+    int32_t *tokens = malloc(ntok * sizeof *tokens);
+    assert_non_null(tokens);
+    st_rng r;
+    st_rng_seed(&r, 11);
+    for (size_t i = 0; i < ntok; i++) tokens[i] = (int32_t)(st_rng_next(&r) % (uint64_t)tc.model.vocab_size);
+    for (int p = 0; p < 2; p++)
+        for (int clip = 0; clip < 2; clip++) {
+            backend_run want, got;
+            const float max_norm = clip ? 0.05f : 0.0f;
+            train_on(compute_backend_cpu(), (gpt_precision)p, max_norm, tokens, &want);
+            train_on(compute_backend_check(), (gpt_precision)p, max_norm, tokens, &got);
+            printf("  %s clip %g: losses %.6f %.6f %.6f, norms %.4f %.4f %.4f\n", gpt_precision_name((gpt_precision)p),
+                   (double)max_norm, want.st[0].loss, want.st[1].loss, want.st[2].loss, want.st[0].grad_norm,
+                   want.st[1].grad_norm, want.st[2].grad_norm);
+            for (int s = 0; s < BACKEND_STEPS; s++) {
+                assert_memory_equal(&got.st[s].loss, &want.st[s].loss, sizeof(float));
+                assert_memory_equal(&got.st[s].grad_norm, &want.st[s].grad_norm, sizeof(float));
+                if (clip) assert_true(want.st[s].grad_norm > max_norm);   /* clipping is exercised */
+            }
+            assert_memory_equal(&got.eval, &want.eval, sizeof(float));
+            assert_memory_equal(got.params, want.params, n * sizeof(float));
+            free(want.params);
+            free(got.params);
+        }
+    free(tokens);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_three_steps_match_reference),
@@ -188,6 +278,7 @@ int main(void) {
         cmocka_unit_test(test_lr_schedule_shape),
         cmocka_unit_test(test_bad_hyperparameters_are_refused),
         cmocka_unit_test(test_eval_larger_than_micro_batch_is_refused),
+        cmocka_unit_test(test_check_backend_trains_bit_identically),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,6 +70,10 @@ typedef struct layout_params {
     size_t segment_elems;      /* 0: LAYOUT_SEGMENT_DEFAULT; else a multiple of LAYOUT_SPLIT_ALIGN */
     int has_store;             /* the run has store directories: commits stage through a segment buffer */
     int resuming;              /* the state is read back from a commit at start */
+    int separate_device;       /* the compute backend's memory is not host memory (strata/backend.h's
+                                  unified = 0): what kernels read from or write to a host buffer goes
+                                  through a device copy, and the I/O buffers are host memory. 0 on the
+                                  CPU backend, where the device is host memory and copies are free */
 } layout_params;
 
 /* The sched_params of a layout's lists (deferred work coming in or not is
@@ -81,7 +85,8 @@ typedef enum layout_tier { LAYOUT_DEVICE, LAYOUT_HOST } layout_tier;
 /* What a buffer is counted as (the lines of layout_memory). */
 typedef enum layout_use {
     USE_UNIT_WEIGHTS,      /* device: the loaded unit's weights */
-    USE_ACTIVATIONS,       /* device: activations, scratch, gradients flowing down, tokens, I/O buffers */
+    USE_ACTIVATIONS,       /* device: activations, scratch, gradients flowing down, tokens, I/O buffers (the
+                              unit's gradients, with a separate device) */
     USE_OPTIMIZER_STATE,   /* host: master weights and Adam moments, or their streaming buffers */
     USE_COMPUTE_WEIGHTS,   /* host: the compute copy when it stays in memory */
     USE_CHECKPOINTS,       /* host: every activation checkpoint when they stay in memory */
@@ -112,6 +117,11 @@ typedef enum layout_buffer_id {
     BUF_SEGMENT_IO,        /* one segment of f32: set-up, reading weights back, commits */
     BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation) */
     BUF_RESUME_IO,         /* 3 segments: reading a commit back (freed after creation) */
+    /* with a separate device only: */
+    BUF_UNIT_DEVICE,       /* the loaded unit's compute weights copied to the device */
+    BUF_ACT_DEVICE,        /* 2: a block's input checkpoint and its output, on the device */
+    BUF_GRAD_DEVICE,       /* the gradients of the unit being computed, on the device */
+    BUF_TOKENS_HOST,       /* 2: input and target tokens as the host writes them, before their copy in */
     LAYOUT_BUFFER_COUNT
 } layout_buffer_id;
 

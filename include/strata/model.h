@@ -15,20 +15,31 @@
  * (a multiple of 128) for fast matrix products; the padded rows of wte are
  * zero, get zero gradient, and no loss or sample ever looks at them.
  *
- * Compute. Kernels take a unit's tensors as arguments (gpt_block_w views),
- * never a global model, so a scheduler can stream units from an SSD: the same
- * gpt_block_forward/backward run whether the weights came from RAM or disk.
- * All activations are float32, laid out [B, T, ...] row-major.
+ * Compute. The passes of the pieces (embedding, block, head) take a unit's
+ * tensors as arguments (gpt_block_w views), never a global model, so a
+ * scheduler can stream units from an SSD: the same gpt_block_forward/backward
+ * run whether the weights came from RAM or disk. They run on a compute
+ * backend (strata/backend.h), passed first, and every array they take is
+ * that backend's device memory, except the head's logits (host memory).
+ * The whole-model passes (gpt_forward, gpt_forward_backward) keep a host
+ * interface on any backend: host weights, gradients, tokens and logits, a
+ * workspace of device memory, and the copies between them made per unit
+ * (none on a unified backend such as the CPU's, which uses the host arrays
+ * in place). All activations are float32, laid out [B, T, ...] row-major.
  *
  *     gpt_config cfg;
  *     gpt_config_from_name(&cfg, "gpt2-124m", &err);
  *     size_t n = gpt_num_params(&cfg);           // floats, padded vocab
  *     float *params = calloc(n, sizeof(float));
  *     gpt_init_params(&cfg, params, seed);
- *     gpt_block_w w = gpt_block_view(&cfg, params + gpt_unit_offset(&cfg, 1 + l));
+ *     gpt_workspace *ws;
+ *     gpt_workspace_create(&ws, compute_backend_cpu(), &cfg, B, T, 1, GPT_FP32, &err);
+ *     gpt_weights w = {.precision = GPT_FP32, .f32 = params};
+ *     float loss = gpt_forward_backward(ws, w, grads, tokens, targets, B, T, 1.0f);
  *
- * Threading: kernels use OpenMP across the calling thread's team; they are
- * deterministic for a given thread count (no atomics, fixed reduction order).
+ * Threading: the CPU backend's kernels use OpenMP across the calling
+ * thread's team; every backend is deterministic for a given thread count (no
+ * atomics, fixed reduction order).
  */
 #ifndef STRATA_MODEL_H
 #define STRATA_MODEL_H
@@ -36,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "strata/backend.h"
 #include "strata/base.h"
 
 #ifdef __cplusplus
@@ -159,32 +171,39 @@ size_t gpt_head_scratch_numel(const gpt_config *cfg, int B, int T);
  * assume of their tokens, checked where tokens come in. */
 st_status gpt_check_tokens(const gpt_config *cfg, const int32_t *tokens, size_t n, st_error *err);
 
+/* The pieces of the model, each a sequence of be's ops. Every weight,
+ * gradient, activation, scratch, token and target pointer here is device
+ * memory of be (on the CPU backend, any host memory). */
+
 /* x0[B,T,C] = wte[tokens] + wpe[0..T). Token ids must be < vocab_size. */
-void gpt_embed_forward(const gpt_config *cfg, const gpt_embed_w *w, int B, int T,
+void gpt_embed_forward(const compute_backend *be, const gpt_config *cfg, const gpt_embed_w *w, int B, int T,
                        const int32_t *tokens, float *x0);
 /* g->wte[tokens] += dx0, g->wpe[0..T) += sum over batch of dx0. */
-void gpt_embed_backward(const gpt_config *cfg, gpt_embed_w *g, int B, int T,
+void gpt_embed_backward(const compute_backend *be, const gpt_config *cfg, gpt_embed_w *g, int B, int T,
                         const int32_t *tokens, const float *dx0);
 
 /* y[B,T,C] = block(x[B,T,C]); fills acts. y may not alias x. */
-void gpt_block_forward(const gpt_config *cfg, const gpt_block_w *w, int B, int T,
+void gpt_block_forward(const compute_backend *be, const gpt_config *cfg, const gpt_block_w *w, int B, int T,
                        const float *x, float *y, gpt_block_acts *acts);
 /* Given dy = dLoss/dy, accumulates the weight gradients into g (+=) and
  * writes dx = dLoss/dx. dx may alias dy. acts must hold this block's forward
  * for the same x. scratch: gpt_block_scratch_numel floats. */
-void gpt_block_backward(const gpt_config *cfg, const gpt_block_w *w, gpt_block_w *g, int B, int T,
-                        const float *x, const gpt_block_acts *acts, const float *dy, float *dx,
+void gpt_block_backward(const compute_backend *be, const gpt_config *cfg, const gpt_block_w *w, gpt_block_w *g,
+                        int B, int T, const float *x, const gpt_block_acts *acts, const float *dy, float *dx,
                         float *scratch);
 
 /* The head: ln_f, logits = ln_f(x) wte^T over the real vocabulary, and the
- * mean cross-entropy against targets. Returns the mean loss over B*T
- * (0 when targets is NULL: logits only, no backward; dx, if given, is zeroed).
- * If dx is not NULL, also backpropagates loss * grad_scale: accumulates into
- * g->wte, g->lnf_w, g->lnf_b and writes dx[B,T,C]. If logits is not NULL it
- * receives [B, T, Vp] (forward only; padded columns undefined).
- * scratch: gpt_head_scratch_numel floats. */
-float gpt_head_forward_backward(const gpt_config *cfg, const gpt_embed_w *w, gpt_embed_w *g,
-                                int B, int T, const float *x, const int32_t *targets,
+ * mean cross-entropy against targets. Returns the mean loss over B*T,
+ * summed on the device by be->sum (0 when targets is NULL: logits only, no
+ * backward; dx, if given, is zeroed). If dx is not NULL, also backpropagates
+ * loss * grad_scale: accumulates into g->wte, g->lnf_w, g->lnf_b and writes
+ * dx[B,T,C]. scratch: gpt_head_scratch_numel floats.
+ * logits, when not NULL, is HOST memory receiving [B, T, Vp] (padded columns
+ * undefined), in a forward only (dx NULL): on a unified backend the chunks
+ * of logits are computed straight into it; otherwise each chunk is computed
+ * in scratch and copied out with to_host. */
+float gpt_head_forward_backward(const compute_backend *be, const gpt_config *cfg, const gpt_embed_w *w,
+                                gpt_embed_w *g, int B, int T, const float *x, const int32_t *targets,
                                 float grad_scale, float *dx, float *logits, float *scratch);
 
 /* --- whole-model passes over one micro-batch ---------------------------------- */
@@ -207,21 +226,34 @@ typedef struct gpt_weights {
     const st_bf16 *bf16;
 } gpt_weights;
 
-/* Activations and scratch for micro-batches of up to B x T tokens. With
- * recompute, forward keeps only each block's input and backward rebuilds
- * the block's activations just before its backward (about a third more
- * compute, activation memory of one block instead of all). */
+/* Activations and scratch for micro-batches of up to B x T tokens, in device
+ * memory of the backend the workspace is created on; the whole-model passes
+ * run there. With recompute, forward keeps only each block's input and
+ * backward rebuilds the block's activations just before its backward (about
+ * a third more compute, activation memory of one block instead of all).
+ *
+ * The passes below take host arrays on any backend. On a unified backend
+ * they are used in place: fp32 weights as they are, bf16 weights widened
+ * into a device buffer per unit, gradients accumulated straight into
+ * `grads`, logits computed into `logits`. Otherwise the workspace also holds
+ * device copies, each unit crossing when it is used: the unit's weights
+ * (copied in, then widened in mixed precision), its gradients (copied in,
+ * accumulated, copied back: the += holds), the tokens and targets. Those
+ * extra buffers are allocated only on such a backend. */
 typedef struct gpt_workspace gpt_workspace;
 
-size_t gpt_workspace_bytes(const gpt_config *cfg, int B, int T, int recompute, gpt_precision precision);
-st_status gpt_workspace_create(gpt_workspace **out, const gpt_config *cfg, int B, int T, int recompute,
-                               gpt_precision precision, st_error *err);
+/* Bytes gpt_workspace_create allocates on be (device buffers and the
+ * workspace's own host struct). */
+size_t gpt_workspace_bytes(const compute_backend *be, const gpt_config *cfg, int B, int T, int recompute,
+                           gpt_precision precision);
+st_status gpt_workspace_create(gpt_workspace **out, const compute_backend *be, const gpt_config *cfg, int B, int T,
+                               int recompute, gpt_precision precision, st_error *err);
 void gpt_workspace_free(gpt_workspace *ws);
 
 /* Forward: returns the mean loss over the B*T targets (0 if targets is
- * NULL); logits, if not NULL, receives [B, T, Vp]. B, T at most the
- * workspace's (else NaN, and nothing is computed); token ids must be
- * < vocab_size (callers check input files). */
+ * NULL); logits, if not NULL, receives [B, T, Vp]. All arrays are host
+ * memory. B, T at most the workspace's (else NaN, and nothing is computed);
+ * token ids must be < vocab_size (callers check input files). */
 float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const int32_t *targets,
                   int B, int T, float *logits);
 /* Forward and backward: grads (gpt_num_params floats) += d(loss * grad_scale)/dw.
@@ -230,9 +262,10 @@ float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const
 float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const int32_t *tokens,
                            const int32_t *targets, int B, int T, float grad_scale);
 
-/* bf16 <-> f32 over arrays (vectorized, threaded): compute weights in mixed
- * precision are stored bf16 and widened per unit before compute. */
-void gpt_bf16_to_f32(const st_bf16 *src, float *dst, size_t n);
+/* dst[n] = bf16(src[n]) over host arrays (threaded): the compute copy of the
+ * weights in mixed precision, written by the optimizer and loaders. It is
+ * the CPU backend's f32_to_bf16 op too; widening back happens on the device
+ * (be->bf16_to_f32), per unit, before compute. */
 void gpt_f32_to_bf16(const float *src, st_bf16 *dst, size_t n);
 
 #ifdef __cplusplus

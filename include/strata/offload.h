@@ -63,7 +63,8 @@ extern "C" {
 #endif
 
 typedef struct offload_config {
-    train_config train;    /* model, precision, B, T, micro_batches (M), lr, AdamW, clip, seed */
+    train_config train;    /* model, precision, B, T, micro_batches (M), lr, AdamW, clip, seed;
+                              backend: NULL or the CPU backend (the executor's buffers are host memory) */
     sched_kind schedule;
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     placement place;       /* each kind of state in the SSD store or in host memory; gradients on the SSD

@@ -10,6 +10,7 @@
  *
  *     adamw_hparams h = adamw_defaults();
  *     float lr = lr_schedule_at(&sched, step);          // step counts from 0
+ *     // sum_sq: be->sum_sq (strata/backend.h) over every unit's gradients
  *     float scale = clip_scale(sqrt(sum_sq), clip);     // 1 when not clipping
  *     adamw_step_unit(&cfg, u, 0, gpt_unit_numel(&cfg, u), &h, lr, scale, step + 1,
  *                     master_u, grads_u, m_u, v_u, bf16_u);
@@ -54,9 +55,6 @@ void adamw_step_unit(const gpt_config *cfg, int unit, size_t lo, size_t hi, cons
 void adamw_step_range(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h, float lr,
                       float grad_scale, long t, float *p, const float *g, float *m, float *v, st_bf16 *p16);
 
-/* Sum of squares of g[0..n), in double, in a fixed order: the same result
- * for any thread count. */
-double grad_sum_sq(const float *g, size_t n);
 /* torch's clip_grad_norm_: min(1, max_norm / (norm + 1e-6)); 1 if max_norm <= 0. */
 float clip_scale(double norm, float max_norm);
 

@@ -17,6 +17,11 @@
  * are accumulated in fp32 as the mean over micro-batches, clipped by global
  * norm, then AdamW steps every unit. Bit-for-bit deterministic for a given
  * configuration and thread count.
+ *
+ * The forward and backward passes run on tc.backend (strata/backend.h): the
+ * workspace is its device memory, while the parameters, gradients and
+ * moments stay in host memory, where the optimizer steps them; every
+ * backend gives the CPU backend's bits (the checking backend runs its code).
  */
 #ifndef STRATA_TRAIN_H
 #define STRATA_TRAIN_H
@@ -41,6 +46,7 @@ typedef struct train_config {
     adamw_hparams adam;
     float clip;          /* global-norm clipping; 0 turns it off */
     uint64_t seed;       /* parameter initialization */
+    const compute_backend *backend;  /* NULL: the CPU backend */
 } train_config;
 
 /* GPT-2-like defaults: lr 6e-4 -> 6e-5 with 10% warmup over 100 steps,
@@ -48,6 +54,8 @@ typedef struct train_config {
  * shape, B and T must still be set. */
 train_config train_config_defaults(void);
 st_status train_config_check(train_config *tc, st_error *err);
+/* The backend a configuration computes on: tc->backend, or the CPU backend. */
+const compute_backend *train_config_backend(const train_config *tc);
 
 typedef struct train_step_stats {
     float loss;        /* mean over the step's micro-batches */

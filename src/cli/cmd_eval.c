@@ -80,7 +80,7 @@ int cmd_eval(int argc, char **argv) {
         inputs[i] = rows[i];
         targets[i] = rows[i + 1];
     }
-    if (gpt_workspace_create(&ws, &cfg, (int)B, (int)T, 1, prec, &err) != ST_OK) goto fail;
+    if (gpt_workspace_create(&ws, compute_backend_cpu(), &cfg, (int)B, (int)T, 1, prec, &err) != ST_OK) goto fail;
     gpt_weights w = {.precision = prec, .f32 = params};
     if (prec == GPT_MIXED_BF16) {
         p16 = malloc(gpt_num_params(&cfg) * sizeof *p16);

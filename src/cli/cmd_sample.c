@@ -110,7 +110,7 @@ int cmd_sample(int argc, char **argv) {
     ctx[n++] = GPT2_EOT;   /* every document starts after an end-of-text token */
     memcpy(ctx + n, prompt_ids, n_prompt * sizeof *ctx);
     n += n_prompt;
-    if (gpt_workspace_create(&ws, &cfg, 1, T, 1, GPT_FP32, &err) != ST_OK) goto fail;
+    if (gpt_workspace_create(&ws, compute_backend_cpu(), &cfg, 1, T, 1, GPT_FP32, &err) != ST_OK) goto fail;
     st_rng rng;
     st_rng_seed(&rng, o.seed);
     gpt_weights w = {.precision = GPT_FP32, .f32 = params};

@@ -1,84 +1,150 @@
 /* gpt_model.c - whole-model forward and backward over one micro-batch, with
- * optional activation recomputation and bf16 compute weights. */
+ * optional activation recomputation and bf16 compute weights, on any compute
+ * backend. The caller's weights, gradients, tokens and logits are host
+ * memory; the workspace is device memory. On a unified backend the host
+ * arrays are used in place, as device memory; otherwise they cross with
+ * to_device/to_host one unit at a time. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "strata/backend.h"
 #include "strata/model.h"
 
+/* The workspace's device buffers. The last five exist only on a backend
+ * that is not unified: a unified one uses the caller's host arrays. */
+enum ws_buffer {
+    WS_XS,           /* [L+1][B,T,C]: each block's input, then the last block's output */
+    WS_ACTS,         /* one block's activations (recompute) or all L */
+    WS_SCRATCH,      /* max(block backward scratch, head scratch) */
+    WS_DRES,         /* [B,T,C] gradient flowing down the residual stream */
+    WS_EMBED32,      /* the embedding unit's f32 weights (mixed precision: widened; not unified: copied in) */
+    WS_BLOCK32,      /* one block's f32 weights, the same way */
+    WS_STAGE16,      /* mixed precision, not unified: a unit's bf16 weights as copied in, before widening */
+    WS_EMBED_GRADS,  /* not unified: the embedding unit's gradients, from the head to the embedding's backward */
+    WS_BLOCK_GRADS,  /* not unified: one block's gradients during its backward */
+    WS_TOKENS,       /* not unified: [B,T] input ids */
+    WS_TARGETS,      /* not unified: [B,T] target ids */
+    WS_BUFFERS
+};
+
 struct gpt_workspace {
+    const compute_backend *be;
     gpt_config cfg;
     int B, T, recompute;
     gpt_precision precision;
-    float *xs;        /* [L+1][B,T,C]: each block's input, then the last block's output */
-    float *acts;      /* one block's activations (recompute) or all L */
-    float *scratch;   /* max(block backward scratch, head scratch) */
-    float *dres;      /* [B,T,C] gradient flowing down the residual stream */
-    float *embed32;   /* mixed precision: the embedding unit widened to f32 */
-    float *block32;   /* mixed precision: one block widened to f32 */
+    void *mem[WS_BUFFERS];   /* device allocations, NULL where not needed; typed below */
+    float *xs, *acts, *scratch, *dres, *embed32, *block32, *embed_grads, *block_grads;
+    st_bf16 *stage16;
+    int32_t *tokens, *targets;
 };
 
-static size_t ws_floats(const gpt_config *cfg, int B, int T, int recompute, gpt_precision p,
-                        size_t *acts_n, size_t *scratch_n) {
-    const size_t N = (size_t)B * T, C = (size_t)cfg->d_model;
-    size_t a = gpt_block_acts_numel(cfg, B, T) * (recompute ? 1 : (size_t)cfg->n_layer);
+static void ws_buffer_bytes(const compute_backend *be, const gpt_config *cfg, int B, int T, int recompute,
+                            gpt_precision p, size_t bytes[WS_BUFFERS]) {
+    const size_t N = (size_t)B * T, C = (size_t)cfg->d_model, f = sizeof(float);
+    const size_t embed_n = gpt_unit_numel(cfg, 0), block_n = gpt_unit_numel(cfg, 1);
     size_t s = gpt_block_scratch_numel(cfg, B, T), h = gpt_head_scratch_numel(cfg, B, T);
     if (h > s) s = h;
-    if (acts_n) *acts_n = a;
-    if (scratch_n) *scratch_n = s;
-    size_t total = ((size_t)cfg->n_layer + 1) * N * C + a + s + N * C;
-    if (p == GPT_MIXED_BF16) total += gpt_unit_numel(cfg, 0) + gpt_unit_numel(cfg, 1);
+    const int mirror = !be->unified, mixed = p == GPT_MIXED_BF16;
+    bytes[WS_XS] = ((size_t)cfg->n_layer + 1) * N * C * f;
+    bytes[WS_ACTS] = gpt_block_acts_numel(cfg, B, T) * (recompute ? 1 : (size_t)cfg->n_layer) * f;
+    bytes[WS_SCRATCH] = s * f;
+    bytes[WS_DRES] = N * C * f;
+    bytes[WS_EMBED32] = mixed || mirror ? embed_n * f : 0;
+    bytes[WS_BLOCK32] = mixed || mirror ? block_n * f : 0;
+    bytes[WS_STAGE16] = mixed && mirror ? (embed_n > block_n ? embed_n : block_n) * sizeof(st_bf16) : 0;
+    bytes[WS_EMBED_GRADS] = mirror ? embed_n * f : 0;
+    bytes[WS_BLOCK_GRADS] = mirror ? block_n * f : 0;
+    bytes[WS_TOKENS] = bytes[WS_TARGETS] = mirror ? N * sizeof(int32_t) : 0;
+}
+
+size_t gpt_workspace_bytes(const compute_backend *be, const gpt_config *cfg, int B, int T, int recompute,
+                           gpt_precision precision) {
+    size_t bytes[WS_BUFFERS], total = sizeof(gpt_workspace);
+    ws_buffer_bytes(be, cfg, B, T, recompute, precision, bytes);
+    for (int i = 0; i < WS_BUFFERS; i++) total += bytes[i];
     return total;
 }
 
-size_t gpt_workspace_bytes(const gpt_config *cfg, int B, int T, int recompute, gpt_precision precision) {
-    return ws_floats(cfg, B, T, recompute, precision, NULL, NULL) * sizeof(float) + sizeof(gpt_workspace);
-}
-
-st_status gpt_workspace_create(gpt_workspace **out, const gpt_config *cfg, int B, int T, int recompute,
-                               gpt_precision precision, st_error *err) {
+st_status gpt_workspace_create(gpt_workspace **out, const compute_backend *be, const gpt_config *cfg, int B, int T,
+                               int recompute, gpt_precision precision, st_error *err) {
     if (B < 1 || T < 1) return st_fail(err, ST_EINVAL, "micro-batch %d x %d must be at least 1 x 1", B, T);
     if (T > cfg->n_ctx)
         return st_fail(err, ST_EINVAL, "sequence length %d is longer than the model's context %d", T, cfg->n_ctx);
     gpt_workspace *ws = calloc(1, sizeof *ws);
     if (!ws) return st_fail(err, ST_ENOMEM, "out of memory allocating a workspace");
-    *ws = (gpt_workspace){.cfg = *cfg, .B = B, .T = T, .recompute = recompute, .precision = precision};
-    const size_t N = (size_t)B * T, C = (size_t)cfg->d_model;
-    size_t acts_n, scratch_n;
-    size_t total = ws_floats(cfg, B, T, recompute, precision, &acts_n, &scratch_n);
-    /* One allocation, carved up; 64-byte aligned for the vector loads. */
-    float *m = st_alloc_aligned(64, total * sizeof(float));
-    if (!m) {
+    *ws = (gpt_workspace){.be = be, .cfg = *cfg, .B = B, .T = T, .recompute = recompute, .precision = precision};
+    size_t bytes[WS_BUFFERS];
+    ws_buffer_bytes(be, cfg, B, T, recompute, precision, bytes);
+    for (int i = 0; i < WS_BUFFERS; i++) {
+        if (bytes[i] == 0 || (ws->mem[i] = be->alloc(be, bytes[i])) != NULL) continue;
         char buf[32];
-        free(ws);
-        return st_fail(err, ST_ENOMEM, "out of memory allocating %s of activations",
-                       st_format_bytes((double)total * sizeof(float), buf, sizeof buf));
+        gpt_workspace_free(ws);
+        return st_fail(err, ST_ENOMEM, "out of memory allocating %s of activations on the %s backend",
+                       st_format_bytes((double)gpt_workspace_bytes(be, cfg, B, T, recompute, precision), buf,
+                                       sizeof buf), be->name);
     }
-    ws->xs = m; m += ((size_t)cfg->n_layer + 1) * N * C;
-    ws->acts = m; m += acts_n;
-    ws->scratch = m; m += scratch_n;
-    ws->dres = m; m += N * C;
-    if (precision == GPT_MIXED_BF16) {
-        ws->embed32 = m; m += gpt_unit_numel(cfg, 0);
-        ws->block32 = m;
-    }
+    ws->xs = ws->mem[WS_XS];
+    ws->acts = ws->mem[WS_ACTS];
+    ws->scratch = ws->mem[WS_SCRATCH];
+    ws->dres = ws->mem[WS_DRES];
+    ws->embed32 = ws->mem[WS_EMBED32];
+    ws->block32 = ws->mem[WS_BLOCK32];
+    ws->stage16 = ws->mem[WS_STAGE16];
+    ws->embed_grads = ws->mem[WS_EMBED_GRADS];
+    ws->block_grads = ws->mem[WS_BLOCK_GRADS];
+    ws->tokens = ws->mem[WS_TOKENS];
+    ws->targets = ws->mem[WS_TARGETS];
     *out = ws;
     return ST_OK;
 }
 
 void gpt_workspace_free(gpt_workspace *ws) {
     if (!ws) return;
-    st_free_aligned(ws->xs);
+    for (int i = 0; i < WS_BUFFERS; i++) ws->be->free(ws->be, ws->mem[i]);
     free(ws);
 }
 
-/* The f32 weights of unit u: a pointer into w.f32, or u widened from bf16. */
+/* The f32 weights of unit u on the device: on a unified backend a pointer
+ * into w.f32 or u widened from w.bf16 in place; otherwise u copied in (and
+ * widened there in mixed precision). */
 static float *unit_weights(gpt_workspace *ws, gpt_weights w, int u) {
+    const compute_backend *be = ws->be;
     const gpt_config *c = &ws->cfg;
-    if (w.precision == GPT_FP32) return (float *)w.f32 + gpt_unit_offset(c, u);
+    const size_t off = gpt_unit_offset(c, u), n = gpt_unit_numel(c, u);
     float *dst = u == 0 ? ws->embed32 : ws->block32;
-    gpt_bf16_to_f32(w.bf16 + gpt_unit_offset(c, u), dst, gpt_unit_numel(c, u));
+    if (w.precision == GPT_FP32) {
+        if (be->unified) return (float *)w.f32 + off;
+        be->to_device(be, dst, w.f32 + off, n * sizeof(float));
+        return dst;
+    }
+    const st_bf16 *src = w.bf16 + off;
+    if (!be->unified) {
+        be->to_device(be, ws->stage16, src, n * sizeof(st_bf16));
+        src = ws->stage16;
+    }
+    be->bf16_to_f32(be, dst, src, n);
     return dst;
+}
+
+/* Unit u's gradients on the device, holding the caller's values so far: on
+ * a unified backend the host array itself (the copy onto itself is free). */
+static float *grads_to_device(gpt_workspace *ws, float *grads, int u) {
+    const compute_backend *be = ws->be;
+    float *host = grads + gpt_unit_offset(&ws->cfg, u);
+    float *dev = be->unified ? host : u == 0 ? ws->embed_grads : ws->block_grads;
+    be->to_device(be, dev, host, gpt_unit_numel(&ws->cfg, u) * sizeof(float));
+    return dev;
+}
+
+static void grads_to_host(gpt_workspace *ws, float *grads, int u, const float *dev) {
+    ws->be->to_host(ws->be, grads + gpt_unit_offset(&ws->cfg, u), dev, gpt_unit_numel(&ws->cfg, u) * sizeof(float));
+}
+
+/* Token ids on the device: the caller's on a unified backend, else copied into dev. */
+static const int32_t *ids_to_device(gpt_workspace *ws, int32_t *dev, const int32_t *ids, int B, int T) {
+    if (!ids || ws->be->unified) return ids;
+    ws->be->to_device(ws->be, dev, ids, (size_t)B * T * sizeof(int32_t));
+    return dev;
 }
 
 static gpt_block_acts acts_of(gpt_workspace *ws, int l, int B, int T) {
@@ -86,19 +152,21 @@ static gpt_block_acts acts_of(gpt_workspace *ws, int l, int B, int T) {
     return gpt_block_acts_view(&ws->cfg, B, T, ws->acts + (ws->recompute ? 0 : (size_t)l * per));
 }
 
-/* Runs embedding and every block; leaves the final hidden state in xs[L]
- * and, when the embedding weights are needed next, returns them widened. */
+/* Runs embedding and every block on device tokens; leaves the final hidden
+ * state in xs[L] and returns the embedding unit's weights, which stay on
+ * the device (embed32, or the caller's array) for the head. */
 static gpt_embed_w forward_blocks(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, int B, int T) {
+    const compute_backend *be = ws->be;
     const gpt_config *c = &ws->cfg;
     const size_t NC = (size_t)B * T * c->d_model;
     gpt_embed_w ew = gpt_embed_view(c, unit_weights(ws, w, 0));
-    gpt_embed_forward(c, &ew, B, T, tokens, ws->xs);
+    gpt_embed_forward(be, c, &ew, B, T, tokens, ws->xs);
     for (int l = 0; l < c->n_layer; l++) {
         gpt_block_w bw = gpt_block_view(c, unit_weights(ws, w, 1 + l));
         gpt_block_acts a = acts_of(ws, l, B, T);
-        gpt_block_forward(c, &bw, B, T, ws->xs + (size_t)l * NC, ws->xs + (size_t)(l + 1) * NC, &a);
+        gpt_block_forward(be, c, &bw, B, T, ws->xs + (size_t)l * NC, ws->xs + (size_t)(l + 1) * NC, &a);
     }
-    return ew;   /* in mixed precision embed32 still holds the widened unit 0 */
+    return ew;
 }
 
 /* The workspace holds micro-batches of up to ws->B x ws->T tokens. */
@@ -108,30 +176,39 @@ float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const
                   int B, int T, float *logits) {
     const gpt_config *c = &ws->cfg;
     if (!fits(ws, B, T)) return NAN;
-    gpt_embed_w ew = forward_blocks(ws, w, tokens, B, T);
+    gpt_embed_w ew = forward_blocks(ws, w, ids_to_device(ws, ws->tokens, tokens, B, T), B, T);
     const float *xL = ws->xs + (size_t)c->n_layer * B * T * c->d_model;
     if (!targets && !logits) return 0.0f;
-    return gpt_head_forward_backward(c, &ew, NULL, B, T, xL, targets, 0.0f, NULL, logits, ws->scratch);
+    return gpt_head_forward_backward(ws->be, c, &ew, NULL, B, T, xL, ids_to_device(ws, ws->targets, targets, B, T),
+                                     0.0f, NULL, logits, ws->scratch);
 }
 
 float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const int32_t *tokens,
                            const int32_t *targets, int B, int T, float grad_scale) {
+    const compute_backend *be = ws->be;
     const gpt_config *c = &ws->cfg;
     if (!fits(ws, B, T)) return NAN;
     const size_t NC = (size_t)B * T * c->d_model;
-    gpt_embed_w ew = forward_blocks(ws, w, tokens, B, T);
-    gpt_embed_w eg = gpt_embed_view(c, grads);
-    float loss = gpt_head_forward_backward(c, &ew, &eg, B, T, ws->xs + (size_t)c->n_layer * NC, targets,
-                                           grad_scale, ws->dres, NULL, ws->scratch);
+    const int32_t *tok = ids_to_device(ws, ws->tokens, tokens, B, T);
+    gpt_embed_w ew = forward_blocks(ws, w, tok, B, T);
+    /* the embedding unit's gradients collect the head's terms now and the embedding's at the end */
+    float *g0 = grads_to_device(ws, grads, 0);
+    gpt_embed_w eg = gpt_embed_view(c, g0);
+    float loss = gpt_head_forward_backward(be, c, &ew, &eg, B, T, ws->xs + (size_t)c->n_layer * NC,
+                                           ids_to_device(ws, ws->targets, targets, B, T), grad_scale, ws->dres,
+                                           NULL, ws->scratch);
     for (int l = c->n_layer - 1; l >= 0; l--) {
         gpt_block_w bw = gpt_block_view(c, unit_weights(ws, w, 1 + l));
-        gpt_block_w bg = gpt_block_view(c, grads + gpt_unit_offset(c, 1 + l));
+        float *gl = grads_to_device(ws, grads, 1 + l);
+        gpt_block_w bg = gpt_block_view(c, gl);
         gpt_block_acts a = acts_of(ws, l, B, T);
         const float *x = ws->xs + (size_t)l * NC;
         if (ws->recompute) /* rebuild this block's activations; its output goes to scratch */
-            gpt_block_forward(c, &bw, B, T, x, ws->scratch, &a);
-        gpt_block_backward(c, &bw, &bg, B, T, x, &a, ws->dres, ws->dres, ws->scratch);
+            gpt_block_forward(be, c, &bw, B, T, x, ws->scratch, &a);
+        gpt_block_backward(be, c, &bw, &bg, B, T, x, &a, ws->dres, ws->dres, ws->scratch);
+        grads_to_host(ws, grads, 1 + l, gl);
     }
-    gpt_embed_backward(c, &eg, B, T, tokens, ws->dres);
+    gpt_embed_backward(be, c, &eg, B, T, tok, ws->dres);
+    grads_to_host(ws, grads, 0, g0);
     return loss;
 }

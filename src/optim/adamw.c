@@ -46,29 +46,6 @@ void adamw_step_unit(const gpt_config *cfg, int unit, size_t lo, size_t hi, cons
     adamw_step_range(cfg, unit, lo, hi, h, lr, grad_scale, t, p + lo, g + lo, m + lo, v + lo, p16 ? p16 + lo : NULL);
 }
 
-#define SUMSQ_CHUNK 65536
-
-double grad_sum_sq(const float *g, size_t n) {
-    size_t chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    double total = 0.0;
-    /* Partial sums per fixed-size chunk, added in chunk order: independent of
-     * the thread count. Chunks are processed in groups to bound the stack. */
-    enum { GROUP = 256 };
-    double part[GROUP];
-    for (size_t c0 = 0; c0 < chunks; c0 += GROUP) {
-        size_t nc = chunks - c0 < GROUP ? chunks - c0 : GROUP;
-#pragma omp parallel for schedule(static)
-        for (size_t c = 0; c < nc; c++) {
-            size_t lo = (c0 + c) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
-            double s = 0.0;
-            for (size_t i = lo; i < hi; i++) s += (double)g[i] * g[i];
-            part[c] = s;
-        }
-        for (size_t c = 0; c < nc; c++) total += part[c];
-    }
-    return total;
-}
-
 float clip_scale(double norm, float max_norm) {
     if (max_norm <= 0.0f) return 1.0f;
     double s = (double)max_norm / (norm + 1e-6);

@@ -1,8 +1,7 @@
 /* probe.c - measures this machine into a hardware description
- * (strata/probe.h): the model's own kernels at a GPT shape, AdamW on a
- * worker-like thread, both at once, and the store directories through the
- * I/O engine. */
-#include <cblas.h>
+ * (strata/probe.h): the model's own kernels at a GPT shape, through the CPU
+ * backend's table (strata/backend.h), AdamW on a worker-like thread, both at
+ * once, and the store directories through the I/O engine. */
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -47,8 +46,10 @@ static double median(double *v, int n) {
 
 /* ---- compute ------------------------------------------------------------------------- */
 
-/* Buffers for one block and the head at B x T. */
+/* Buffers for one block and the head at B x T. The CPU backend is unified:
+ * these host buffers are its device memory. */
 typedef struct bench {
+    const compute_backend *be;
     gpt_config c;
     int B, T;
     float *w, *g, *acts, *scratch, *x, *y, *dy;   /* block */
@@ -67,6 +68,7 @@ static void bench_free(bench *b) {
 
 static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err) {
     memset(b, 0, sizeof *b);
+    b->be = compute_backend_cpu();
     st_status s = gpt_config_from_name(&b->c, cfg->model, err);
     if (s != ST_OK) return s;
     if (cfg->B < 1 || cfg->T < 1 || cfg->T > b->c.n_ctx)
@@ -125,9 +127,10 @@ static double timed(void (*fn)(bench *, int, int), bench *b, int arg, int rows, 
 
 /* The block's products at `rows` rows: the forward ones (run twice in a
  * backward task with recompute) and both backward ones, dinp = dout w^T and
- * dw += inp^T dout, as kernels.c's matmul_forward/backward call sgemm. */
+ * dw += inp^T dout, as the CPU backend's matmul_forward/backward call sgemm. */
 static void block_products(bench *b, int unused, int rows) {
     (void)unused;
+    const compute_backend *be = b->be;
     const int C = b->c.d_model;
     const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}};
     float *inp = b->mm[0], *w = b->mm[1], *out = b->mm[2];
@@ -135,11 +138,11 @@ static void block_products(bench *b, int unused, int rows) {
         for (int k = 0; k < 4; k++) {
             const int IC = shapes[k][0], OC = shapes[k][1];
             if (pass < 2)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, OC, IC, 1.0f, inp, IC, w, OC, 1.0f, out, OC);
+                be->sgemm(be, 0, 0, rows, OC, IC, 1.0f, inp, IC, w, OC, 1.0f, out, OC);
             else if (pass == 2)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, IC, OC, 1.0f, inp, OC, w, OC, 0.0f, out, IC);
+                be->sgemm(be, 0, 1, rows, IC, OC, 1.0f, inp, OC, w, OC, 0.0f, out, IC);
             else
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, rows, 1.0f, inp, IC, out, OC, 1.0f, w, OC);
+                be->sgemm(be, 1, 0, IC, OC, rows, 1.0f, inp, IC, out, OC, 1.0f, w, OC);
         }
 }
 
@@ -147,11 +150,12 @@ static void block_products(bench *b, int unused, int rows) {
  * dh = dlogits wte, dwte += dlogits^T h. */
 static void head_products(bench *b, int unused, int rows) {
     (void)unused;
+    const compute_backend *be = b->be;
     const int C = b->c.d_model, Vp = b->c.padded_vocab;
     float *h = b->hx, *lg = b->hscratch, *wte = b->ew, *dwte = b->eg, *dh = b->hdx;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, Vp, C, 1.0f, h, C, wte, C, 0.0f, lg, Vp);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, C, Vp, 1e-6f, lg, Vp, wte, C, 0.0f, dh, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Vp, C, rows, 1e-6f, lg, Vp, h, C, 1.0f, dwte, C);
+    be->sgemm(be, 0, 1, rows, Vp, C, 1.0f, h, C, wte, C, 0.0f, lg, Vp);
+    be->sgemm(be, 0, 0, rows, C, Vp, 1e-6f, lg, Vp, wte, C, 0.0f, dh, C);
+    be->sgemm(be, 1, 0, Vp, C, rows, 1e-6f, lg, Vp, h, C, 1.0f, dwte, C);
 }
 
 /* A block's forward and, as the executor's BLOCK_BACKWARD runs it, the
@@ -159,15 +163,15 @@ static void head_products(bench *b, int unused, int rows) {
 static void block_forward(bench *b, int B, int T) {
     gpt_block_w w = gpt_block_view(&b->c, b->w);
     gpt_block_acts a = gpt_block_acts_view(&b->c, B, T, b->acts);
-    gpt_block_forward(&b->c, &w, B, T, b->x, b->y, &a);
+    gpt_block_forward(b->be, &b->c, &w, B, T, b->x, b->y, &a);
 }
 
 static void block_backward(bench *b, int B, int T) {
     gpt_block_w w = gpt_block_view(&b->c, b->w), g = gpt_block_view(&b->c, b->g);
     gpt_block_acts a = gpt_block_acts_view(&b->c, B, T, b->acts);
-    gpt_block_forward(&b->c, &w, B, T, b->x, b->scratch, &a);
+    gpt_block_forward(b->be, &b->c, &w, B, T, b->x, b->scratch, &a);
     memcpy(b->y, b->dy, (size_t)B * T * b->c.d_model * sizeof(float));
-    gpt_block_backward(&b->c, &w, &g, B, T, b->x, &a, b->y, b->y, b->scratch);
+    gpt_block_backward(b->be, &b->c, &w, &g, B, T, b->x, &a, b->y, b->y, b->scratch);
 }
 
 static void block_pass(bench *b, int backward, int B) {
@@ -185,7 +189,7 @@ static void head_pass(bench *b, int unused, int rows) {
     (void)unused;
     (void)rows;
     gpt_embed_w w = gpt_embed_view(&b->c, b->ew), g = gpt_embed_view(&b->c, b->eg);
-    gpt_head_forward_backward(&b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
+    gpt_head_forward_backward(b->be, &b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
 }
 
 static double time_head(bench *b, int reps) {
@@ -209,13 +213,14 @@ static st_status time_stream(int reps, double *gbps, st_error *err) {
         st_free_aligned(h);
         return st_fail(err, ST_ENOMEM, "probe: out of memory for the streaming measurement");
     }
+    const compute_backend *be = compute_backend_cpu();
     memset(h, 0, n * sizeof(st_bf16));
-    gpt_bf16_to_f32(h, f, n);   /* first touch */
+    be->bf16_to_f32(be, f, h, n);   /* first touch */
     double t[MAX_REPS];
     for (int r = 0; r < reps; r++) {
         double t0 = st_now();
-        gpt_bf16_to_f32(h, f, n);
-        gpt_f32_to_bf16(f, h, n);
+        be->bf16_to_f32(be, f, h, n);
+        be->f32_to_bf16(be, h, f, n);
         t[r] = st_now() - t0;
     }
     *gbps = 2.0 * (double)n * 6.0 / median(t, reps) / 1e9;   /* 2 + 4 bytes per element, each way */

@@ -149,7 +149,7 @@ void sim_grad_offload(const sim_config *c, int unit, uint64_t *link, double *int
 
 /* The work of task t. first/last: t is the list's first/last gradient task
  * of its unit (gradients zeroed before, summed in squares after). Byte
- * counts follow the kernels' passes over memory (kernels.c, gpt_pass.c);
+ * counts follow the kernels' passes over memory (backend_cpu.c, gpt_pass.c);
  * FLOPs count multiply-adds as two. */
 sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, int last) {
     sim_work w = {0};

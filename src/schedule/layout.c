@@ -29,11 +29,14 @@ static void plan_buffers(run_layout *l) {
     const uint64_t seg = l->segment, max_unit = l->max_unit;
     uint64_t scratch = gpt_block_scratch_numel(c, p->B, p->T), head = gpt_head_scratch_numel(c, p->B, p->T);
     if (head > scratch) scratch = head;
-    const int mixed = wsz == 2;
+    const int mixed = wsz == 2, sep = p->separate_device;
+    /* I/O buffers that compute reads are device memory on a unified backend,
+     * host memory (and copied) on a separate device */
+    const layout_tier io_tier = sep ? LAYOUT_HOST : LAYOUT_DEVICE;
     /* the device: one unit's weights, one block's activations, the gradient
      * flowing down for every micro-batch, the tokens, checkpoint buffers */
-    plan(l, BUF_WEIGHTS_IO, "unit weights read from the SSD", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, pl.weights ? 2 : 0,
-         max_unit * wsz, 1);
+    plan(l, BUF_WEIGHTS_IO, "unit weights read from the SSD", io_tier, sep ? USE_STAGING : USE_UNIT_WEIGHTS,
+         pl.weights ? 2 : 0, max_unit * wsz, 1);
     plan(l, BUF_UNIT_F32, "unit weights widened to f32", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, mixed, max_unit * 4, 0);
     plan(l, BUF_BLOCK_ACTS, "block activations", LAYOUT_DEVICE, USE_ACTIVATIONS, 1,
          gpt_block_acts_numel(c, p->B, p->T) * 4, 0);
@@ -42,8 +45,15 @@ static void plan_buffers(run_layout *l) {
     plan(l, BUF_EVAL, "evaluation activations", LAYOUT_DEVICE, USE_ACTIVATIONS, 1, 2 * NC * 4, 0);
     plan(l, BUF_TOKENS, "input and target tokens", LAYOUT_DEVICE, USE_ACTIVATIONS, 2,
          M * (uint64_t)p->B * (uint64_t)p->T * sizeof(int32_t), 0);
-    plan(l, BUF_ACT_IO, "checkpoint buffers", LAYOUT_DEVICE, USE_ACTIVATIONS, pl.acts ? LAYOUT_ACT_BUFFERS : 0,
-         NC * 4, 1);
+    plan(l, BUF_ACT_IO, "checkpoint buffers", io_tier, sep ? USE_CHECKPOINTS : USE_ACTIVATIONS,
+         pl.acts ? LAYOUT_ACT_BUFFERS : 0, NC * 4, 1);
+    plan(l, BUF_UNIT_DEVICE, "unit weights copied to the device", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, sep, max_unit * wsz,
+         0);
+    plan(l, BUF_ACT_DEVICE, "block input and output on the device", LAYOUT_DEVICE, USE_ACTIVATIONS, sep ? 2 : 0,
+         NC * 4, 0);
+    plan(l, BUF_GRAD_DEVICE, "unit gradients on the device", LAYOUT_DEVICE, USE_ACTIVATIONS, sep, max_unit * 4, 0);
+    plan(l, BUF_TOKENS_HOST, "tokens before their copy in", LAYOUT_HOST, USE_STAGING, sep ? 2 : 0,
+         M * (uint64_t)p->B * (uint64_t)p->T * sizeof(int32_t), 0);
     /* the host: the state placed there, gradients, I/O staging */
     plan(l, BUF_MASTER, "master weights", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
     plan(l, BUF_ADAM_M, "Adam first moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);

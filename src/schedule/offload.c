@@ -15,7 +15,8 @@ layout_params offload_layout_params(const offload_config *cfg) {
     return (layout_params){.model = tc->model, .precision = tc->precision, .B = tc->B, .T = tc->T,
                            .micro_batches = tc->micro_batches, .schedule = cfg->schedule, .alpha = cfg->alpha,
                            .clipping = tc->clip > 0, .place = cfg->place, .segment_elems = cfg->segment_elems,
-                           .has_store = cfg->n_store_paths > 0, .resuming = cfg->n_resume_paths > 0};
+                           .has_store = cfg->n_store_paths > 0, .resuming = cfg->n_resume_paths > 0,
+                           .separate_device = !train_config_backend(tc)->unified};
 }
 
 st_status offload_layout(const offload_config *cfg, run_layout *out, st_error *err) {
@@ -65,12 +66,23 @@ static st_status check_budgets(const offload_config *cfg, const layout_memory *m
     return ST_OK;
 }
 
+/* Device buffers come from the backend; I/O buffers (O_DIRECT, 4096-aligned)
+ * and the host's from the host, on a unified backend too. */
+static int on_device(const layout_buffer *b) { return b->tier == LAYOUT_DEVICE && !b->io; }
+
 void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
     const layout_buffer *b = &t->lay.buf[id];
     if (b->count == 0) return NULL;
-    void *p = st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
+    void *p = on_device(b) ? t->env.be->alloc(t->env.be, (size_t)b->bytes) : st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
     if (p) t->allocated += b->bytes;
     return p;
+}
+
+/* Frees a buffer plan_alloc made. */
+static void plan_free(offload_trainer *t, layout_buffer_id id, void *p) {
+    if (!p) return;
+    if (on_device(&t->lay.buf[id])) t->env.be->free(t->env.be, p);
+    else st_free_aligned(p);
 }
 
 void offload_trainer_memory(const offload_trainer *t, layout_memory *planned, uint64_t *allocated) {
@@ -125,6 +137,7 @@ static int alloc_parts(offload_trainer *t) {
         ok &= (wl->op[b] = calloc((size_t)t->lay.max_segs, sizeof(store_op))) != NULL;
     }
     ALLOC(wl->unit32, BUF_UNIT_F32);
+    ALLOC(wl->dev, BUF_UNIT_DEVICE);
     act_pool *ap = &t->acts;
     ok &= (ap->slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *))) != NULL;
     for (int i = 0; pl.acts && i < LAYOUT_ACT_BUFFERS; i++) {
@@ -149,6 +162,12 @@ static int alloc_parts(offload_trainer *t) {
     ALLOC(t->eval_buf, BUF_EVAL);
     ALLOC(t->inputs, BUF_TOKENS);
     ALLOC(t->targets, BUF_TOKENS);
+    for (int i = 0; i < 2; i++) {
+        ALLOC(t->tokens_host[i], BUF_TOKENS_HOST);
+        ALLOC(t->act_dev[i], BUF_ACT_DEVICE);
+    }
+    ALLOC(t->grad_dev, BUF_GRAD_DEVICE);
+    t->grad_dev_unit = -1;
     ok &= (t->mb_loss = malloc(sizeof(float) * (size_t)t->M)) != NULL;
     ok &= (t->unit_sumsq = calloc((size_t)t->L1, sizeof(double))) != NULL;
 #undef ALLOC
@@ -193,11 +212,13 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
     pthread_mutex_init(&t->grads.lock, NULL);
     pthread_cond_init(&t->grads.freed, NULL);
+    t->env.be = train_config_backend(&cfg.train);
     if ((s = shape_build(t, &cfg, err)) != ST_OK || (s = check_budgets(&cfg, &t->lay.memory, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
     }
-    t->env = (exec_env){.lay = &t->lay, .model = &t->c, .n_paths = cfg.n_store_paths};
+    t->env = (exec_env){.be = train_config_backend(&cfg.train), .lay = &t->lay, .model = &t->c,
+                        .n_paths = cfg.n_store_paths};
     t->wl = (weight_loader){.env = &t->env, .hs = &t->hs, .unit = {-1, -1}};
     t->acts = (act_pool){.env = &t->env, .M = t->M, .on_ssd = cfg.place.acts};
     t->grads.env = &t->env;
@@ -252,7 +273,8 @@ void offload_trainer_free(offload_trainer *t) {
         st_free_aligned(t->wl.buf[b]);
         free(t->wl.op[b]);
     }
-    st_free_aligned(t->wl.unit32);
+    plan_free(t, BUF_UNIT_F32, t->wl.unit32);
+    plan_free(t, BUF_UNIT_DEVICE, t->wl.dev);
     for (int i = 0; i < LAYOUT_ACT_BUFFERS; i++) st_free_aligned(t->acts.buf[i]);
     st_free_aligned(t->acts.host);
     free(t->acts.slot);
@@ -263,12 +285,17 @@ void offload_trainer_free(offload_trainer *t) {
     pthread_mutex_destroy(&t->grads.lock);
     pthread_cond_destroy(&t->grads.freed);
     st_free_aligned(t->sbuf);
-    st_free_aligned(t->dact);
-    st_free_aligned(t->block_acts);
-    st_free_aligned(t->scratch);
-    st_free_aligned(t->eval_buf);
-    st_free_aligned(t->inputs);
-    st_free_aligned(t->targets);
+    plan_free(t, BUF_DACT, t->dact);
+    plan_free(t, BUF_BLOCK_ACTS, t->block_acts);
+    plan_free(t, BUF_SCRATCH, t->scratch);
+    plan_free(t, BUF_EVAL, t->eval_buf);
+    plan_free(t, BUF_TOKENS, t->inputs);
+    plan_free(t, BUF_TOKENS, t->targets);
+    for (int i = 0; i < 2; i++) {
+        plan_free(t, BUF_TOKENS_HOST, t->tokens_host[i]);
+        plan_free(t, BUF_ACT_DEVICE, t->act_dev[i]);
+    }
+    plan_free(t, BUF_GRAD_DEVICE, t->grad_dev);
     free(t->mb_loss);
     free(t->unit_sumsq);
     layout_free(&t->lay);
@@ -318,16 +345,10 @@ void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t
 /* ---- training ---------------------------------------------------------------------------- */
 
 st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err) {
-    const int BT = t->B * t->T;
     double t0 = st_now();
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
     if (s != ST_OK) return s;
-    for (int mb = 0; mb < t->M; mb++)
-        for (int b = 0; b < t->B; b++) {
-            const int32_t *row = tokens + ((size_t)mb * t->B + b) * (size_t)(t->T + 1);
-            memcpy(t->inputs + (size_t)mb * BT + (size_t)b * t->T, row, sizeof(int32_t) * (size_t)t->T);
-            memcpy(t->targets + (size_t)mb * BT + (size_t)b * t->T, row + 1, sizeof(int32_t) * (size_t)t->T);
-        }
+    run_tokens_in(t, tokens, t->M * t->B, t->T);
     grads_new_iteration(&t->grads);
     const float lr = lr_schedule_at(&t->cfg.train.lr, t->step);
     t->clip_scale_now = 1.0f;   /* without clipping, steps during backward use scale 1 */

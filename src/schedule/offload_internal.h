@@ -35,6 +35,7 @@
 /* ---- exec_env: shared by every part ------------------------------------------------ */
 
 typedef struct exec_env {
+    const compute_backend *be;  /* what computes: kernels read and write its device memory only */
     const run_layout *lay;
     const gpt_config *model;
     store *st;                 /* the SSD tier, NULL when nothing lives in a store */
@@ -122,12 +123,13 @@ typedef struct weight_loader {
     store_op *op[2];           /* those reads, one per segment */
     int n_op[2];
     int cur;                   /* the buffer compute reads now */
-    float *unit32;             /* mixed precision: the loaded unit widened to f32 */
+    void *dev;                 /* a separate device: the unit copied there (bf16 or f32) */
+    float *unit32;             /* mixed precision: the loaded unit widened to f32 (device) */
 } weight_loader;
 
-/* Unit u's f32 compute weights for compute: read ahead already, or read now
- * (weights on the SSD), or from memory; widened when mixed. The caller has
- * waited for the unit's optimizer steps. */
+/* Unit u's f32 compute weights on the device: read ahead already, or read
+ * now (weights on the SSD), or from memory; copied to a separate device,
+ * widened when mixed. The caller has waited for the unit's optimizer steps. */
 st_status weights_load(weight_loader *wl, int u, const float **out, st_error *err);
 /* Starts reading unit u ahead into the free buffer, if it is free. */
 st_status weights_read_ahead(weight_loader *wl, int u, st_error *err);
@@ -255,12 +257,17 @@ struct offload_trainer {
     grad_pool grads;
     opt_stream opt;
     opt_worker worker;
-    /* compute buffers */
+    /* compute buffers: device memory, but for the host staging named so */
     const float *weights;              /* the loaded unit's f32 weights */
     float *block_acts, *scratch;
     float *dact;                       /* [M][B,T,C] */
     float *eval_buf;                   /* [2][B,T,C] for forward-only evaluation */
     int32_t *inputs, *targets;         /* [M][B*T] */
+    /* a separate device only (on a unified one the host buffers are used in place): */
+    int32_t *tokens_host[2];           /* inputs and targets as the host writes them (host memory) */
+    float *act_dev[2];                 /* a block's input checkpoint and its output */
+    float *grad_dev;                   /* the gradients of the unit being computed ... */
+    int grad_dev_unit;                 /* ... which is this one, or -1 */
     float *sbuf;                       /* one segment of f32: set-up, reading weights back, commits */
     float *mb_loss;                    /* [M] */
     double *unit_sumsq;                /* [L+1] */
@@ -292,6 +299,9 @@ st_status state_write_host(offload_trainer *t, st_error *err);
 /* offload_run.c: runs a task list; lr and step_t are the step's. */
 st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis *an, float lr, long step_t,
                    st_error *err);
+/* Rows of T+1 tokens into the inputs and targets of compute (copied to a
+ * separate device). */
+void run_tokens_in(offload_trainer *t, const int32_t *rows, int n_rows, int T);
 /* A forward pass over tokens[B][T+1] for its loss, unit by unit. */
 st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 

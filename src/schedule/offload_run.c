@@ -6,6 +6,69 @@
 
 #include "schedule/offload_internal.h"
 
+/* ---- the device's view of host memory ----------------------------------------------
+ * Checkpoints and gradients live in host memory (and the store); kernels
+ * read and write device memory. On a unified backend the host buffer is the
+ * device buffer; on a separate device these copy through the device's own
+ * buffers (BUF_ACT_DEVICE, BUF_GRAD_DEVICE). */
+
+/* act[u][m] for a kernel to read: the checkpoint itself, or its copy in. */
+static const float *act_in(offload_trainer *t, int u, int m) {
+    const compute_backend *be = t->env.be;
+    const float *host = acts_at(&t->acts, u, m);
+    if (be->unified) return host;
+    be->to_device(be, t->act_dev[0], host, t->NC * sizeof(float));
+    return t->act_dev[0];
+}
+
+/* Where a kernel writes a new checkpoint (host: acts_make's buffer); act_out_done copies it out. */
+static float *act_out(offload_trainer *t, float *host) { return t->env.be->unified ? host : t->act_dev[1]; }
+static void act_out_done(offload_trainer *t, float *host) {
+    const compute_backend *be = t->env.be;
+    if (!be->unified) be->to_host(be, host, t->act_dev[1], t->NC * sizeof(float));
+}
+
+/* Unit u's gradients for a kernel to add into: the host's, or their copy on
+ * the device, which stays there while the unit's gradient tasks follow each
+ * other; grads_leave_device copies them back when the next gradient task is
+ * another unit's, or before the host saves, loads or steps them. */
+static float *grads_dev(offload_trainer *t, int u) {
+    const compute_backend *be = t->env.be;
+    float *host = grads_of(&t->grads, u);
+    if (be->unified) return host;
+    if (t->grad_dev_unit != u) {
+        be->to_device(be, t->grad_dev, host, t->lay.units[u].n * sizeof(float));
+        t->grad_dev_unit = u;
+    }
+    return t->grad_dev;
+}
+
+static void grads_leave_device(offload_trainer *t, int u) {
+    const compute_backend *be = t->env.be;
+    if (be->unified || t->grad_dev_unit != u) return;
+    be->to_host(be, grads_of(&t->grads, u), t->grad_dev, t->lay.units[u].n * sizeof(float));
+    t->grad_dev_unit = -1;
+}
+
+/* Tokens as the host writes them: the device's own buffers on a unified
+ * backend, else host staging that tokens_in copies in. */
+static int32_t *tokens_host(offload_trainer *t, int targets) {
+    int32_t *dev = targets ? t->targets : t->inputs;
+    return t->env.be->unified ? dev : t->tokens_host[targets];
+}
+
+void run_tokens_in(offload_trainer *t, const int32_t *rows, int n_rows, int T) {
+    int32_t *in = tokens_host(t, 0), *tg = tokens_host(t, 1);
+    for (int r = 0; r < n_rows; r++) {
+        memcpy(in + (size_t)r * T, rows + (size_t)r * (T + 1), sizeof(int32_t) * (size_t)T);
+        memcpy(tg + (size_t)r * T, rows + (size_t)r * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
+    }
+    const compute_backend *be = t->env.be;
+    const size_t bytes = sizeof(int32_t) * (size_t)n_rows * T;
+    be->to_device(be, t->inputs, in, bytes);   /* nothing to do on a unified backend: the same memory */
+    be->to_device(be, t->targets, tg, bytes);
+}
+
 /* ---- compute tasks ------------------------------------------------------------------ */
 
 static st_status embed_forward(offload_trainer *t, int m, st_error *err) {
@@ -13,7 +76,8 @@ static st_status embed_forward(offload_trainer *t, int m, st_error *err) {
     st_status s = acts_make(&t->acts, 1, m, &out, err);
     if (s != ST_OK) return s;
     gpt_embed_w w = gpt_embed_view(&t->c, (float *)t->weights);
-    gpt_embed_forward(&t->c, &w, t->B, t->T, t->inputs + (size_t)m * t->B * t->T, out);
+    gpt_embed_forward(t->env.be, &t->c, &w, t->B, t->T, t->inputs + (size_t)m * t->B * t->T, act_out(t, out));
+    act_out_done(t, out);
     return ST_OK;
 }
 
@@ -23,32 +87,35 @@ static st_status block_forward(offload_trainer *t, int u, int m, st_error *err) 
     if (s != ST_OK) return s;
     gpt_block_w w = gpt_block_view(&t->c, (float *)t->weights);
     gpt_block_acts a = gpt_block_acts_view(&t->c, t->B, t->T, t->block_acts);
-    gpt_block_forward(&t->c, &w, t->B, t->T, acts_at(&t->acts, u, m), out, &a);
+    gpt_block_forward(t->env.be, &t->c, &w, t->B, t->T, act_in(t, u, m), act_out(t, out), &a);
+    act_out_done(t, out);
     return ST_OK;
 }
 
 static void head(offload_trainer *t, int m) {
     const size_t BT = (size_t)t->B * t->T;
-    gpt_embed_w w = gpt_embed_view(&t->c, (float *)t->weights), g = gpt_embed_view(&t->c, grads_of(&t->grads, 0));
-    t->mb_loss[m] = gpt_head_forward_backward(&t->c, &w, &g, t->B, t->T, acts_at(&t->acts, t->L1, m),
+    gpt_embed_w w = gpt_embed_view(&t->c, (float *)t->weights), g = gpt_embed_view(&t->c, grads_dev(t, 0));
+    t->mb_loss[m] = gpt_head_forward_backward(t->env.be, &t->c, &w, &g, t->B, t->T, act_in(t, t->L1, m),
                                               t->targets + (size_t)m * BT, 1.0f / (float)t->M,
                                               t->dact + (size_t)m * t->NC, NULL, t->scratch);
 }
 
 static void block_backward(offload_trainer *t, int u, int m) {
-    gpt_block_w w = gpt_block_view(&t->c, (float *)t->weights), g = gpt_block_view(&t->c, grads_of(&t->grads, u));
+    const compute_backend *be = t->env.be;
+    gpt_block_w w = gpt_block_view(&t->c, (float *)t->weights), g = gpt_block_view(&t->c, grads_dev(t, u));
     gpt_block_acts a = gpt_block_acts_view(&t->c, t->B, t->T, t->block_acts);
-    const float *x = acts_at(&t->acts, u, m);
+    const float *x = act_in(t, u, m);
     float *dx = t->dact + (size_t)m * t->NC;
     /* recompute the block's activations from its checkpointed input; the
      * recomputed output goes to scratch, which backward reuses */
-    gpt_block_forward(&t->c, &w, t->B, t->T, x, t->scratch, &a);
-    gpt_block_backward(&t->c, &w, &g, t->B, t->T, x, &a, dx, dx, t->scratch);
+    gpt_block_forward(be, &t->c, &w, t->B, t->T, x, t->scratch, &a);
+    gpt_block_backward(be, &t->c, &w, &g, t->B, t->T, x, &a, dx, dx, t->scratch);
 }
 
 static void embed_backward(offload_trainer *t, int m) {
-    gpt_embed_w g = gpt_embed_view(&t->c, grads_of(&t->grads, 0));
-    gpt_embed_backward(&t->c, &g, t->B, t->T, t->inputs + (size_t)m * t->B * t->T, t->dact + (size_t)m * t->NC);
+    gpt_embed_w g = gpt_embed_view(&t->c, grads_dev(t, 0));
+    gpt_embed_backward(t->env.be, &t->c, &g, t->B, t->T, t->inputs + (size_t)m * t->B * t->T,
+                       t->dact + (size_t)m * t->NC);
 }
 
 /* ---- other tasks ------------------------------------------------------------------ */
@@ -117,6 +184,8 @@ static st_status read_ahead(offload_trainer *t, const sched_list *l, int i, st_e
 
 static st_status run_task(offload_trainer *t, const sched_list *l, int i, float lr, long step_t, st_error *err) {
     const sched_task *k = &l->tasks[i];
+    /* the host's work on a unit's gradients reads (or replaces) the host's copy */
+    if (k->op == TASK_SAVE_GRAD || k->op == TASK_LOAD_GRAD || k->op == TASK_OPTIMIZE) grads_leave_device(t, k->unit);
     switch (k->op) {
     case TASK_LOAD_WEIGHTS: return load_weights(t, k->unit, err);
     case TASK_EMBED_FORWARD: return embed_forward(t, k->mb, err);
@@ -145,9 +214,12 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
         if (sched_is_grad_task(k->op) && (s = grads_touch(&t->grads, gu, err)) != ST_OK) break;
         const double t0 = st_now();
         s = run_task(t, l, i, lr, step_t, err);
-        /* after its last term, a unit's share of the gradient norm */
+        /* after its last term, a unit's share of the gradient norm (on the
+         * device); the unit's gradients go back to the host when the next
+         * gradient task is another unit's */
         if (s == ST_OK && an->last_grad[i])
-            t->unit_sumsq[gu] = grad_sum_sq(grads_of(&t->grads, gu), t->lay.units[gu].n);
+            t->unit_sumsq[gu] = t->env.be->sum_sq(t->env.be, grads_dev(t, gu), t->lay.units[gu].n);
+        if (s == ST_OK && an->grad_leave[i]) grads_leave_device(t, gu);
         if (task_op_resource(k->op) == RES_COMPUTE) {
             const double t1 = st_now();
             t->env.stats.compute_s += t1 - t0;
@@ -169,27 +241,24 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
 
 st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
     st_status s;
+    const compute_backend *be = t->env.be;
     const gpt_config *c = &t->c;
-    /* rows of T+1 tokens into inputs and targets (the step's buffers are free now) */
-    for (int b = 0; b < B; b++) {
-        memcpy(t->inputs + (size_t)b * T, tokens + (size_t)b * (T + 1), sizeof(int32_t) * (size_t)T);
-        memcpy(t->targets + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
-    }
+    run_tokens_in(t, tokens, B, T);   /* the step's buffers are free now */
     float *x = t->eval_buf, *y = t->eval_buf + t->NC;
     if ((s = load_weights(t, 0, err)) != ST_OK) return s;
     gpt_embed_w ew = gpt_embed_view(c, (float *)t->weights);
-    gpt_embed_forward(c, &ew, B, T, t->inputs, x);
+    gpt_embed_forward(be, c, &ew, B, T, t->inputs, x);
     for (int u = 1; u < t->L1; u++) {
         if ((s = load_weights(t, u, err)) != ST_OK) return s;
         gpt_block_w w = gpt_block_view(c, (float *)t->weights);
         gpt_block_acts a = gpt_block_acts_view(c, B, T, t->block_acts);
-        gpt_block_forward(c, &w, B, T, x, y, &a);
+        gpt_block_forward(be, c, &w, B, T, x, y, &a);
         float *tmp = x;
         x = y;
         y = tmp;
     }
     if ((s = load_weights(t, 0, err)) != ST_OK) return s;
     ew = gpt_embed_view(c, (float *)t->weights);
-    *loss = gpt_head_forward_backward(c, &ew, NULL, B, T, x, t->targets, 0.0f, NULL, NULL, t->scratch);
+    *loss = gpt_head_forward_backward(be, c, &ew, NULL, B, T, x, t->targets, 0.0f, NULL, NULL, t->scratch);
     return ST_OK;
 }

@@ -1,6 +1,6 @@
 /* offload_weights.c - a unit's compute weights for compute (offload_internal.h):
  * from host memory, or read from the store into one of two buffers while
- * the other is computed with. */
+ * the other is computed with; then on the device. */
 #include "schedule/offload_internal.h"
 
 /* Starts reading unit u's compute weights into buffer b, segment by segment. */
@@ -51,8 +51,14 @@ st_status weights_load(weight_loader *wl, int u, const float **out, st_error *er
     } else {
         src = wsz == 2 ? (const void *)(wl->hs->w16 + off) : (const void *)(wl->hs->w32 + off);
     }
+    /* to the device (free on a unified backend, whose device is this memory), widened there */
+    const compute_backend *be = wl->env->be;
+    if (!be->unified) {
+        be->to_device(be, wl->dev, src, n * wsz);
+        src = wl->dev;
+    }
     if (wsz == 2) {
-        gpt_bf16_to_f32(src, wl->unit32, n);
+        be->bf16_to_f32(be, wl->unit32, src, n);
         *out = wl->unit32;
     } else {
         *out = src;

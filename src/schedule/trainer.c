@@ -51,10 +51,14 @@ st_status train_config_check(train_config *tc, st_error *err) {
     return lr_schedule_check(&tc->lr, err);
 }
 
+const compute_backend *train_config_backend(const train_config *tc) {
+    return tc->backend ? tc->backend : compute_backend_cpu();
+}
+
 size_t trainer_memory_bytes(const train_config *tc) {
     size_t n = gpt_num_params(&tc->model);
     size_t bytes = n * 4 * sizeof(float) + (tc->precision == GPT_MIXED_BF16 ? n * sizeof(st_bf16) : 0);
-    bytes += gpt_workspace_bytes(&tc->model, tc->B, tc->T, tc->recompute, tc->precision);
+    bytes += gpt_workspace_bytes(train_config_backend(tc), &tc->model, tc->B, tc->T, tc->recompute, tc->precision);
     return bytes + 2 * (size_t)tc->B * tc->T * sizeof(int32_t);
 }
 
@@ -95,7 +99,7 @@ st_status trainer_create(trainer **out, const train_config *tc_in, const float *
         return st_fail(err, ST_ENOMEM, "out of memory: the trainer needs %s",
                        st_format_bytes((double)trainer_memory_bytes(&tc), buf, sizeof buf));
     }
-    s = gpt_workspace_create(&t->ws, &tc.model, tc.B, tc.T, tc.recompute, tc.precision, err);
+    s = gpt_workspace_create(&t->ws, train_config_backend(&tc), &tc.model, tc.B, tc.T, tc.recompute, tc.precision, err);
     if (s != ST_OK) {
         trainer_free(t);
         return s;
@@ -134,9 +138,12 @@ st_status trainer_step(trainer *t, const int32_t *tokens, train_step_stats *stat
         loss_sum += gpt_forward_backward(t->ws, trainer_compute_weights(t), t->grads, t->inputs, t->targets, B,
                                          T, 1.0f / (float)M);
     }
+    /* The gradients are host memory: their norm is the CPU backend's sum_sq
+     * (host memory is its device memory), whatever backend computed them. */
+    const compute_backend *host = compute_backend_cpu();
     double sum_sq = 0.0;
     for (int u = 0; u < gpt_num_units(c); u++)
-        sum_sq += grad_sum_sq(t->grads + gpt_unit_offset(c, u), gpt_unit_numel(c, u));
+        sum_sq += host->sum_sq(host, t->grads + gpt_unit_offset(c, u), gpt_unit_numel(c, u));
     const double norm = sqrt(sum_sq);
     const float scale = clip_scale(norm, tc->clip), lr = lr_schedule_at(&tc->lr, t->step);
     for (int u = 0; u < gpt_num_units(c); u++) {

@@ -1,11 +1,20 @@
-/* kernels.c - CPU kernels: LayerNorm, matmul (BLAS), attention, GELU,
- * residual, softmax cross-entropy. See kernels.h for the contracts. */
-#include "model/kernels.h"
-
+/* backend_cpu.c - the CPU backend (strata/backend.h): device memory is
+ * 64-byte aligned host memory; matrix products go to OpenBLAS sgemm (the
+ * OpenMP build), the rest are OpenMP loops, vectorized with AVX2/FMA when the
+ * compiler targets it and plain C otherwise. Every reduction runs in a fixed
+ * order (no atomics; column sums split by columns, not rows), so results are
+ * identical run to run for a given thread count. The contracts of the ops
+ * are in strata/backend.h; each op is the function named in the table at
+ * the end, and the checking backend (backend_check.c) runs these same
+ * functions. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "strata/backend.h"
+#include "strata/model.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -53,8 +62,8 @@ static inline float hmax8(__m256 v) {
 
 /* --- LayerNorm ---------------------------------------------------------------- */
 
-void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
-                       const float *b, int N, int C) {
+static void layernorm_forward(const compute_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -74,8 +83,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
     }
 }
 
-void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                        const float *w, const float *mean, const float *rstd, int N, int C) {
+static void layernorm_backward(const compute_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean, const float *rstd, int N, int C) {
     /* Rows are independent for dinp; dw and db are column sums, done in a
      * second loop over column ranges so that each sum has one owner and a
      * fixed order. */
@@ -114,7 +123,8 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 
 /* --- matmul ------------------------------------------------------------------- */
 
-void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC) {
+static void matmul_forward(const compute_backend *be, float *out, const float *inp, const float *w, const float *bias,
+                           int N, int IC, int OC) {
     float beta = 0.0f;
     if (bias) {
 #pragma omp parallel for schedule(static)
@@ -124,8 +134,8 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, inp, IC, w, OC, beta, out, OC);
 }
 
-void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                     const float *w, int N, int IC, int OC) {
+static void matmul_backward(const compute_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int N, int IC, int OC) {
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC);
@@ -185,7 +195,8 @@ static void causal_softmax_row(float *row, int i, int T) {
  * dpre above the diagonal are kept zero. */
 #define ATT_BLOCK 64
 
-void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+static void attention_forward(const compute_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
+                              int NH) {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -210,8 +221,8 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
     }
 }
 
-void attention_backward(float *dqkv, float *dpre, const float *dout, const float *qkv, const float *att,
-                        int B, int T, int C, int NH) {
+static void attention_backward(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int C, int NH) {
     const int hs = C / NH, C3 = 3 * C;
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static)
@@ -263,7 +274,7 @@ void attention_backward(float *dqkv, float *dpre, const float *dout, const float
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
-void gelu_forward(float *out, const float *inp, size_t n) {
+static void gelu_forward(const compute_backend *be, float *out, const float *inp, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t blk = 0; blk < (n + 4095) / 4096; blk++) {
         size_t i = blk * 4096, end = i + 4096 < n ? i + 4096 : n;
@@ -283,7 +294,7 @@ void gelu_forward(float *out, const float *inp, size_t n) {
     }
 }
 
-void gelu_backward(float *dinout, const float *inp, size_t n) {
+static void gelu_backward(const compute_backend *be, float *dinout, const float *inp, size_t n) {
     /* d/dx [x s(2u)] = s + 2 x s (1 - s) u'(x), u' = K (1 + 3 A x^2) */
 #pragma omp parallel for schedule(static)
     for (size_t blk = 0; blk < (n + 4095) / 4096; blk++) {
@@ -309,15 +320,15 @@ void gelu_backward(float *dinout, const float *inp, size_t n) {
     }
 }
 
-void residual_forward(float *out, const float *a, const float *b, size_t n) {
+static void residual_forward(const compute_backend *be, float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 /* --- cross-entropy -------------------------------------------------------------- */
 
-void crossentropy_softmax(float *logits, float *losses, const int32_t *targets, int N, int V, int Vp,
-                          float dlogits_scale) {
+static void crossentropy_softmax(const compute_backend *be, float *logits, float *losses, const int32_t *targets,
+                                 int N, int V, int Vp, float dlogits_scale) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *row = logits + (size_t)n * Vp;
@@ -354,3 +365,137 @@ void crossentropy_softmax(float *logits, float *losses, const int32_t *targets, 
         }
     }
 }
+
+/* --- embedding ------------------------------------------------------------------ */
+
+static void embed_forward(const compute_backend *be, float *out, const int32_t *tokens, const float *wte,
+                          const float *wpe, int B, int T, int C, int Vp) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *te = wte + (size_t)tokens[b * T + t] * C, *pe = wpe + (size_t)t * C;
+            float *o = out + ((size_t)b * T + t) * C;
+            for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
+        }
+}
+
+static void embed_backward(const compute_backend *be, float *dwte, float *dwpe, const int32_t *tokens,
+                           const float *dout, int B, int T, int C, int Vp) {
+    /* Tokens repeat, so rows of dwte have several writers: split the work by
+     * columns instead, each thread walking every row in order. */
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), th = omp_get_thread_num();
+        int lo = (int)((long)C * th / nt), hi = (int)((long)C * (th + 1) / nt);
+        for (int n = 0; n < B * T; n++) {
+            float *dte = dwte + (size_t)tokens[n] * C;
+            const float *d = dout + (size_t)n * C;
+            for (int i = lo; i < hi; i++) dte[i] += d[i];
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++) {
+        float *dpe = dwpe + (size_t)t * C;
+        for (int b = 0; b < B; b++) {
+            const float *d = dout + ((size_t)b * T + t) * C;
+            for (int i = 0; i < C; i++) dpe[i] += d[i];
+        }
+    }
+}
+
+/* --- general matrix product and reductions ------------------------------------------ */
+
+static void sgemm(const compute_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* In order, one thread: its callers sum a few thousand per-row losses. */
+static double cpu_sum(const compute_backend *be, const float *x, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s;
+}
+
+#define SUMSQ_CHUNK 65536
+
+static double cpu_sum_sq(const compute_backend *be, const float *x, size_t n) {
+    size_t chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
+    double total = 0.0;
+    /* Partial sums per fixed-size chunk, added in chunk order: independent of
+     * the thread count. Chunks are processed in groups to bound the stack. */
+    enum { GROUP = 256 };
+    double part[GROUP];
+    for (size_t c0 = 0; c0 < chunks; c0 += GROUP) {
+        size_t nc = chunks - c0 < GROUP ? chunks - c0 : GROUP;
+#pragma omp parallel for schedule(static)
+        for (size_t c = 0; c < nc; c++) {
+            size_t lo = (c0 + c) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
+            double s = 0.0;
+            for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+            part[c] = s;
+        }
+        for (size_t c = 0; c < nc; c++) total += part[c];
+    }
+    return total;
+}
+
+/* --- precision conversion -------------------------------------------------------------- */
+
+static void bf16_to_f32(const compute_backend *be, float *out, const st_bf16 *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = st_bf16_to_f32(inp[i]);
+}
+
+/* The one f32 -> bf16 loop: the host function of strata/model.h (the
+ * optimizer's and loaders' compute copy), which the op runs as it is. */
+void gpt_f32_to_bf16(const float *src, st_bf16 *dst, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = st_f32_to_bf16(src[i]);
+}
+
+static void f32_to_bf16(const compute_backend *be, st_bf16 *out, const float *inp, size_t n) {
+    gpt_f32_to_bf16(inp, out, n);
+}
+
+/* --- memory: the host's ------------------------------------------------------------------ */
+
+static void *cpu_alloc(const compute_backend *be, size_t bytes) { return st_alloc_aligned(64, bytes); }
+static void cpu_free(const compute_backend *be, void *dev) { st_free_aligned(dev); }
+
+/* Host and device memory are one: a copy onto itself is an alias, free. */
+static void cpu_copy(const compute_backend *be, void *dst, const void *src, size_t bytes) {
+    if (dst != src) memcpy(dst, src, bytes);
+}
+static void cpu_memset(const compute_backend *be, void *dst, int byte, size_t bytes) { memset(dst, byte, bytes); }
+
+static const compute_backend cpu_backend = {
+    .name = "cpu",
+    .unified = 1,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .copy = cpu_copy,
+    .memset = cpu_memset,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
+    .matmul_forward = matmul_forward,
+    .matmul_backward = matmul_backward,
+    .attention_forward = attention_forward,
+    .attention_backward = attention_backward,
+    .gelu_forward = gelu_forward,
+    .gelu_backward = gelu_backward,
+    .residual_forward = residual_forward,
+    .crossentropy_softmax = crossentropy_softmax,
+    .embed_forward = embed_forward,
+    .embed_backward = embed_backward,
+    .sgemm = sgemm,
+    .sum = cpu_sum,
+    .sum_sq = cpu_sum_sq,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
+};
+
+const compute_backend *compute_backend_cpu(void) { return &cpu_backend; }

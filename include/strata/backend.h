@@ -1,0 +1,166 @@
+/*
+ * strata/backend.h - the compute backend: where the model's memory lives and
+ * what runs its kernels, chosen at run time through a table of functions.
+ *
+ * The passes of strata/model.h never touch activations, weights or
+ * gradients themselves: they allocate device memory, move bytes between it
+ * and the host, and run kernels, all through a compute_backend. A backend
+ * for a GPU fills the same table with device allocations, copies across the
+ * host link and its own kernels; nothing above the table changes.
+ *
+ *     const compute_backend *be = compute_backend_named("cpu");   // or "check"
+ *     float *x = be->alloc(be, n * sizeof(float));                 // device memory
+ *     float *y = be->alloc(be, n * sizeof(float));
+ *     be->to_device(be, x, host_x, n * sizeof(float));
+ *     be->gelu_forward(be, y, x, n);
+ *     double s = be->sum(be, y, n);                                // a scalar comes back to the host
+ *     be->to_host(be, host_y, y, n * sizeof(float));
+ *     be->free(be, x);
+ *     be->free(be, y);
+ *
+ * The contract, for every op:
+ *   - `be` is the backend the op belongs to, passed first (a table may serve
+ *     several devices later; the backends here ignore it).
+ *   - Every pointer an op names *_dev, and every array argument of a kernel,
+ *     is device memory of this backend: inside one allocation of be->alloc,
+ *     with the whole extent the op touches (N*C floats for a [N, C] array).
+ *     The host never reads or writes device memory directly; it uses
+ *     to_device and to_host. *_host pointers are host memory.
+ *   - Kernels read like the math: outputs first, then inputs, shapes in the
+ *     comments, N the number of rows (B*T).
+ *   - As the host sees them, ops complete in order: when to_host, sum or
+ *     sum_sq return, their data is in place, and a host buffer given to
+ *     to_device may be reused as soon as it returns. (A GPU backend may
+ *     queue its kernels on a stream as long as this holds.)
+ *   - Results are deterministic for a given backend and thread count: every
+ *     reduction runs in a fixed order (no atomics).
+ *
+ * unified = 1 means device memory IS host memory (the CPU backend): a host
+ * buffer may then be used as a device buffer as it is, and a copy between a
+ * host buffer and a device buffer that are the same memory costs nothing
+ * (to_device, to_host and copy skip the memcpy when dst == src). Callers
+ * use that to alias instead of keeping mirrors: the whole-model passes use
+ * the caller's weights, gradients and logits in place on a unified backend,
+ * and allocate device mirrors only on a non-unified one.
+ *
+ * Backends:
+ *   "cpu"    OpenBLAS sgemm for matrix products (the OpenMP build, so BLAS
+ *            and the OpenMP loops share one thread pool), OpenMP loops with
+ *            AVX2/FMA elsewhere. Unified; device memory is 64-byte aligned
+ *            host memory.
+ *   "check"  runs the CPU backend's code, bit for bit, on memory that only
+ *            its ops may touch: each allocation is an mmap'd region kept
+ *            PROT_NONE whenever no op is running on it, so a direct host
+ *            read or write of device memory faults (SIGSEGV); each op checks
+ *            that its device arguments, with their extents, lie inside one
+ *            allocation (and that the host side of to_device/to_host does
+ *            not), and aborts naming the op and the argument otherwise:
+ *                check backend: layernorm_forward: argument 'inp' is not device memory
+ *            Not unified. It proves without a GPU that a caller keeps host
+ *            and device memory apart. Ops may run from several threads at
+ *            once (an optimizer thread beside the compute thread).
+ */
+#ifndef STRATA_BACKEND_H
+#define STRATA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct compute_backend compute_backend;
+
+struct compute_backend {
+    const char *name;   /* "cpu", "check" */
+    int unified;        /* 1: device memory is host memory (see above) */
+
+    /* --- memory ------------------------------------------------------------- */
+
+    /* bytes of device memory, 64-byte aligned, contents undefined; NULL when
+     * out of memory. 0 bytes gives a valid allocation to free. */
+    void *(*alloc)(const compute_backend *be, size_t bytes);
+    /* Releases an allocation of alloc; NULL is fine. */
+    void (*free)(const compute_backend *be, void *dev);
+    void (*to_device)(const compute_backend *be, void *dst_dev, const void *src_host, size_t bytes);
+    void (*to_host)(const compute_backend *be, void *dst_host, const void *src_dev, size_t bytes);
+    /* device to device; dst and src do not overlap unless equal */
+    void (*copy)(const compute_backend *be, void *dst_dev, const void *src_dev, size_t bytes);
+    void (*memset)(const compute_backend *be, void *dst_dev, int byte, size_t bytes);
+
+    /* --- the model's kernels ------------------------------------------------- */
+
+    /* out[N,C] = (inp - mean) * rstd * w[C] + b[C], row-wise; mean, rstd [N] saved for backward. */
+    void (*layernorm_forward)(const compute_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C);
+    /* dinp[N,C] += d/dinp; dw[C] += sum dout*norm; db[C] += sum dout. */
+    void (*layernorm_backward)(const compute_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean, const float *rstd, int N, int C);
+
+    /* out[N,OC] = inp[N,IC] @ w[IC,OC] + bias[OC] (bias may be NULL). */
+    void (*matmul_forward)(const compute_backend *be, float *out, const float *inp, const float *w, const float *bias,
+                           int N, int IC, int OC);
+    /* dinp[N,IC] = dout @ w^T (overwrites; skipped when dinp is NULL); dw[IC,OC] += inp^T @ dout;
+     * dbias[OC] += column sums of dout (when not NULL). */
+    void (*matmul_backward)(const compute_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
+                            const float *inp, const float *w, int N, int IC, int OC);
+
+    /* Causal multi-head attention over qkv[B,T,3C] (q, k, v blocks of C columns):
+     * att[B,NH,T,T] = softmax(q k^T / sqrt(hs)) (zero above the diagonal), out[B,T,C] = att v. */
+    void (*attention_forward)(const compute_backend *be, float *out, float *att, const float *qkv, int B, int T,
+                              int C, int NH);
+    /* dqkv[B,T,3C] (overwrites) from dout[B,T,C]; dpre[B,NH,T,T] is scratch. */
+    void (*attention_backward)(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int C, int NH);
+
+    /* out[n] = gelu(inp[n]), the tanh approximation. */
+    void (*gelu_forward)(const compute_backend *be, float *out, const float *inp, size_t n);
+    /* dinout[n] *= gelu'(inp[n]) (in place). */
+    void (*gelu_backward)(const compute_backend *be, float *dinout, const float *inp, size_t n);
+    /* out[n] = a[n] + b[n]; out may be a or b. */
+    void (*residual_forward)(const compute_backend *be, float *out, const float *a, const float *b, size_t n);
+
+    /* Cross-entropy over rows of logits[N, Vp] with V real columns: losses[N]
+     * = -log softmax(logits)[targets[N]]. If dlogits_scale != 0 the logits are
+     * overwritten with dloss/dlogits * dlogits_scale (zero in the padded columns). */
+    void (*crossentropy_softmax)(const compute_backend *be, float *logits, float *losses, const int32_t *targets,
+                                 int N, int V, int Vp, float dlogits_scale);
+
+    /* out[B,T,C] = wte[tokens[B,T]] + wpe[0..T); wte is [Vp, C], token ids < Vp. */
+    void (*embed_forward)(const compute_backend *be, float *out, const int32_t *tokens, const float *wte,
+                          const float *wpe, int B, int T, int C, int Vp);
+    /* dwte[tokens] += dout[B,T,C], dwpe[0..T) += dout summed over the batch. */
+    void (*embed_backward)(const compute_backend *be, float *dwte, float *dwpe, const int32_t *tokens,
+                           const float *dout, int B, int T, int C, int Vp);
+
+    /* C[M,N] = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when trans_x:
+     * A is [M,K] (trans_a: [K,M]) with rows lda floats apart, B is [K,N]
+     * (trans_b: [N,K]) with ldb, C with ldc. BLAS's argument order, so it
+     * maps one to one on cblas_sgemm and cublasSgemm. */
+    void (*sgemm)(const compute_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+    /* Sum of x[n] in double, in a fixed order; returned to the host. */
+    double (*sum)(const compute_backend *be, const float *x, size_t n);
+    /* Sum of squares of x[n] in double, in fixed-size chunks added in chunk
+     * order: the same result for any thread count (the gradient norm). */
+    double (*sum_sq)(const compute_backend *be, const float *x, size_t n);
+
+    /* out[n] = inp[n] widened from bf16 / rounded to bf16 (round to nearest even). */
+    void (*bf16_to_f32)(const compute_backend *be, float *out, const st_bf16 *inp, size_t n);
+    void (*f32_to_bf16)(const compute_backend *be, st_bf16 *out, const float *inp, size_t n);
+};
+
+/* The two backends; both live as long as the process. */
+const compute_backend *compute_backend_cpu(void);
+const compute_backend *compute_backend_check(void);
+/* "cpu" or "check"; NULL for any other name. */
+const compute_backend *compute_backend_named(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,429 @@
+/* test_model_backend.c - the compute backends (strata/backend.h): every op
+ * of the checking backend gives the CPU backend's bits on random inputs;
+ * its device memory faults when the host touches it directly, its ops abort
+ * on host pointers, ops from two threads on shared memory work, and
+ * backends are found by name. The death tests run in a forked child with
+ * the default signal handlers (ASan's would turn a fault into its own
+ * report and abort). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "strata/backend.h"
+
+/* Shapes: T over one attention block of 64 rows, n's not multiples of a vector or a chunk. */
+enum { B = 2, T = 70, C = 32, NH = 4, N = B * T, V = 100, VP = 128, IC = 32, OC = 96 };
+#define NC ((size_t)N * C)
+#define LONG_N ((size_t)200003)   /* sum_sq: four chunks of 65536, the last partial */
+
+/* --- every op, bit for bit -------------------------------------------------------- */
+
+enum { MAX_BUFS = 8 };
+typedef enum { F32, IDS, BF16 } buf_kind;
+typedef struct buf_spec {
+    size_t n;        /* elements */
+    buf_kind kind;   /* F32: normal floats; IDS: token ids < V; BF16: rounded normal floats */
+} buf_spec;
+
+/* One op on arrays dev[0..] (device memory of be), all inputs and outputs
+ * alike; a scalar result, if any, into *scalar. */
+typedef struct op_case {
+    const char *name;
+    buf_spec bufs[MAX_BUFS];
+    void (*run)(const compute_backend *be, void *const *dev, double *scalar);
+} op_case;
+
+static size_t elem_bytes(buf_kind k) { return k == BF16 ? sizeof(uint16_t) : 4; }
+
+static int buf_count(const op_case *c) {
+    int n = 0;
+    while (n < MAX_BUFS && c->bufs[n].n) n++;
+    return n;
+}
+
+/* The arrays' starting contents, the same for every backend. */
+static void *make_init(const buf_spec *b, uint64_t seed) {
+    st_rng r;
+    st_rng_seed(&r, seed);
+    void *p = malloc(b->n * elem_bytes(b->kind));
+    assert_non_null(p);
+    if (b->kind == F32) st_rng_normal_fill(&r, p, b->n, 1.0f);
+    for (size_t i = 0; b->kind == IDS && i < b->n; i++) ((int32_t *)p)[i] = (int32_t)(st_rng_next(&r) % V);
+    for (size_t i = 0; b->kind == BF16 && i < b->n; i++) {
+        float f;
+        st_rng_normal_fill(&r, &f, 1, 1.0f);
+        ((st_bf16 *)p)[i] = st_f32_to_bf16(f);
+    }
+    return p;
+}
+
+/* Runs c on be: each array copied into a device allocation, the op, each
+ * array copied back into out[i]. */
+static void run_case(const compute_backend *be, const op_case *c, void *const *init, void **out, double *scalar) {
+    void *dev[MAX_BUFS] = {0};
+    const int n = buf_count(c);
+    for (int i = 0; i < n; i++) {
+        const size_t bytes = c->bufs[i].n * elem_bytes(c->bufs[i].kind);
+        assert_non_null(dev[i] = be->alloc(be, bytes));
+        be->to_device(be, dev[i], init[i], bytes);
+    }
+    *scalar = 0.0;
+    c->run(be, dev, scalar);
+    for (int i = 0; i < n; i++) {
+        const size_t bytes = c->bufs[i].n * elem_bytes(c->bufs[i].kind);
+        assert_non_null(out[i] = malloc(bytes));
+        be->to_host(be, out[i], dev[i], bytes);
+        be->free(be, dev[i]);
+    }
+}
+
+#define F(i) ((float *)dev[i])
+#define ID(i) ((int32_t *)dev[i])
+
+static void run_layernorm_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->layernorm_forward(be, F(0), F(1), F(2), F(3), F(4), F(5), N, C);
+}
+static void run_layernorm_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->layernorm_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), F(6), F(7), N, C);
+}
+static void run_matmul_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_forward(be, F(0), F(1), F(2), F(3), N, IC, OC);
+}
+static void run_matmul_forward_no_bias(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_forward(be, F(0), F(1), F(2), NULL, N, IC, OC);
+}
+static void run_matmul_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), N, IC, OC);
+}
+static void run_matmul_backward_weights_only(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_backward(be, NULL, F(1), NULL, F(3), F(4), F(5), N, IC, OC);
+}
+static void run_attention_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH);
+}
+static void run_attention_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH);
+}
+static void run_gelu_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->gelu_forward(be, F(0), F(1), NC + 3);
+}
+static void run_gelu_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->gelu_backward(be, F(0), F(1), NC + 3);
+}
+static void run_residual_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->residual_forward(be, F(0), F(1), F(2), NC + 3);
+}
+static void run_crossentropy_loss(const compute_backend *be, void *const *dev, double *s) {
+    be->crossentropy_softmax(be, F(0), F(1), ID(2), N, V, VP, 0.0f);
+}
+static void run_crossentropy_grad(const compute_backend *be, void *const *dev, double *s) {
+    be->crossentropy_softmax(be, F(0), F(1), ID(2), N, V, VP, 0.25f);
+}
+static void run_embed_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->embed_forward(be, F(0), ID(1), F(2), F(3), B, T, C, VP);
+}
+static void run_embed_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->embed_backward(be, F(0), F(1), ID(2), F(3), B, T, C, VP);
+}
+/* sgemm on [37, 29] += [37, 45] [45, 29], every transposition, with padded rows */
+enum { GM = 37, GN = 29, GK = 45 };
+static void run_sgemm(const compute_backend *be, void *const *dev, int ta, int tb) {
+    be->sgemm(be, ta, tb, GM, GN, GK, 0.7f, F(0), ta ? GM + 3 : GK + 3, F(1), tb ? GK + 5 : GN + 5, 0.3f, F(2), GN + 2);
+}
+static void run_sgemm_nn(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 0, 0); }
+static void run_sgemm_nt(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 0, 1); }
+static void run_sgemm_tn(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 1, 0); }
+static void run_sgemm_tt(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 1, 1); }
+static void run_sum(const compute_backend *be, void *const *dev, double *s) { *s = be->sum(be, F(0), LONG_N); }
+static void run_sum_sq(const compute_backend *be, void *const *dev, double *s) { *s = be->sum_sq(be, F(0), LONG_N); }
+static void run_bf16_to_f32(const compute_backend *be, void *const *dev, double *s) {
+    be->bf16_to_f32(be, F(0), dev[1], NC + 3);
+}
+static void run_f32_to_bf16(const compute_backend *be, void *const *dev, double *s) {
+    be->f32_to_bf16(be, dev[0], F(1), NC + 3);
+}
+static void run_copy(const compute_backend *be, void *const *dev, double *s) {
+    be->copy(be, dev[0], dev[1], (NC + 3) * sizeof(float));
+}
+static void run_memset(const compute_backend *be, void *const *dev, double *s) {
+    be->memset(be, dev[0], 0x5a, (NC + 3) * sizeof(float));
+}
+
+/* Floats of a [rows, cols] matrix with rows ld apart. */
+#define MAT(rows, cols, ld) ((size_t)((rows) - 1) * (ld) + (cols))
+#define SGEMM_BUFS(ta, tb)                                                 \
+    {{(ta) ? MAT(GK, GM, GM + 3) : MAT(GM, GK, GK + 3), F32},              \
+     {(tb) ? MAT(GN, GK, GK + 5) : MAT(GK, GN, GN + 5), F32},              \
+     {MAT(GM, GN, GN + 2), F32}}
+
+static const op_case op_cases[] = {
+    {"layernorm_forward", {{NC, F32}, {N, F32}, {N, F32}, {NC, F32}, {C, F32}, {C, F32}}, run_layernorm_forward},
+    {"layernorm_backward", {{NC, F32}, {C, F32}, {C, F32}, {NC, F32}, {NC, F32}, {C, F32}, {N, F32}, {N, F32}},
+     run_layernorm_backward},
+    {"matmul_forward", {{N * OC, F32}, {N * IC, F32}, {IC * OC, F32}, {OC, F32}}, run_matmul_forward},
+    {"matmul_forward (no bias)", {{N * OC, F32}, {N * IC, F32}, {IC * OC, F32}}, run_matmul_forward_no_bias},
+    {"matmul_backward", {{N * IC, F32}, {IC * OC, F32}, {OC, F32}, {N * OC, F32}, {N * IC, F32}, {IC * OC, F32}},
+     run_matmul_backward},
+    {"matmul_backward (weights only)",
+     {{N * IC, F32}, {IC * OC, F32}, {OC, F32}, {N * OC, F32}, {N * IC, F32}, {IC * OC, F32}},
+     run_matmul_backward_weights_only},
+    {"attention_forward", {{NC, F32}, {(size_t)B * NH * T * T, F32}, {3 * NC, F32}}, run_attention_forward},
+    {"attention_backward",
+     {{3 * NC, F32}, {(size_t)B * NH * T * T, F32}, {NC, F32}, {3 * NC, F32}, {(size_t)B * NH * T * T, F32}},
+     run_attention_backward},
+    {"gelu_forward", {{NC + 3, F32}, {NC + 3, F32}}, run_gelu_forward},
+    {"gelu_backward", {{NC + 3, F32}, {NC + 3, F32}}, run_gelu_backward},
+    {"residual_forward", {{NC + 3, F32}, {NC + 3, F32}, {NC + 3, F32}}, run_residual_forward},
+    {"crossentropy_softmax (loss)", {{(size_t)N * VP, F32}, {N, F32}, {N, IDS}}, run_crossentropy_loss},
+    {"crossentropy_softmax (gradient)", {{(size_t)N * VP, F32}, {N, F32}, {N, IDS}}, run_crossentropy_grad},
+    {"embed_forward", {{NC, F32}, {N, IDS}, {(size_t)VP * C, F32}, {(size_t)T * C, F32}}, run_embed_forward},
+    {"embed_backward", {{(size_t)VP * C, F32}, {(size_t)T * C, F32}, {N, IDS}, {NC, F32}}, run_embed_backward},
+    {"sgemm", SGEMM_BUFS(0, 0), run_sgemm_nn},
+    {"sgemm (B transposed)", SGEMM_BUFS(0, 1), run_sgemm_nt},
+    {"sgemm (A transposed)", SGEMM_BUFS(1, 0), run_sgemm_tn},
+    {"sgemm (both transposed)", SGEMM_BUFS(1, 1), run_sgemm_tt},
+    {"sum", {{LONG_N, F32}}, run_sum},
+    {"sum_sq", {{LONG_N, F32}}, run_sum_sq},
+    {"bf16_to_f32", {{NC + 3, F32}, {NC + 3, BF16}}, run_bf16_to_f32},
+    {"f32_to_bf16", {{NC + 3, BF16}, {NC + 3, F32}}, run_f32_to_bf16},
+    {"copy", {{NC + 3, F32}, {NC + 3, F32}}, run_copy},
+    {"memset", {{NC + 3, F32}}, run_memset},
+};
+
+static void test_every_op_is_bit_identical_to_cpu(void **state) {
+    (void)state;
+    const compute_backend *cpu = compute_backend_cpu(), *check = compute_backend_check();
+    for (size_t k = 0; k < sizeof op_cases / sizeof op_cases[0]; k++) {
+        const op_case *c = &op_cases[k];
+        const int n = buf_count(c);
+        void *init[MAX_BUFS], *want[MAX_BUFS], *got[MAX_BUFS];
+        for (int i = 0; i < n; i++) init[i] = make_init(&c->bufs[i], 100 * k + (uint64_t)i + 1);
+        double want_s, got_s;
+        run_case(cpu, c, init, want, &want_s);
+        run_case(check, c, init, got, &got_s);
+        int changed = want_s != 0.0;   /* the op did something, so a backend that does nothing fails */
+        for (int i = 0; i < n; i++) {
+            const size_t bytes = c->bufs[i].n * elem_bytes(c->bufs[i].kind);
+            if (memcmp(want[i], got[i], bytes) != 0) fail_msg("%s: array %d differs from the CPU backend's", c->name, i);
+            changed |= memcmp(want[i], init[i], bytes) != 0;
+            free(init[i]);
+            free(want[i]);
+            free(got[i]);
+        }
+        if (memcmp(&want_s, &got_s, sizeof want_s) != 0) fail_msg("%s: %.17g, the CPU backend %.17g", c->name, got_s, want_s);
+        if (!changed) fail_msg("%s: the op changed nothing", c->name);
+        printf("  %-34s identical\n", c->name);
+    }
+}
+
+/* --- memory the host must not touch, and ops given host memory ---------------------- */
+
+/* Runs fn(arg) in a forked child with the default handlers for the signals
+ * of a fault or an abort, its stderr into a file; returns the signal that
+ * ended the child (0 if it exited) and its stderr in msg. */
+static int signal_of_child(void (*fn)(void *), void *arg, char *msg, size_t msg_size) {
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        signal(SIGABRT, SIG_DFL);
+        dup2(fileno(log), 2);
+        fn(arg);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    rewind(log);
+    size_t got = fread(msg, 1, msg_size - 1, log);
+    msg[got] = '\0';
+    fclose(log);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+typedef struct device_pair {
+    const compute_backend *be;
+    float *a, *b;      /* device, 1000 floats each */
+    float host[1000];
+} device_pair;
+
+static void device_pair_make(device_pair *d) {
+    d->be = compute_backend_check();
+    assert_non_null(d->a = d->be->alloc(d->be, sizeof d->host));
+    assert_non_null(d->b = d->be->alloc(d->be, sizeof d->host));
+    for (int i = 0; i < 1000; i++) d->host[i] = (float)i;
+}
+
+static void device_pair_free(device_pair *d) {
+    d->be->free(d->be, d->a);
+    d->be->free(d->be, d->b);
+}
+
+static void write_device(void *arg) { ((volatile float *)((device_pair *)arg)->a)[10] = 1.0f; }
+static void read_device(void *arg) {
+    volatile float x = ((volatile float *)((device_pair *)arg)->a)[999];
+    (void)x;
+}
+/* an op opens a's memory only while it runs */
+static void read_device_after_op(void *arg) {
+    device_pair *d = arg;
+    d->be->memset(d->be, d->a, 0, sizeof d->host);
+    read_device(arg);
+}
+
+static void test_host_access_to_device_memory_faults(void **state) {
+    (void)state;
+    device_pair d;
+    device_pair_make(&d);
+    char msg[512];
+    assert_int_equal(signal_of_child(write_device, &d, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(read_device, &d, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(read_device_after_op, &d, msg, sizeof msg), SIGSEGV);
+    /* through the backend the same memory works */
+    d.be->to_device(d.be, d.a, d.host, sizeof d.host);
+    float back[1000];
+    d.be->to_host(d.be, back, d.a, sizeof back);
+    assert_memory_equal(back, d.host, sizeof back);
+    device_pair_free(&d);
+}
+
+static void layernorm_on_host_input(void *arg) {
+    device_pair *d = arg;   /* a: out [10, 100]; b: mean, rstd, w, b; the input is host memory */
+    d->be->layernorm_forward(d->be, d->a, d->b, d->b + 10, d->host, d->b + 20, d->b + 120, 10, 100);
+}
+static void to_device_from_device(void *arg) {
+    device_pair *d = arg;
+    d->be->to_device(d->be, d->a, d->b, sizeof d->host);
+}
+static void to_host_into_device(void *arg) {
+    device_pair *d = arg;
+    d->be->to_host(d->be, d->b, d->a, sizeof d->host);
+}
+static void gelu_past_the_allocation(void *arg) {
+    device_pair *d = arg;
+    d->be->gelu_forward(d->be, d->a, d->b, 1001);
+}
+static void free_host_memory(void *arg) {
+    device_pair *d = arg;
+    d->be->free(d->be, d->host);
+}
+
+static void expect_abort(device_pair *d, void (*fn)(void *), const char *message) {
+    char msg[512];
+    int sig = signal_of_child(fn, d, msg, sizeof msg);
+    if (sig != SIGABRT || !strstr(msg, message))
+        fail_msg("expected an abort saying \"%s\"; got signal %d saying \"%s\"", message, sig, msg);
+}
+
+static void test_misused_pointers_abort(void **state) {
+    (void)state;
+    device_pair d;
+    device_pair_make(&d);
+    expect_abort(&d, layernorm_on_host_input, "check backend: layernorm_forward: argument 'inp' is not device memory");
+    expect_abort(&d, to_device_from_device, "check backend: to_device: argument 'src_host' is device memory");
+    expect_abort(&d, to_host_into_device, "check backend: to_host: argument 'dst_host' is device memory");
+    expect_abort(&d, gelu_past_the_allocation, "check backend: gelu_forward: argument 'out' (4004 bytes at offset 0) "
+                                               "runs past its device allocation of 4000 bytes");
+    expect_abort(&d, free_host_memory, "check backend: free: argument 'dev' is not the start of a device allocation");
+    device_pair_free(&d);
+}
+
+static void test_empty_allocations_and_null(void **state) {
+    (void)state;
+    for (int k = 0; k < 2; k++) {
+        const compute_backend *be = k ? compute_backend_check() : compute_backend_cpu();
+        void *p = be->alloc(be, 0);
+        assert_non_null(p);
+        be->memset(be, p, 0, 0);   /* a zero extent inside a zero-byte allocation */
+        be->free(be, p);
+        be->free(be, NULL);
+    }
+}
+
+/* --- two threads ----------------------------------------------------------------------- */
+
+/* Both threads read one shared device array while writing their own: the
+ * shared region must stay open while either thread's op runs on it. */
+enum { SHARED_N = 4096, ROUNDS = 2000 };
+typedef struct worker {
+    const compute_backend *be;
+    const float *shared;
+    float *own;
+    float host[SHARED_N];
+    double sum;
+} worker;
+
+static void *work(void *arg) {
+    worker *w = arg;
+    for (int r = 0; r < ROUNDS; r++) {
+        w->be->to_host(w->be, w->host, w->shared, sizeof w->host);
+        w->be->residual_forward(w->be, w->own, w->shared, w->shared, SHARED_N);
+        w->sum = w->be->sum(w->be, w->own, SHARED_N);
+    }
+    return NULL;
+}
+
+static void test_two_threads_share_device_memory(void **state) {
+    (void)state;
+    const compute_backend *be = compute_backend_check();
+    float init[SHARED_N];
+    double want = 0.0;
+    for (int i = 0; i < SHARED_N; i++) want += (double)(init[i] = (float)(i % 97) * 0.5f) * 2.0f;
+    float *shared = be->alloc(be, sizeof init);
+    assert_non_null(shared);
+    be->to_device(be, shared, init, sizeof init);
+    static worker w[2];
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+        w[k] = (worker){.be = be, .shared = shared, .own = be->alloc(be, sizeof init)};
+        assert_non_null(w[k].own);
+        assert_int_equal(pthread_create(&th[k], NULL, work, &w[k]), 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+        assert_memory_equal(w[k].host, init, sizeof init);
+        assert_true(w[k].sum == want);
+        be->free(be, w[k].own);
+    }
+    be->free(be, shared);
+}
+
+/* --- choosing a backend ----------------------------------------------------------------- */
+
+static void test_backends_by_name(void **state) {
+    (void)state;
+    assert_ptr_equal(compute_backend_named("cpu"), compute_backend_cpu());
+    assert_ptr_equal(compute_backend_named("check"), compute_backend_check());
+    assert_null(compute_backend_named("cuda"));
+    assert_null(compute_backend_named(""));
+    assert_null(compute_backend_named("CPU"));
+    assert_null(compute_backend_named(NULL));
+    assert_string_equal(compute_backend_cpu()->name, "cpu");
+    assert_string_equal(compute_backend_check()->name, "check");
+    assert_int_equal(compute_backend_cpu()->unified, 1);
+    assert_int_equal(compute_backend_check()->unified, 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_op_is_bit_identical_to_cpu),
+        cmocka_unit_test(test_host_access_to_device_memory_faults),
+        cmocka_unit_test(test_misused_pointers_abort),
+        cmocka_unit_test(test_empty_allocations_and_null),
+        cmocka_unit_test(test_two_threads_share_device_memory),
+        cmocka_unit_test(test_backends_by_name),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
