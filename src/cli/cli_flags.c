@@ -183,7 +183,10 @@ st_status cli_flags_scan(const cli_spec *cmd, int argc, char **argv, cli_parsed 
     out->n_flag_words = first_arg - 1;
     out->args = argv + first_arg;
     out->n_args = argc - first_arg;
-    if (out->n_args && !cmd->takes_args) return st_fail(err, ST_EINVAL, "unexpected argument '%s'", out->args[0]);
+    if (out->n_args && !cmd->takes_args && !cmd->one_arg)
+        return st_fail(err, ST_EINVAL, "unexpected argument '%s'", out->args[0]);
+    if (out->n_args > 1 && cmd->one_arg)
+        return st_fail(err, ST_EINVAL, "one %s argument, not '%s' and '%s'", cmd->one_arg, out->args[0], out->args[1]);
     return ST_OK;
 }
 

@@ -91,6 +91,7 @@ typedef struct cli_spec {
     const cli_flag *flags;
     size_t n_flags;
     int takes_args;           /* arguments that are not flags go to the command (else: usage error) */
+    const char *one_arg;      /* it takes at most one, this one ("PATH[,PATH...]"): more is a usage error */
     const char *config_help;  /* --config FILE.json is accepted, with this help line; NULL: it is not */
     int lists_models;         /* the help ends with the model names (commands with the model shape flags) */
 } cli_spec;

@@ -30,7 +30,7 @@ static const cli_spec export_spec = {
              "read-only.",
     .flags = export_flags,
     .n_flags = CLI_COUNT(export_flags),
-    .takes_args = 1,
+    .one_arg = "RUN_DIR or store",
 };
 
 /* Unit u's master weights, from the last commit (gpt_unit_reader). */
@@ -46,8 +46,6 @@ int cmd_export(int argc, char **argv) {
     cli_parsed flags;
     int parsed = cli_parse_flags(&export_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
-    if (flags.n_args > 1)
-        return cli_usage_error("export", "one RUN_DIR or store argument, not '%s' and '%s'", flags.args[0], flags.args[1]);
     const char *arg = flags.n_args ? flags.args[0] : NULL, *out = o.out;
     if (!arg || !arg[0]) return cli_usage_error("export", "give a run directory or the store's directories");
     if (!out) return cli_usage_error("export", "--out FILE.safetensors is required");

@@ -49,7 +49,7 @@ static const cli_spec fsck_spec = {
                 "file, I/O error, store in use or missing); 2 bad usage.",
     .flags = fsck_flags,
     .n_flags = CLI_COUNT(fsck_flags),
-    .takes_args = 1,
+    .one_arg = "PATH[,PATH...]",
 };
 
 typedef struct fsck_ctx {
@@ -115,8 +115,6 @@ int cmd_fsck(int argc, char **argv) {
     cli_parsed flags;
     int parsed = cli_parse_flags(&fsck_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
-    if (flags.n_args > 1)
-        return cli_usage_error("fsck", "one PATH[,PATH...] argument, not '%s' and '%s'", flags.args[0], flags.args[1]);
     const char *arg = flags.n_args ? flags.args[0] : NULL;
     if (!arg || !arg[0]) return cli_usage_error("fsck", "give the store's directories, or a run directory");
 

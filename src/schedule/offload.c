@@ -249,8 +249,10 @@ void offload_trainer_free(offload_trainer *t) {
     opt_worker_stop(&t->worker);
     /* nothing is freed under I/O */
     weights_drain(&t->wl);
-    acts_drain(&t->acts);
-    grads_drain(&t->grads);
+    env_drain_each(t->acts.rd, LAYOUT_ACT_BUFFERS);
+    env_drain_each(t->acts.wr, LAYOUT_ACT_BUFFERS);
+    env_drain_each(t->grads.rd, LAYOUT_GRAD_BUFFERS);
+    env_drain_each(t->grads.wr, LAYOUT_GRAD_BUFFERS);
     trace_close(t->env.tr, NULL);
     store_close(t->env.st);
     sched_list_free(&t->first);
@@ -429,10 +431,11 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
 
 st_status offload_trainer_sync(offload_trainer *t, st_error *err) {
     st_status s = opt_worker_wait(&t->worker, -1, err);
-    st_status r = acts_sync(&t->acts, s == ST_OK ? err : NULL);
-    if (s == ST_OK) s = r;
-    r = grads_sync(&t->grads, s == ST_OK ? err : NULL);
-    return s == ST_OK ? r : s;
+    /* the saves still being written behind */
+    s = first_error(s, env_wait_each(&t->env, t->acts.wr, LAYOUT_ACT_BUFFERS, "wait for checkpoint save",
+                                     s == ST_OK ? err : NULL));
+    return first_error(s, env_wait_each(&t->env, t->grads.wr, LAYOUT_GRAD_BUFFERS, "wait for gradient save",
+                                        s == ST_OK ? err : NULL));
 }
 
 st_status offload_trainer_commit(offload_trainer *t, const void *meta, size_t n, st_error *err) {

@@ -12,15 +12,13 @@ static store_key act_key(int u, int m) { return (store_key){STORE_ACTIVATIONS, u
 static uint64_t act_bytes(const act_pool *ap) { return layout_act_bytes(ap->env->lay); }
 
 static st_status wait_write(act_pool *ap, int i, st_error *err) {
-    if (!ap->wr_pending[i]) return ST_OK;
-    ap->wr_pending[i] = 0;
-    return env_compute_wait(ap->env, &ap->wr[i], "wait for checkpoint save", err);
+    return env_wait_each(ap->env, &ap->wr[i], 1, "wait for checkpoint save", err);
 }
 
 /* A read of act[u][m] may start once its save is on the SSD. */
 static st_status wait_saved(act_pool *ap, int u, int m, st_error *err) {
     for (int i = 0; i < LAYOUT_ACT_BUFFERS; i++)
-        if (ap->wr_pending[i] && ap->wr_u[i] == u && ap->wr_m[i] == m) return wait_write(ap, i, err);
+        if (ap->wr[i].n && ap->wr[i].unit == u && ap->wr[i].mb == m) return wait_write(ap, i, err);
     return ST_OK;
 }
 
@@ -60,9 +58,9 @@ st_status acts_save(act_pool *ap, int u, int m, st_error *err) {
     if (s == ST_OK) s = wait_write(ap, i, err);
     if (s != ST_OK) return s;
     double t0 = st_now();
-    s = store_write_async(ap->env->st, act_key(u, m), ap->buf[i], act_bytes(ap), &ap->wr[i], err);
+    s = store_write_async(ap->env->st, act_key(u, m), ap->buf[i], act_bytes(ap), &ap->wr[i].op[0], err);
     if (s != ST_OK) return s;
-    ap->wr_pending[i] = 1, ap->wr_u[i] = u, ap->wr_m[i] = m;
+    ap->wr[i].n = 1, ap->wr[i].unit = u, ap->wr[i].mb = m;
     ap->env->stats.bytes_overlapped += act_bytes(ap);
     env_trace_ssd(ap->env, "start write", act_key(u, m), t0, st_now());
     return ST_OK;
@@ -72,10 +70,9 @@ st_status acts_save(act_pool *ap, int u, int m, st_error *err) {
 static st_status wait_read_ahead(act_pool *ap, float *buf, int *ready, st_error *err) {
     *ready = 0;
     int i = buf_index(ap, buf);
-    if (i < 0 || !ap->rd_pending[i]) return ST_OK;
-    st_status s = env_compute_wait(ap->env, &ap->rd[i], "wait for checkpoint", err);
+    if (i < 0 || !ap->rd[i].n) return ST_OK;
+    st_status s = env_wait_each(ap->env, &ap->rd[i], 1, "wait for checkpoint", err);
     ap->env->stats.bytes_overlapped += act_bytes(ap);
-    ap->rd_pending[i] = 0;
     *ready = s == ST_OK;
     return s;
 }
@@ -100,25 +97,8 @@ st_status acts_read_ahead(act_pool *ap, int u, int m, st_error *err) {
         return s;
     }
     *sl = ap->buf[i];
-    s = store_read_async(ap->env->st, act_key(u, m), *sl, act_bytes(ap), &ap->rd[i], err);
-    if (s == ST_OK) ap->rd_pending[i] = 1;
+    s = store_read_async(ap->env->st, act_key(u, m), *sl, act_bytes(ap), &ap->rd[i].op[0], err);
+    if (s == ST_OK) ap->rd[i].n = 1;
     else ap->free_list[ap->n_free++] = i, *sl = NULL;
     return s;
-}
-
-st_status acts_sync(act_pool *ap, st_error *err) {
-    st_status s = ST_OK;
-    for (int i = 0; i < LAYOUT_ACT_BUFFERS; i++) {
-        st_status r = wait_write(ap, i, s == ST_OK ? err : NULL);
-        if (s == ST_OK) s = r;
-    }
-    return s;
-}
-
-void acts_drain(act_pool *ap) {
-    for (int i = 0; i < LAYOUT_ACT_BUFFERS; i++) {
-        if (ap->rd_pending[i]) store_op_wait(&ap->rd[i], NULL);
-        if (ap->wr_pending[i]) store_op_wait(&ap->wr[i], NULL);
-        ap->rd_pending[i] = ap->wr_pending[i] = 0;
-    }
 }

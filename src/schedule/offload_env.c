@@ -34,11 +34,25 @@ st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error
 st_status env_compute_wait_all(exec_env *e, store_op *ops, int *n, const char *what, st_error *err) {
     st_status s = ST_OK;
     for (int i = 0; i < *n; i++) {
-        st_status r = env_compute_wait(e, &ops[i], what, s == ST_OK ? err : NULL);
-        if (s == ST_OK) s = r;
+        s = first_error(s, env_compute_wait(e, &ops[i], what, s == ST_OK ? err : NULL));
     }
     *n = 0;
     return s;
+}
+
+void env_drain(store_op *ops, int *n) {
+    for (int i = 0; i < *n; i++) store_op_wait(&ops[i], NULL);
+    *n = 0;
+}
+
+st_status env_wait_each(exec_env *e, exec_transfers *x, int n, const char *what, st_error *err) {
+    st_status s = ST_OK;
+    for (int i = 0; i < n; i++) s = first_error(s, env_compute_wait_all(e, x[i].op, &x[i].n, what, s == ST_OK ? err : NULL));
+    return s;
+}
+
+void env_drain_each(exec_transfers *x, int n) {
+    for (int i = 0; i < n; i++) env_drain(x[i].op, &x[i].n);
 }
 
 void env_traffic(const exec_env *e, uint64_t out[2][STORE_KIND_COUNT]) {

@@ -22,14 +22,14 @@ static void buffer_class(int u, int *lo, int *hi) {
 }
 
 static st_status wait_writes(grad_pool *gp, int i, st_error *err) {
-    return env_compute_wait_all(gp->env, gp->buf[i].wr, &gp->buf[i].n_wr, "wait for gradient save", err);
+    return env_wait_each(gp->env, &gp->wr[i], 1, "wait for gradient save", err);
 }
 
 /* Waits until no save of unit u's gradients is in flight (a read of them,
  * or a new save, may then start). */
 static st_status wait_saved(grad_pool *gp, int u, st_error *err) {
     for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++)
-        if (gp->buf[i].n_wr && gp->buf[i].wr_unit == u) return wait_writes(gp, i, err);
+        if (gp->wr[i].n && gp->wr[i].unit == u) return wait_writes(gp, i, err);
     return ST_OK;
 }
 
@@ -128,7 +128,8 @@ static store_key grad_key(int u, int part) { return (store_key){STORE_GRADS, u, 
 /* Starts reading the share of unit u's gradients a LOAD_GRAD names into the
  * unit's buffer. */
 static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
-    grad_buf *g = &gp->buf[gp->of[k->unit]];
+    const int b = gp->of[k->unit];
+    exec_transfers *rd = &gp->rd[b];
     int p0, p1;
     share_parts(gp, k, &p0, &p1);
     st_status s = wait_saved(gp, k->unit, err);
@@ -136,9 +137,9 @@ static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
         size_t lo, hi;
         layout_part_range(gp->env->lay, k->unit, part, &lo, &hi);
         if (lo == hi) continue;
-        s = store_read_async(gp->env->st, grad_key(k->unit, part), g->data + lo, store_padded_bytes((hi - lo) * 4),
-                             &g->rd[g->n_rd], err);
-        if (s == ST_OK) g->n_rd++;
+        s = store_read_async(gp->env->st, grad_key(k->unit, part), gp->buf[b].data + lo,
+                             store_padded_bytes((hi - lo) * 4), &rd->op[rd->n], err);
+        if (s == ST_OK) rd->n++;
     }
     return s;
 }
@@ -150,15 +151,14 @@ static uint64_t share_bytes(const grad_pool *gp, const sched_task *k) {
 st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
     st_status s;
     int got;
-    if (gp->of[k->unit] >= 0 && gp->buf[gp->of[k->unit]].n_rd > 0) {
+    if (gp->of[k->unit] >= 0 && gp->rd[gp->of[k->unit]].n > 0) {
         gp->env->stats.bytes_overlapped += share_bytes(gp, k);
     } else {
         if (gp->of[k->unit] < 0 && (s = acquire(gp, k->unit, 1, &got, err)) != ST_OK) return s;
         if ((s = start_read(gp, k, err)) != ST_OK) return s;
         gp->env->stats.bytes_blocking += share_bytes(gp, k);
     }
-    grad_buf *g = &gp->buf[gp->of[k->unit]];
-    return env_compute_wait_all(gp->env, g->rd, &g->n_rd, "wait for gradients", err);
+    return env_wait_each(gp->env, &gp->rd[gp->of[k->unit]], 1, "wait for gradients", err);
 }
 
 st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err) {
@@ -173,7 +173,8 @@ st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err) {
     const int u = k->unit;
     if (gp->of[u] < 0) return st_fail(err, ST_EINVAL, "save of unit %d's gradients, which are not in memory", u);
     st_status s = wait_saved(gp, u, err);
-    grad_buf *g = &gp->buf[gp->of[u]];
+    const int b = gp->of[u];
+    exec_transfers *wr = &gp->wr[b];
     int p0, p1;
     share_parts(gp, k, &p0, &p1);
     double t0 = st_now();
@@ -181,30 +182,13 @@ st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err) {
         size_t lo, hi;
         layout_part_range(gp->env->lay, u, part, &lo, &hi);
         if (lo == hi) continue;
-        s = store_write_async(gp->env->st, grad_key(u, part), g->data + lo, store_padded_bytes((hi - lo) * 4),
-                              &g->wr[g->n_wr], err);
-        if (s == ST_OK) g->n_wr++, g->wr_unit = u;
+        s = store_write_async(gp->env->st, grad_key(u, part), gp->buf[b].data + lo, store_padded_bytes((hi - lo) * 4),
+                              &wr->op[wr->n], err);
+        if (s == ST_OK) wr->n++, wr->unit = u;
     }
     if (s == ST_OK) {
         gp->env->stats.bytes_overlapped += share_bytes(gp, k);
         env_trace_ssd(gp->env, "start write", grad_key(u, p0), t0, st_now());
     }
     return s;
-}
-
-st_status grads_sync(grad_pool *gp, st_error *err) {
-    st_status s = ST_OK;
-    for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++) {
-        st_status r = wait_writes(gp, i, s == ST_OK ? err : NULL);
-        if (s == ST_OK) s = r;
-    }
-    return s;
-}
-
-void grads_drain(grad_pool *gp) {
-    for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++) {
-        for (int k = 0; k < gp->buf[i].n_rd; k++) store_op_wait(&gp->buf[i].rd[k], NULL);
-        for (int k = 0; k < gp->buf[i].n_wr; k++) store_op_wait(&gp->buf[i].wr[k], NULL);
-        gp->buf[i].n_rd = gp->buf[i].n_wr = 0;
-    }
 }

@@ -32,6 +32,10 @@
 #include "strata/store.h"
 #include "strata/trace.h"
 
+/* Waits that must all run even after one fails report the first failure:
+ *     s = first_error(s, wait(..., s == ST_OK ? err : NULL));   // err keeps the first message */
+static inline st_status first_error(st_status s, st_status next) { return s != ST_OK ? s : next; }
+
 /* ---- exec_env: shared by every part ------------------------------------------------ */
 
 typedef struct exec_env {
@@ -58,6 +62,19 @@ st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error
 /* Waits for n transfers (the compute thread's), returning the first error;
  * *n becomes 0. */
 st_status env_compute_wait_all(exec_env *e, store_op *ops, int *n, const char *what, st_error *err);
+/* Waits for n transfers whatever they end with (nothing is freed under I/O); *n becomes 0. */
+void env_drain(store_op *ops, int *n);
+
+/* The transfers in flight from or into one buffer of a pool (the compute
+ * thread's), started together and waited for together. */
+typedef struct exec_transfers {
+    store_op op[2];
+    int n;
+    int unit, mb;              /* what a save moves: a later read of that tensor waits for it */
+} exec_transfers;
+/* Waits for the transfers of each of n buffers (every one, reporting the first error). */
+st_status env_wait_each(exec_env *e, exec_transfers *x, int n, const char *what, st_error *err);
+void env_drain_each(exec_transfers *x, int n);
 /* Store traffic per kind so far: [0] read, [1] written. */
 void env_traffic(const exec_env *e, uint64_t out[2][STORE_KIND_COUNT]);
 
@@ -146,10 +163,8 @@ typedef struct act_pool {
     float **slot;              /* [(L+1) * M]: where act[u][m] is now, NULL if only on the SSD */
     float *buf[LAYOUT_ACT_BUFFERS];
     int free_list[LAYOUT_ACT_BUFFERS], n_free;
-    store_op rd[LAYOUT_ACT_BUFFERS];        /* a read ahead into buf[i] */
-    int rd_pending[LAYOUT_ACT_BUFFERS];
-    store_op wr[LAYOUT_ACT_BUFFERS];        /* a save from buf[i], written behind */
-    int wr_pending[LAYOUT_ACT_BUFFERS], wr_u[LAYOUT_ACT_BUFFERS], wr_m[LAYOUT_ACT_BUFFERS];
+    exec_transfers rd[LAYOUT_ACT_BUFFERS];  /* a read ahead into buf[i] */
+    exec_transfers wr[LAYOUT_ACT_BUFFERS];  /* a save from buf[i], written behind */
 } act_pool;
 
 /* Where act[u][m] is now (NULL: only on the SSD). */
@@ -164,9 +179,6 @@ void acts_drop(act_pool *ap, int u, int m);
 st_status acts_load(act_pool *ap, int u, int m, st_error *err);
 /* Starts reading act[u][m] ahead, when a buffer is free. */
 st_status acts_read_ahead(act_pool *ap, int u, int m, st_error *err);
-/* Waits for every save still being written behind. */
-st_status acts_sync(act_pool *ap, st_error *err);
-void acts_drain(act_pool *ap);
 
 /* ---- grad_pool: gradient accumulators ------------------------------------------------ */
 
@@ -174,9 +186,6 @@ typedef struct grad_buf {
     float *data;               /* element e of the unit at data[e] */
     int held;                  /* the compute thread still uses it (under lock) */
     int jobs;                  /* queued optimizer jobs that read it (under lock) */
-    store_op rd[2], wr[2];     /* a read ahead into it, saves from it (the compute thread's) */
-    int n_rd, n_wr;
-    int wr_unit;               /* unit whose save is in flight from it */
 } grad_buf;
 
 typedef struct grad_pool {
@@ -184,6 +193,8 @@ typedef struct grad_pool {
     int n_units;
     float *all;                /* every unit's gradients, when they stay in memory; else NULL */
     grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the embedding unit's, then the blocks' */
+    exec_transfers rd[LAYOUT_GRAD_BUFFERS];   /* a read ahead into buf[i] (its parts) */
+    exec_transfers wr[LAYOUT_GRAD_BUFFERS];   /* saves from buf[i] (its parts), of unit wr[i].unit */
     int *of;                   /* [n_units]: the buffer holding the unit's gradients, or -1 (on the SSD) */
     char *fresh;               /* [n_units]: zeroed in this iteration yet */
     pthread_mutex_t lock;      /* guards held and jobs: the worker gives buffers back */
@@ -212,9 +223,6 @@ int grads_ref(grad_pool *gp, int u);
 void grads_unref(grad_pool *gp, int buf);
 /* The gradients a job reads: its unit's, from its buffer or memory. */
 const float *grads_for_job(const grad_pool *gp, const opt_job *job);
-/* Waits for every save still being written behind. */
-st_status grads_sync(grad_pool *gp, st_error *err);
-void grads_drain(grad_pool *gp);
 
 /* ---- opt_stream: one optimizer job ------------------------------------------------- */
 

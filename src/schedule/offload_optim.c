@@ -17,8 +17,7 @@ static st_status slot_wait(opt_stream *os, opt_slot *sl, int writes, st_error *e
     st_status s = ST_OK;
     double t0 = st_now();
     for (int i = 0; i < *n; i++) {
-        st_status r = store_op_wait(writes ? &sl->wr[i] : &sl->rd[i], s == ST_OK ? err : NULL);
-        if (s == ST_OK) s = r;
+        s = first_error(s, store_op_wait(writes ? &sl->wr[i] : &sl->rd[i], s == ST_OK ? err : NULL));
     }
     double t1 = st_now();
     *n = 0;
@@ -126,10 +125,8 @@ st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_
     }
     /* the job is done when its writes are: the unit's next weight load reads them */
     for (int i = 0; i < LAYOUT_OPT_SLOTS; i++) {
-        st_status r = slot_wait(os, &os->slot[i], 0, s == ST_OK ? err : NULL);
-        if (s == ST_OK) s = r;
-        r = slot_wait(os, &os->slot[i], 1, s == ST_OK ? err : NULL);
-        if (s == ST_OK) s = r;
+        s = first_error(s, slot_wait(os, &os->slot[i], 0, s == ST_OK ? err : NULL));
+        s = first_error(s, slot_wait(os, &os->slot[i], 1, s == ST_OK ? err : NULL));
     }
     return s;
 }

@@ -73,8 +73,5 @@ st_status weights_read_ahead(weight_loader *wl, int u, st_error *err) {
 }
 
 void weights_drain(weight_loader *wl) {
-    for (int b = 0; b < 2; b++) {
-        for (int i = 0; i < wl->n_op[b]; i++) store_op_wait(&wl->op[b][i], NULL);
-        wl->n_op[b] = 0;
-    }
+    for (int b = 0; b < 2; b++) env_drain(wl->op[b], &wl->n_op[b]);
 }

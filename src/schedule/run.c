@@ -18,6 +18,7 @@ typedef struct trainer_ops {
     st_status (*read_unit)(train_run *r, int unit, float *out, st_error *err);
     st_status (*commit)(train_run *r, const void *meta, size_t n, st_error *err);
     long (*steps_done)(const train_run *r);
+    void (*free)(train_run *r);   /* what the trainer holds, not the run itself */
 } trainer_ops;
 
 struct train_run {
@@ -54,9 +55,14 @@ static st_status memory_commit(train_run *r, const void *meta, size_t n, st_erro
     return s == ST_OK ? store_commit(r->ckpt, err) : s;
 }
 static long memory_steps_done(const train_run *r) { return trainer_steps_done(r->mem); }
+static void memory_free(train_run *r) {
+    trainer_free(r->mem);
+    store_close(r->ckpt);
+    st_free_aligned(r->stage);
+}
 
 static const trainer_ops memory_ops = {memory_step, memory_eval, memory_flush, memory_read_unit, memory_commit,
-                                       memory_steps_done};
+                                       memory_steps_done, memory_free};
 
 /* Opens a store to look at it: the lock is shared, nothing is written. */
 static st_status open_read_only(const store_dirs *d, store **out, st_error *err) {
@@ -108,9 +114,10 @@ static st_status executor_commit(train_run *r, const void *meta, size_t n, st_er
     return offload_trainer_commit(r->off, meta, n, err);
 }
 static long executor_steps_done(const train_run *r) { return offload_trainer_steps_done(r->off); }
+static void executor_free(train_run *r) { offload_trainer_free(r->off); }
 
 static const trainer_ops executor_ops = {executor_step, executor_eval, executor_flush, executor_read_unit,
-                                         executor_commit, executor_steps_done};
+                                         executor_commit, executor_steps_done, executor_free};
 
 offload_config train_run_executor_config(const train_run_config *c) {
     offload_config oc = {.train = c->train, .schedule = c->schedule, .alpha = c->alpha, .place = c->place,
@@ -165,20 +172,13 @@ st_status train_run_create(train_run **out, const train_run_config *c, const flo
         r->ops = &memory_ops;
         s = memory_create(r, c, c->resume ? NULL : init, err);
     }
-    if (s != ST_OK) {
-        train_run_free(r);
-        return s;
-    }
-    *out = r;
-    return ST_OK;
+    if (s == ST_OK) *out = r;
+    else train_run_free(r);
+    return s;
 }
 
 void train_run_free(train_run *r) {
-    if (!r) return;
-    trainer_free(r->mem);
-    offload_trainer_free(r->off);
-    store_close(r->ckpt);
-    st_free_aligned(r->stage);
+    if (r) r->ops->free(r);
     free(r);
 }
 
