@@ -124,6 +124,132 @@ static void test_structure_all_variants(void **state) {
                 }
 }
 
+static int is_copy(task_op op) {
+    return op == TASK_TOKENS_TO_DEVICE || op == TASK_ACT_TO_DEVICE || op == TASK_ACT_TO_HOST ||
+           op == TASK_GRAD_TO_DEVICE || op == TASK_GRAD_TO_HOST;
+}
+
+/* The index of the task before i that is not a gradient or token copy (those may come between an
+ * activation's copy in and its reader), or -1. */
+static int before_other_copies(const sched_list *l, int i) {
+    int j = i - 1;
+    while (j >= 0 && (l->tasks[j].op == TASK_GRAD_TO_DEVICE || l->tasks[j].op == TASK_TOKENS_TO_DEVICE)) j--;
+    return j;
+}
+
+static int has_dep(const sched_task *t, int d) {
+    for (int k = 0; k < t->n_deps; k++)
+        if (t->deps[k] == d) return 1;
+    return 0;
+}
+
+/* A separate device's list is the unified list with copies added, and the
+ * copies keep every compute task's inputs on the device and every host task's
+ * on the host. */
+static void check_device_copies(const sched_params *unified, int deferred_in, int flush) {
+    sched_params p = *unified;
+    p.separate_device = 1;
+    sched_list a, b;
+    st_error err = {0};
+    if (flush) {
+        assert_int_equal(sched_build_flush(unified, &a, &err), ST_OK);
+        assert_int_equal(sched_build_flush(&p, &b, &err), ST_OK);
+    } else {
+        a = build(unified, deferred_in);
+        b = build(&p, deferred_in);
+    }
+    const int L1 = p.n_units;
+    int j = 0, tokens = -1, on_device = -1, grad_copies = 0;
+    for (int i = 0; i < b.n; i++) {
+        const sched_task *t = &b.tasks[i];
+        assert_true(t->n_deps <= SCHED_MAX_DEPS);
+        for (int d = 0; d < t->n_deps; d++) assert_true(t->deps[d] >= 0 && t->deps[d] < i);
+        if (t->op == TASK_TOKENS_TO_DEVICE) {
+            assert_int_equal(tokens, -1);   /* once per list */
+            tokens = i;
+        } else if (t->op == TASK_GRAD_TO_DEVICE) {
+            assert_int_equal(on_device, -1);   /* never over another unit's gradients */
+            on_device = t->unit;
+            grad_copies++;
+        } else if (t->op == TASK_GRAD_TO_HOST) {
+            assert_int_equal(on_device, t->unit);
+            on_device = -1;
+        } else if (!is_copy(t->op)) {
+            /* the same task as the unified list's next one */
+            assert_true(j < a.n);
+            const sched_task *u = &a.tasks[j++];
+            assert_int_equal(t->op, u->op);
+            assert_int_equal(t->unit, u->unit);
+            assert_int_equal(t->mb, u->mb);
+            assert_true(t->lo == u->lo && t->hi == u->hi);
+            assert_int_equal(t->deferred, u->deferred);
+            if (sched_is_grad_task(t->op)) assert_int_equal(on_device, sched_grad_unit(t));
+            if (t->op == TASK_SAVE_GRAD || t->op == TASK_LOAD_GRAD || t->op == TASK_OPTIMIZE)
+                assert_int_not_equal(on_device, t->unit);
+            if (t->op == TASK_EMBED_FORWARD || t->op == TASK_HEAD || t->op == TASK_EMBED_BACKWARD)
+                assert_true(tokens >= 0 && has_dep(t, tokens));
+            /* a checkpoint a compute task reads is copied in just before it */
+            int in = t->op == TASK_BLOCK_FORWARD || t->op == TASK_BLOCK_BACKWARD ? t->unit
+                   : t->op == TASK_HEAD                                         ? L1
+                                                                                : -1;
+            if (in >= 0) {
+                const int c = before_other_copies(&b, i);
+                assert_true(c >= 0);
+                assert_int_equal(b.tasks[c].op, TASK_ACT_TO_DEVICE);
+                assert_int_equal(b.tasks[c].unit, in);
+                assert_int_equal(b.tasks[c].mb, t->mb);
+                assert_true(has_dep(t, c));
+            }
+            /* a checkpoint a compute task makes is copied out just after, and saved from there */
+            if (t->op == TASK_EMBED_FORWARD || t->op == TASK_BLOCK_FORWARD) {
+                assert_true(i + 1 < b.n);
+                const sched_task *o = &b.tasks[i + 1];
+                assert_int_equal(o->op, TASK_ACT_TO_HOST);
+                assert_int_equal(o->unit, t->op == TASK_EMBED_FORWARD ? 1 : t->unit + 1);
+                assert_int_equal(o->mb, t->mb);
+                assert_true(has_dep(o, i));
+            }
+            if (t->op == TASK_SAVE_ACT) {
+                const sched_task *o = &b.tasks[t->deps[0]];
+                assert_int_equal(o->op, TASK_ACT_TO_HOST);
+                assert_int_equal(o->unit, t->unit);
+                assert_int_equal(o->mb, t->mb);
+            }
+        }
+    }
+    assert_int_equal(j, a.n);          /* every task of the unified list, in order */
+    assert_int_equal(on_device, -1);   /* every gradient back on the host at the end */
+    if (flush) assert_int_equal(b.n, a.n);
+    else assert_true(tokens >= 0 && grad_copies >= L1);
+    sched_analysis an;
+    assert_int_equal(sched_analyze(&b, L1, &an, &err), ST_OK);
+    sched_analysis_free(&an);
+    if (!flush) check_structure(&p, deferred_in);
+    sched_list_free(&a);
+    sched_list_free(&b);
+}
+
+static void test_device_copies(void **state) {
+    (void)state;
+    const double alphas[3] = {0.0, 0.25, 1.0};
+    for (int k = 0; k < 2; k++)
+        for (int pl = 0; pl < PLACEMENT_COUNT; pl++)
+            for (int a = 0; a < 3; a++)
+                for (int clip = 0; clip < 2; clip++)
+                    for (int M = 1; M <= 3; M += 2) {
+                        sched_params p = params((sched_kind)k, 4, M, alphas[a], clip, 0);
+                        p.place = placement_at(pl);
+                        check_device_copies(&p, 0, 0);
+                        check_device_copies(&p, 1, 0);
+                        check_device_copies(&p, 1, 1);
+                    }
+    /* a unified list has no copies */
+    sched_params p = params(SCHED_VERTICAL, 4, 2, 0.25, 0, 1);
+    sched_list l = build(&p, 1);
+    for (int i = 0; i < l.n; i++) assert_false(is_copy(l.tasks[i].op));
+    sched_list_free(&l);
+}
+
 /* The snake: each forward pass starts with the micro-batch the previous one ended with. */
 static void test_snake_order(void **state) {
     (void)state;
@@ -273,6 +399,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_shares),
         cmocka_unit_test(test_gradients_on_ssd),
         cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_device_copies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,12 +55,20 @@ typedef enum task_op {
     TASK_LOAD_GRAD,        /* unit, [lo, hi): that share of the gradient accumulator from the SSD */
     TASK_GRAD_NORM,        /* the global gradient norm (all units complete) */
     TASK_OPTIMIZE,         /* unit, [lo, hi): AdamW on those elements, new compute weights */
+    /* copies between host memory and a separate device (sched_params.separate_device) */
+    TASK_TOKENS_TO_DEVICE, /* the iteration's token ids and targets to the device */
+    TASK_ACT_TO_DEVICE,    /* unit, mb: act[unit][mb] to the device, for the compute task just after */
+    TASK_ACT_TO_HOST,      /* unit, mb: act[unit][mb], made by the compute task just before, to the host */
+    TASK_GRAD_TO_DEVICE,   /* unit: the unit's gradient accumulator to the device */
+    TASK_GRAD_TO_HOST,     /* unit: the unit's gradient accumulator back to the host */
     TASK_OP_COUNT
 } task_op;
 
 const char *task_op_name(task_op op);
 
-/* The resource a task occupies; what the simulator charges it to. */
+/* The resource a task occupies; what the simulator charges it to. Copies
+ * between host and device are compute: they run on the compute stream, in
+ * list order. */
 typedef enum task_resource { RES_COMPUTE, RES_SSD_READ, RES_SSD_WRITE, RES_OPTIMIZER } task_resource;
 task_resource task_op_resource(task_op op);
 
@@ -104,6 +112,11 @@ typedef struct sched_params {
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     int clipping;          /* global-norm clipping: no step before the norm (forces alpha = 1) */
     placement place;       /* decides which loads and saves the list holds */
+    int separate_device;   /* compute runs on memory that is not host memory (a backend with
+                              unified = 0): the list holds the copies between the two, each just
+                              before the compute task that reads what it copies in or just after
+                              the one that made what it copies out. 0: no copy tasks (the CPU
+                              backend, where the device is host memory) */
 } sched_params;
 
 typedef struct sched_list {

@@ -7,7 +7,8 @@
 
 sched_params layout_sched_params(const layout_params *p) {
     return (sched_params){.kind = p->schedule, .n_units = p->model.n_layer + 1, .micro_batches = p->micro_batches,
-                          .alpha = p->alpha, .clipping = p->clipping, .place = p->place};
+                          .alpha = p->alpha, .clipping = p->clipping, .place = p->place,
+                          .separate_device = p->separate_device};
 }
 
 uint64_t layout_io_bytes(uint64_t bytes) { return store_padded_bytes(bytes) + 4096; }

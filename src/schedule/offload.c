@@ -350,7 +350,7 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     double t0 = st_now();
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
     if (s != ST_OK) return s;
-    run_tokens_in(t, tokens, t->M * t->B, t->T);
+    run_tokens_stage(t, tokens, t->M * t->B, t->T);
     grads_new_iteration(&t->grads);
     const float lr = lr_schedule_at(&t->cfg.train.lr, t->step);
     t->clip_scale_now = 1.0f;   /* without clipping, steps during backward use scale 1 */

@@ -307,9 +307,9 @@ st_status state_write_host(offload_trainer *t, st_error *err);
 /* offload_run.c: runs a task list; lr and step_t are the step's. */
 st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis *an, float lr, long step_t,
                    st_error *err);
-/* Rows of T+1 tokens into the inputs and targets of compute (copied to a
- * separate device). */
-void run_tokens_in(offload_trainer *t, const int32_t *rows, int n_rows, int T);
+/* Rows of T+1 tokens into the inputs and targets of compute, as the host
+ * writes them (on a separate device, the list's TOKENS_TO_DEVICE copies them in). */
+void run_tokens_stage(offload_trainer *t, const int32_t *rows, int n_rows, int T);
 /* A forward pass over tokens[B][T+1] for its loss, unit by unit. */
 st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 

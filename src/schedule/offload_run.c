@@ -7,66 +7,67 @@
 #include "schedule/offload_internal.h"
 
 /* ---- the device's view of host memory ----------------------------------------------
- * Checkpoints and gradients live in host memory (and the store); kernels
- * read and write device memory. On a unified backend the host buffer is the
- * device buffer; on a separate device these copy through the device's own
- * buffers (BUF_ACT_DEVICE, BUF_GRAD_DEVICE). */
+ * Checkpoints, gradients and token ids live in host memory (and the store);
+ * kernels read and write device memory. On a unified backend the host buffer
+ * is the device buffer. On a separate device the list holds the copies
+ * (sched_params.separate_device): a compute task reads its checkpoint from
+ * act_dev[0] and writes a new one to act_dev[1], and adds into grad_dev, the
+ * unit's gradients the list copied in. */
 
-/* act[u][m] for a kernel to read: the checkpoint itself, or its copy in. */
 static const float *act_in(offload_trainer *t, int u, int m) {
-    const compute_backend *be = t->env.be;
-    const float *host = acts_at(&t->acts, u, m);
-    if (be->unified) return host;
-    be->to_device(be, t->act_dev[0], host, t->NC * sizeof(float));
-    return t->act_dev[0];
+    return t->env.be->unified ? acts_at(&t->acts, u, m) : t->act_dev[0];
 }
 
-/* Where a kernel writes a new checkpoint (host: acts_make's buffer); act_out_done copies it out. */
+/* Where a kernel writes a new checkpoint (host: acts_make's buffer). */
 static float *act_out(offload_trainer *t, float *host) { return t->env.be->unified ? host : t->act_dev[1]; }
-static void act_out_done(offload_trainer *t, float *host) {
-    const compute_backend *be = t->env.be;
-    if (!be->unified) be->to_host(be, host, t->act_dev[1], t->NC * sizeof(float));
-}
 
-/* Unit u's gradients for a kernel to add into: the host's, or their copy on
- * the device, which stays there while the unit's gradient tasks follow each
- * other; grads_leave_device copies them back when the next gradient task is
- * another unit's, or before the host saves, loads or steps them. */
 static float *grads_dev(offload_trainer *t, int u) {
-    const compute_backend *be = t->env.be;
-    float *host = grads_of(&t->grads, u);
-    if (be->unified) return host;
-    if (t->grad_dev_unit != u) {
-        be->to_device(be, t->grad_dev, host, t->lay.units[u].n * sizeof(float));
-        t->grad_dev_unit = u;
-    }
-    return t->grad_dev;
-}
-
-static void grads_leave_device(offload_trainer *t, int u) {
-    const compute_backend *be = t->env.be;
-    if (be->unified || t->grad_dev_unit != u) return;
-    be->to_host(be, grads_of(&t->grads, u), t->grad_dev, t->lay.units[u].n * sizeof(float));
-    t->grad_dev_unit = -1;
+    return t->env.be->unified ? grads_of(&t->grads, u) : t->grad_dev;
 }
 
 /* Tokens as the host writes them: the device's own buffers on a unified
- * backend, else host staging that tokens_in copies in. */
+ * backend, else host staging that tokens_to_device copies in. */
 static int32_t *tokens_host(offload_trainer *t, int targets) {
     int32_t *dev = targets ? t->targets : t->inputs;
     return t->env.be->unified ? dev : t->tokens_host[targets];
 }
 
-void run_tokens_in(offload_trainer *t, const int32_t *rows, int n_rows, int T) {
+void run_tokens_stage(offload_trainer *t, const int32_t *rows, int n_rows, int T) {
     int32_t *in = tokens_host(t, 0), *tg = tokens_host(t, 1);
     for (int r = 0; r < n_rows; r++) {
         memcpy(in + (size_t)r * T, rows + (size_t)r * (T + 1), sizeof(int32_t) * (size_t)T);
         memcpy(tg + (size_t)r * T, rows + (size_t)r * (T + 1) + 1, sizeof(int32_t) * (size_t)T);
     }
+}
+
+static void tokens_to_device(offload_trainer *t, int n_rows) {
     const compute_backend *be = t->env.be;
-    const size_t bytes = sizeof(int32_t) * (size_t)n_rows * T;
-    be->to_device(be, t->inputs, in, bytes);   /* nothing to do on a unified backend: the same memory */
-    be->to_device(be, t->targets, tg, bytes);
+    const size_t bytes = sizeof(int32_t) * (size_t)n_rows * t->T;
+    be->to_device(be, t->inputs, t->tokens_host[0], bytes);
+    be->to_device(be, t->targets, t->tokens_host[1], bytes);
+}
+
+/* The copy tasks (only in the lists of a separate device). */
+static st_status run_copy(offload_trainer *t, const sched_task *k, st_error *err) {
+    const compute_backend *be = t->env.be;
+    if (be->unified) return st_fail(err, ST_EINVAL, "a %s task on a unified backend (a schedule bug)", task_op_name(k->op));
+    const size_t act_bytes = t->NC * sizeof(float);
+    switch (k->op) {
+    case TASK_TOKENS_TO_DEVICE: tokens_to_device(t, t->M * t->B); return ST_OK;
+    case TASK_ACT_TO_DEVICE: be->to_device(be, t->act_dev[0], acts_at(&t->acts, k->unit, k->mb), act_bytes); return ST_OK;
+    case TASK_ACT_TO_HOST: be->to_host(be, acts_at(&t->acts, k->unit, k->mb), t->act_dev[1], act_bytes); return ST_OK;
+    case TASK_GRAD_TO_DEVICE:
+        be->to_device(be, t->grad_dev, grads_of(&t->grads, k->unit), t->lay.units[k->unit].n * sizeof(float));
+        t->grad_dev_unit = k->unit;
+        return ST_OK;
+    case TASK_GRAD_TO_HOST:
+        if (t->grad_dev_unit != k->unit)
+            return st_fail(err, ST_EINVAL, "unit %d's gradients are not on the device (a schedule bug)", k->unit);
+        be->to_host(be, grads_of(&t->grads, k->unit), t->grad_dev, t->lay.units[k->unit].n * sizeof(float));
+        t->grad_dev_unit = -1;
+        return ST_OK;
+    default: return st_fail(err, ST_EINVAL, "%s is not a copy", task_op_name(k->op));
+    }
 }
 
 /* ---- compute tasks ------------------------------------------------------------------ */
@@ -77,7 +78,6 @@ static st_status embed_forward(offload_trainer *t, int m, st_error *err) {
     if (s != ST_OK) return s;
     gpt_embed_w w = gpt_embed_view(&t->c, (float *)t->weights);
     gpt_embed_forward(t->env.be, &t->c, &w, t->B, t->T, t->inputs + (size_t)m * t->B * t->T, act_out(t, out));
-    act_out_done(t, out);
     return ST_OK;
 }
 
@@ -88,7 +88,6 @@ static st_status block_forward(offload_trainer *t, int u, int m, st_error *err) 
     gpt_block_w w = gpt_block_view(&t->c, (float *)t->weights);
     gpt_block_acts a = gpt_block_acts_view(&t->c, t->B, t->T, t->block_acts);
     gpt_block_forward(t->env.be, &t->c, &w, t->B, t->T, act_in(t, u, m), act_out(t, out), &a);
-    act_out_done(t, out);
     return ST_OK;
 }
 
@@ -125,8 +124,11 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     return s == ST_OK ? weights_load(&t->wl, u, &t->weights, err) : s;
 }
 
-/* The activation a compute task reads, or 0 for none. */
+/* The checkpoint in host memory a task reads (its unit in *u), or 0 for
+ * none: a compute task's on a unified backend, else the copy's to the device. */
 static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
+    if (k->op == TASK_ACT_TO_DEVICE) return *u = k->unit, 1;
+    if (!t->env.be->unified) return 0;
     switch (k->op) {
     case TASK_BLOCK_FORWARD: case TASK_BLOCK_BACKWARD: *u = k->unit; return 1;
     case TASK_HEAD: *u = t->L1; return 1;
@@ -184,8 +186,6 @@ static st_status read_ahead(offload_trainer *t, const sched_list *l, int i, st_e
 
 static st_status run_task(offload_trainer *t, const sched_list *l, int i, float lr, long step_t, st_error *err) {
     const sched_task *k = &l->tasks[i];
-    /* the host's work on a unit's gradients reads (or replaces) the host's copy */
-    if (k->op == TASK_SAVE_GRAD || k->op == TASK_LOAD_GRAD || k->op == TASK_OPTIMIZE) grads_leave_device(t, k->unit);
     switch (k->op) {
     case TASK_LOAD_WEIGHTS: return load_weights(t, k->unit, err);
     case TASK_EMBED_FORWARD: return embed_forward(t, k->mb, err);
@@ -199,6 +199,8 @@ static st_status run_task(offload_trainer *t, const sched_list *l, int i, float 
     case TASK_SAVE_GRAD: return grads_save(&t->grads, k, err);
     case TASK_LOAD_GRAD: return grads_load(&t->grads, k, err);
     case TASK_OPTIMIZE: return optimize(t, k, lr, step_t, err);
+    case TASK_TOKENS_TO_DEVICE: case TASK_ACT_TO_DEVICE: case TASK_ACT_TO_HOST:
+    case TASK_GRAD_TO_DEVICE: case TASK_GRAD_TO_HOST: return run_copy(t, k, err);
     default: return st_fail(err, ST_EUNSUPPORTED, "task %s is not supported by this executor", task_op_name(k->op));
     }
 }
@@ -209,17 +211,22 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
     st_status s = ST_OK;
     for (int i = 0; i < l->n && s == ST_OK; i++) {
         const sched_task *k = &l->tasks[i];
-        const int gu = sched_grad_unit(k);
-        /* a gradient task's unit gets its buffer, zeroed at its first term */
-        if (sched_is_grad_task(k->op) && (s = grads_touch(&t->grads, gu, err)) != ST_OK) break;
+        const int gu = k->op == TASK_GRAD_TO_DEVICE ? k->unit : sched_grad_unit(k);
+        /* a gradient task's unit gets its buffer, zeroed at its first term
+         * (on a separate device, its copy in comes first) */
+        if ((sched_is_grad_task(k->op) || k->op == TASK_GRAD_TO_DEVICE) &&
+            (s = grads_touch(&t->grads, gu, err)) != ST_OK)
+            break;
+        if (sched_is_grad_task(k->op) && !t->env.be->unified && t->grad_dev_unit != gu) {
+            s = st_fail(err, ST_EINVAL, "unit %d's gradients are not on the device (a schedule bug)", gu);
+            break;
+        }
         const double t0 = st_now();
         s = run_task(t, l, i, lr, step_t, err);
-        /* after its last term, a unit's share of the gradient norm (on the
-         * device); the unit's gradients go back to the host when the next
-         * gradient task is another unit's */
+        /* after its last term, a unit's share of the gradient norm, on the
+         * device (a separate device's list copies the gradients out after) */
         if (s == ST_OK && an->last_grad[i])
             t->unit_sumsq[gu] = t->env.be->sum_sq(t->env.be, grads_dev(t, gu), t->lay.units[gu].n);
-        if (s == ST_OK && an->grad_leave[i]) grads_leave_device(t, gu);
         if (task_op_resource(k->op) == RES_COMPUTE) {
             const double t1 = st_now();
             t->env.stats.compute_s += t1 - t0;
@@ -243,7 +250,8 @@ st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int
     st_status s;
     const compute_backend *be = t->env.be;
     const gpt_config *c = &t->c;
-    run_tokens_in(t, tokens, B, T);   /* the step's buffers are free now */
+    run_tokens_stage(t, tokens, B, T);   /* the step's buffers are free now */
+    if (!be->unified) tokens_to_device(t, B);
     float *x = t->eval_buf, *y = t->eval_buf + t->NC;
     if ((s = load_weights(t, 0, err)) != ST_OK) return s;
     gpt_embed_w ew = gpt_embed_view(c, (float *)t->weights);

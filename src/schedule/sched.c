@@ -8,7 +8,8 @@
 const char *task_op_name(task_op op) {
     static const char *names[TASK_OP_COUNT] = {
         "load_weights", "embed_forward", "block_forward", "head", "block_backward", "embed_backward",
-        "save_act", "load_act", "save_grad", "load_grad", "grad_norm", "optimize"};
+        "save_act", "load_act", "save_grad", "load_grad", "grad_norm", "optimize",
+        "tokens_to_device", "act_to_device", "act_to_host", "grad_to_device", "grad_to_host"};
     return op < TASK_OP_COUNT ? names[op] : "?";
 }
 
@@ -248,6 +249,119 @@ static void build_horizontal(gen *g) {
     for (int u = 0; u < L1; u++) grads_complete(g, u, norm);
 }
 
+/* ---- copies between host memory and a separate device ------------------------------------
+ * With sched_params.separate_device the generated list is rewritten so that
+ * what compute reads from host memory is copied in by a task just before it,
+ * and what it leaves there is copied out by a task just after: the token ids
+ * before their first use; act[u][m] into the device before each compute task
+ * that reads it, and a new checkpoint out after the task that makes it (its
+ * SAVE_ACT then depends on the copy); a unit's gradients in before the first
+ * of a run of its gradient tasks and out after the last (when the next
+ * gradient task is another unit's: the analysis' grad_leave), so that saves,
+ * loads and steps of gradients find them in host memory. Compute weights
+ * reach the device in their LOAD_WEIGHTS. */
+
+/* The checkpoint a compute task reads (*in) and the one it makes (*out), as units; -1 for none. */
+static void task_acts(const sched_task *t, int n_units, int *in, int *out) {
+    *in = *out = -1;
+    switch (t->op) {
+    case TASK_EMBED_FORWARD: *out = 1; break;
+    case TASK_BLOCK_FORWARD: *in = t->unit, *out = t->unit + 1; break;
+    case TASK_HEAD: *in = n_units; break;
+    case TASK_BLOCK_BACKWARD: *in = t->unit; break;
+    default: break;
+    }
+}
+
+static int reads_tokens(task_op op) {
+    return op == TASK_EMBED_FORWARD || op == TASK_HEAD || op == TASK_EMBED_BACKWARD;
+}
+
+static int is_grad_host_task(task_op op) {
+    return op == TASK_SAVE_GRAD || op == TASK_LOAD_GRAD || op == TASK_OPTIMIZE;
+}
+
+/* Appends dep (when >= 0) to deps[*n]; 0 when the task would have more than SCHED_MAX_DEPS. */
+static int add_dep(int *deps, int *n, int dep) {
+    if (dep < 0) return 1;
+    if (*n == SCHED_MAX_DEPS) return 0;
+    deps[(*n)++] = dep;
+    return 1;
+}
+
+static st_status add_device_copies(const sched_params *p, sched_list *l, st_error *err) {
+    const int n = l->n, L1 = p->n_units;
+    sched_list out = {0};
+    gen g = {.p = p, .l = &out, .status = ST_OK, .L1 = L1, .M = p->micro_batches, .last_compute = -1};
+    int *at = malloc(sizeof(int) * (size_t)(n + 1));          /* the new index of task i */
+    int *in_host = malloc(sizeof(int) * (size_t)(n + 1));     /* the new task after which task i's result is in host memory */
+    int *next_grad_unit = malloc(sizeof(int) * (size_t)(n + 1));   /* the unit of the next gradient task after i, -1: none */
+    int *grads_out = malloc(sizeof(int) * (size_t)L1);        /* each unit's last GRAD_TO_HOST, -1: none */
+    int ok = 1;   /* 0: a task would need more than SCHED_MAX_DEPS dependencies */
+    if (!at || !in_host || !next_grad_unit || !grads_out) {
+        g.status = ST_ENOMEM;
+    } else {
+        next_grad_unit[n > 0 ? n - 1 : 0] = -1;
+        for (int i = n - 1; i > 0; i--)
+            next_grad_unit[i - 1] = sched_is_grad_task(l->tasks[i].op) ? sched_grad_unit(&l->tasks[i]) : next_grad_unit[i];
+        for (int u = 0; u < L1; u++) grads_out[u] = -1;
+    }
+    int tokens = -1, on_device = -1;   /* the TOKENS_TO_DEVICE task; the unit whose gradients are on the device */
+    for (int i = 0; ok && i < n && g.status == ST_OK; i++) {
+        const sched_task *k = &l->tasks[i];
+        const int compute = task_op_resource(k->op) == RES_COMPUTE;
+        int host_deps[SCHED_MAX_DEPS], n_host = 0, own[SCHED_MAX_DEPS], n_own = 0;
+        for (int d = 0; d < k->n_deps; d++) {
+            ok &= add_dep(host_deps, &n_host, in_host[k->deps[d]]);
+            ok &= add_dep(own, &n_own, compute ? at[k->deps[d]] : in_host[k->deps[d]]);
+        }
+        int act_in, act_out;
+        task_acts(k, L1, &act_in, &act_out);
+        const int gu = sched_is_grad_task(k->op) ? sched_grad_unit(k) : -1;
+        if (is_grad_host_task(k->op)) {
+            if (k->unit == on_device) {   /* not made by the generator's lists; kept correct if one does */
+                grads_out[k->unit] = emit(&g, TASK_GRAD_TO_HOST, k->unit, -1, &g.last_compute, 1);
+                on_device = -1;
+            }
+            ok &= add_dep(own, &n_own, grads_out[k->unit]);
+        }
+        if (act_in >= 0) ok &= add_dep(own, &n_own, emit(&g, TASK_ACT_TO_DEVICE, act_in, k->mb, host_deps, n_host));
+        if (gu >= 0 && gu != on_device) {
+            ok &= add_dep(host_deps, &n_host, grads_out[gu]);
+            ok &= add_dep(own, &n_own, emit(&g, TASK_GRAD_TO_DEVICE, gu, -1, host_deps, n_host));
+            on_device = gu;
+        }
+        if (reads_tokens(k->op)) {
+            if (tokens < 0) tokens = emit(&g, TASK_TOKENS_TO_DEVICE, -1, -1, NULL, 0);
+            ok &= add_dep(own, &n_own, tokens);
+        }
+        const int t = emit(&g, k->op, k->unit, k->mb, own, n_own);
+        if (t >= 0) {
+            out.tasks[t].lo = k->lo;
+            out.tasks[t].hi = k->hi;
+            out.tasks[t].deferred = k->deferred;
+        }
+        at[i] = in_host[i] = t;
+        if (act_out >= 0) in_host[i] = emit(&g, TASK_ACT_TO_HOST, act_out, k->mb, &t, 1);
+        if (gu >= 0 && next_grad_unit[i] != gu) {
+            grads_out[gu] = emit(&g, TASK_GRAD_TO_HOST, gu, -1, &t, 1);
+            on_device = -1;
+        }
+    }
+    free(at);
+    free(in_host);
+    free(next_grad_unit);
+    free(grads_out);
+    if (!ok || g.status != ST_OK) {
+        sched_list_free(&out);
+        return ok ? st_fail(err, g.status, "out of memory adding device copies to a schedule")
+                  : st_fail(err, ST_EINVAL, "a task with device copies needs more than %d dependencies", SCHED_MAX_DEPS);
+    }
+    sched_list_free(l);
+    *l = out;
+    return ST_OK;
+}
+
 static st_status check_params(const sched_params *p, st_error *err) {
     if (p->kind != SCHED_VERTICAL && p->kind != SCHED_HORIZONTAL)
         return st_fail(err, ST_EINVAL, "unknown schedule %d", (int)p->kind);
@@ -300,7 +414,7 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
         sched_list_free(out);
         return st_fail(err, g.status, "out of memory building a schedule");
     }
-    return ST_OK;
+    return p->separate_device ? add_device_copies(p, out, err) : ST_OK;
 }
 
 st_status sched_build(const sched_params *p, int deferred_in, sched_list *out, st_error *err) {
