@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "death_testutil.h"
 #include "strata/backend.h"
 
 /* Shapes: T over one attention block of 64 rows, n's not multiples of a vector or a chunk. */
@@ -225,33 +226,6 @@ static void test_every_op_is_bit_identical_to_cpu(void **state) {
 }
 
 /* --- memory the host must not touch, and ops given host memory ---------------------- */
-
-/* Runs fn(arg) in a forked child with the default handlers for the signals
- * of a fault or an abort, its stderr into a file; returns the signal that
- * ended the child (0 if it exited) and its stderr in msg. */
-static int signal_of_child(void (*fn)(void *), void *arg, char *msg, size_t msg_size) {
-    FILE *log = tmpfile();
-    assert_non_null(log);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        signal(SIGBUS, SIG_DFL);
-        signal(SIGABRT, SIG_DFL);
-        dup2(fileno(log), 2);
-        fn(arg);
-        _exit(0);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    rewind(log);
-    size_t got = fread(msg, 1, msg_size - 1, log);
-    msg[got] = '\0';
-    fclose(log);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-}
 
 typedef struct device_pair {
     const compute_backend *be;

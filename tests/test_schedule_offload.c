@@ -6,7 +6,8 @@
  * some gradients in another order), and each configuration is bit-for-bit
  * deterministic. Every configuration also runs on the checking backend
  * (strata/backend.h), whose device memory faults on any access that does
- * not go through the backend, and gives the CPU backend's bits. */
+ * not go through the backend, and gives the CPU backend's bits; a direct
+ * write into the executor's device buffers faults there. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,8 @@
 
 #include <unistd.h>
 
+#include "death_testutil.h"
+#include "schedule/offload_internal.h"   /* the executor's buffers, for the fault test */
 #include "strata/backend.h"
 #include "strata/offload.h"
 
@@ -274,6 +277,39 @@ static void test_separate_device_plan(void **state) {
     }
 }
 
+/* The executor's device buffers are the backend's: on the checking backend
+ * a direct host write into one (the tokens, a checkpoint's device copy, the
+ * gradients on the device, the loaded weights), as a bug in the executor
+ * would make, faults, while a write into its host staging does not; the
+ * executor's own steps on the same buffers go on working. */
+static void write_f32(void *p) { ((volatile float *)p)[0] = 1.0f; }
+static void write_i32(void *p) { ((volatile int32_t *)p)[0] = 1; }
+
+static void test_direct_device_write_faults(void **state) {
+    (void)state;
+    train_config tc = small_config(GPT_MIXED_BF16, 0.05f);
+    tc.backend = compute_backend_check();
+    offload_config oc = {.train = tc, .schedule = SCHED_VERTICAL, .alpha = 0.25};
+    offload_trainer *t;
+    st_error err = {0};
+    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
+    int32_t *tok = make_tokens(&tc);
+    const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
+    assert_int_equal(offload_trainer_step(t, tok, NULL, &err), ST_OK);
+    char msg[512];
+    assert_int_equal(signal_of_child(write_i32, t->inputs, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_i32, t->targets, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_f32, t->act_dev[0], msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_f32, t->act_dev[1], msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_f32, t->grad_dev, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_f32, t->dact, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_f32, (void *)t->weights, msg, sizeof msg), SIGSEGV);
+    assert_int_equal(signal_of_child(write_i32, t->tokens_host[0], msg, sizeof msg), 0);   /* host memory */
+    assert_int_equal(offload_trainer_step(t, tok + per, NULL, &err), ST_OK);
+    free(tok);
+    offload_trainer_free(t);
+}
+
 /* Budgets: what the executor needs is computed up front; placing state on
  * the SSD shrinks the host share; too small a budget is refused with what
  * it needs, a budget of exactly that is accepted. */
@@ -371,6 +407,7 @@ int main(void) {
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_eval_matches),
         cmocka_unit_test(test_separate_device_plan),
+        cmocka_unit_test(test_direct_device_write_faults),
         cmocka_unit_test(test_memory_budgets),
         cmocka_unit_test(test_traffic_estimate_is_exact),
         cmocka_unit_test(test_bad_placements_refused),
