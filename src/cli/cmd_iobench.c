@@ -70,25 +70,13 @@ int cmd_iobench(int argc, char **argv) {
     if (size == 0 || size % 4096) return cli_usage_error("iobench", "--size must be a positive multiple of 4096");
     if (strchr(fname, '/')) return cli_usage_error("iobench", "--file must be a plain name, not a path");
 
-    char *plist = strdup(paths_arg);
-    if (!plist) return cli_error("out of memory");
-    const char *dirs[IO_BENCH_MAX_PATHS];
-    int n = 0;
-    for (char *save = NULL, *tok = strtok_r(plist, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == IO_BENCH_MAX_PATHS) {
-            free(plist);
-            return cli_usage_error("iobench", "at most %d paths", IO_BENCH_MAX_PATHS);
-        }
-        dirs[n++] = tok;
-    }
-    if (n == 0) {
-        free(plist);
-        return cli_usage_error("iobench", "--path lists no directory");
-    }
+    store_dirs dirs;
+    if (store_dirs_parse(paths_arg, &dirs, &err) != ST_OK) return cli_usage_error("iobench", "--path: %s", err.msg);
+    if (dirs.n > IO_BENCH_MAX_PATHS) return cli_usage_error("iobench", "--path: at most %d directories", IO_BENCH_MAX_PATHS);
 
     io_bench_config bc = io_bench_default_config();
-    bc.dirs = dirs;
-    bc.n_dirs = n;
+    bc.dirs = dirs.paths;
+    bc.n_dirs = dirs.n;
     bc.file_name = fname;
     bc.size = size;
     bc.block = block;
@@ -99,11 +87,11 @@ int cmd_iobench(int argc, char **argv) {
     bc.write = do_write;
     bc.read = do_read;
     bc.keep = o.keep;
+    const int n = dirs.n;
     io_bench_result r;
     st_status s = io_bench(&bc, &r, &err);
     if (r.warning[0]) fprintf(stderr, "strata: warning: %s\n", r.warning);
     if (s != ST_OK) {
-        free(plist);
         if (!do_write && (s == ST_ENOENT || s == ST_EINVAL) && strstr(err.msg, fname))
             return cli_error("%s: run with --rw write or both first%s", err.msg, s == ST_ENOENT ? " (and --keep)" : "");
         return cli_fail(&err);
@@ -114,8 +102,7 @@ int cmd_iobench(int argc, char **argv) {
            st_format_bytes((double)size, sz, sizeof sz), n, n == 1 ? "" : "s");
     if (r.engine.fallback_reason[0]) printf("io_uring unavailable, using psync: %s\n", r.engine.fallback_reason);
     printf("%-40s %12s %12s\n", "path", "write GB/s", "read GB/s");
-    for (int p = 0; p < n; p++) print_row(dirs[p], (double)size, r.write_s[p], (double)size, r.read_s[p], do_write, do_read);
+    for (int p = 0; p < n; p++) print_row(dirs.paths[p], (double)size, r.write_s[p], (double)size, r.read_s[p], do_write, do_read);
     if (n > 1) print_row("combined", (double)size * n, r.write_total_s, (double)size * n, r.read_total_s, do_write, do_read);
-    free(plist);
     return 0;
 }

@@ -68,35 +68,24 @@ int cmd_probe(int argc, char **argv) {
     pc.B = (int)o.micro_batch;
     pc.T = (int)o.seq;
     pc.reps = (int)o.reps;
-    const char *dirs[HW_MAX_SSD];
-    char *list = store_arg ? strdup(store_arg) : NULL;
-    if (store_arg && !list) return cli_error("out of memory");
-    for (char *save = NULL, *tok = list ? strtok_r(list, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save)) {
-        if (pc.n_ssd == HW_MAX_SSD) {
-            free(list);
-            return cli_usage_error("probe", "at most %d store directories", HW_MAX_SSD);
-        }
-        dirs[pc.n_ssd++] = tok;
+    store_dirs dirs;
+    if (store_arg) {
+        if (store_dirs_parse(store_arg, &dirs, &err) != ST_OK) return cli_usage_error("probe", "--store: %s", err.msg);
+        if (dirs.n > HW_MAX_SSD) return cli_usage_error("probe", "--store: at most %d directories", HW_MAX_SSD);
+        pc.n_ssd = dirs.n;
     }
-    if (store_arg && pc.n_ssd == 0) {
-        free(list);
-        return cli_usage_error("probe", "--store lists no directory");
-    }
-    pc.ssd_dirs = dirs;
+    pc.ssd_dirs = dirs.paths;
     pc.progress = progress;
     hw_desc hw, base;
     st_status s = ST_OK;
     if (update) {
-        if (!store_arg) {
-            free(list);
+        if (!store_arg)
             return cli_usage_error("probe", "--update re-measures the store directories: give them with --store");
-        }
         s = hw_load_json(update, &base, &err);
         pc.base = &base;
     }
     if (s == ST_OK) s = hw_probe(&pc, &hw, &err);
     if (s == ST_OK) s = hw_save_json(out, &hw, &err);
-    free(list);
     if (s != ST_OK) return cli_fail(&err);
 
     char mem[32];
