@@ -229,6 +229,44 @@ static void test_same_path(void **state) {
     assert_true(st_same_paths(x, 0, y, 0));
 }
 
+/* One exclusive holder, named by its PID; readers share and conflict with a
+ * writer only; a missing file means no writer; a released lock is free.
+ * (flock conflicts between two open files of one process too, so one
+ * process plays both sides.) */
+static void test_lock(void **state) {
+    fixture *f = *state;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/x.lock", f->dir);
+    st_error err = {0};
+    int reader, writer, second;
+    long holder = -1;
+    assert_int_equal(st_lock_take(path, 0, &reader, &holder, &err), ST_OK);   /* no file: no writer */
+    assert_int_equal(reader, -1);
+    assert_int_equal(access(path, F_OK), -1);                                 /* and nothing created */
+    assert_int_equal(st_lock_take(path, 1, &writer, &holder, &err), ST_OK);
+    assert_true(writer >= 0);
+    char want[32];
+    snprintf(want, sizeof want, "%ld\n", (long)getpid());
+    assert_content(path, want);
+    assert_int_equal(st_lock_take(path, 1, &second, &holder, &err), ST_EEXIST);
+    assert_int_equal(second, -1);
+    assert_int_equal(holder, (long)getpid());
+    char named[48];
+    snprintf(named, sizeof named, "process %ld", (long)getpid());
+    assert_non_null(strstr(err.msg, named));
+    assert_int_equal(st_lock_take(path, 0, &reader, &holder, &err), ST_EEXIST);
+    st_lock_release(&writer);
+    assert_int_equal(writer, -1);
+    assert_int_equal(st_lock_take(path, 0, &reader, &holder, &err), ST_OK);
+    assert_int_equal(st_lock_take(path, 0, &second, &holder, &err), ST_OK);   /* readers share */
+    assert_int_equal(st_lock_take(path, 1, &writer, &holder, &err), ST_EEXIST);
+    st_lock_release(&reader);
+    st_lock_release(&second);
+    assert_int_equal(st_lock_take(path, 1, &writer, &holder, &err), ST_OK);
+    st_lock_release(&writer);
+    st_lock_release(&writer);   /* twice: a no-op */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_write_replaces_content, setup, teardown),
@@ -241,6 +279,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_failed_rename_removes_temporary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fsync_dir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,16 @@ st_status st_fsync_parent_dir(const char *path, st_error *err);
  * path exists and is not a directory. */
 st_status st_mkdir_p(const char *path, st_error *err);
 
+/* An advisory lock on a file (flock), held until st_lock_release or the
+ * process ends (a crash releases it). Exclusive: one writer; the file is
+ * created if missing and holds the holder's PID, so that a refused process
+ * can name it. Shared: readers, which conflict with a writer only; a
+ * missing file means no writer and nothing is created (*lock = -1, ST_OK).
+ * Held by another process in a conflicting mode: ST_EEXIST, and *holder its
+ * PID when it wrote one (0 when unknown). */
+st_status st_lock_take(const char *path, int exclusive, int *lock, long *holder, st_error *err);
+void st_lock_release(int *lock);
+
 /* 1 when a and b both exist and name the same file after resolving links,
  * "." and ".." (realpath); else 0. */
 int st_same_path(const char *a, const char *b);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -151,4 +152,47 @@ int st_same_paths(const char *const *a, int na, const char *const *b, int nb) {
     for (int i = 0; i < na; i++)
         if (!st_same_path(a[i], b[i])) return 0;
     return 1;
+}
+
+/* ---- advisory locks ------------------------------------------------------------------ */
+
+static long read_holder(int fd) {
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    return pid > 0 ? pid : 0;
+}
+
+st_status st_lock_take(const char *path, int exclusive, int *lock, long *holder, st_error *err) {
+    *lock = -1;
+    if (holder) *holder = 0;
+    int fd = exclusive ? open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (!exclusive && errno == ENOENT) return ST_OK;
+        return st_fail_errno(err, errno, "%s: cannot open the lock file", path);
+    }
+    if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        const int en = errno;
+        const long pid = en == EWOULDBLOCK ? read_holder(fd) : 0;
+        close(fd);
+        if (en != EWOULDBLOCK) return st_fail_errno(err, en, "%s: cannot lock", path);
+        if (holder) *holder = pid;
+        return pid ? st_fail(err, ST_EEXIST, "%s is held by process %ld", path, pid)
+                   : st_fail(err, ST_EEXIST, "%s is held by another process", path);
+    }
+    if (exclusive) {
+        char pid[32];
+        const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+        /* the PID only names the holder in messages: a failure to write it loses nothing */
+        if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) != n) (void)ftruncate(fd, 0);
+    }
+    *lock = fd;
+    return ST_OK;
+}
+
+void st_lock_release(int *lock) {
+    if (*lock >= 0) close(*lock);   /* closing the last descriptor releases the flock */
+    *lock = -1;
 }

@@ -464,6 +464,7 @@ static st_status open_run_dir(session *s, st_error *err) {
         if (st == ST_OK && !o->store) st = store_remove(&s->default_dirs, err);
         return st;
     }
+    if ((st = run_dir_reopen(&s->rd, o->run_dir, err)) != ST_OK) return st;   /* the lock first */
     if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_dirs, err)) != ST_OK) return st;
     int found;
     st_error e = {0};
@@ -478,7 +479,7 @@ static st_status open_run_dir(session *s, st_error *err) {
     if (st != ST_OK) return st;
     s->loader.pos = s->commit.data_pos;
     s->loader.epoch = s->commit.data_epoch;
-    if ((st = run_dir_resume(&s->rd, o->run_dir, s->commit.step, err)) != ST_OK) return st;
+    if ((st = run_dir_cut_to(s->rd, s->commit.step, err)) != ST_OK) return st;
     if (store_dirs_same(&s->dirs, &s->default_dirs)) o->store = NULL;   /* back in RUN_DIR/store: the default again */
     s->rc.resume = &s->old_dirs;
     s->rc.resume_steps = s->commit.step;

@@ -18,6 +18,7 @@
 
 struct run_dir {
     char path[4096];
+    int lock;           /* RUN_LOCK, held while this process writes the run */
     FILE *metrics;
     int has_previous;   /* an overwritten run waits in PREVIOUS until this one succeeds */
 };
@@ -34,13 +35,63 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
     return snprintf(out, cap, "%s/%s", dir, name) < (int)cap;
 }
 
+/* One writer per run: every process that writes a run directory takes its
+ * lock first and holds it until run_dir_finish (or its end). */
+#define RUN_LOCK "run.lock"
+
+static st_status lock_run(const char *path, int *lock, st_error *err) {
+    char f[4200];
+    join(f, sizeof f, path, RUN_LOCK);
+    long holder;
+    st_error e = {0};
+    st_status s = st_lock_take(f, 1, lock, &holder, &e);
+    if (s == ST_EEXIST) {
+        char who[64] = "another strata process";
+        if (holder) snprintf(who, sizeof who, "another strata process (PID %ld)", holder);
+        return st_fail(err, s, "%s: %s is writing this run; wait for it to end, or choose another --run-dir", path, who);
+    }
+    return s == ST_OK ? ST_OK : st_fail(err, s, "%s", e.msg);
+}
+
+static st_status create_locked(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err);
+
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err) {
     *out = NULL;
+    int lock;
     st_status s = st_mkdir_p(path, err);
     if (s != ST_OK) return s;
     if (access(path, W_OK) != 0) return st_fail_errno(err, errno, "%s: run directory is not writable", path);
+    if ((s = lock_run(path, &lock, err)) != ST_OK) return s;
+    if ((s = create_locked(out, path, desc_json, overwrite, err)) != ST_OK) st_lock_release(&lock);
+    else (*out)->lock = lock;
+    return s;
+}
+
+st_status run_dir_reopen(run_dir **out, const char *path, st_error *err) {
+    *out = NULL;
+    char f[4200];
+    join(f, sizeof f, path, "run.json");
+    if (access(f, F_OK) != 0) return st_fail_errno(err, errno, "%s: not a run directory (no run.json)", path);
+    if (access(path, W_OK) != 0) return st_fail_errno(err, errno, "%s: run directory is not writable", path);
+    int lock;
+    st_status s = lock_run(path, &lock, err);
+    if (s != ST_OK) return s;
+    run_dir *rd = calloc(1, sizeof *rd);
+    if (!rd) {
+        st_lock_release(&lock);
+        return st_fail(err, ST_ENOMEM, "out of memory");
+    }
+    rd->lock = lock;
+    snprintf(rd->path, sizeof rd->path, "%s", path);
+    *out = rd;
+    return ST_OK;
+}
+
+static st_status create_locked(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err) {
+    st_status s;
     run_dir *rd = calloc(1, sizeof *rd);
     if (!rd) return st_fail(err, ST_ENOMEM, "out of memory");
+    rd->lock = -1;   /* the caller's until it succeeds */
     snprintf(rd->path, sizeof rd->path, "%s", path);
     char f[4200];
     join(f, sizeof f, path, "run.json");
@@ -148,25 +199,13 @@ static void remove_temporaries(const char *dir) {
     closedir(d);
 }
 
-st_status run_dir_resume(run_dir **out, const char *path, long step, st_error *err) {
-    *out = NULL;
+st_status run_dir_cut_to(run_dir *rd, long step, st_error *err) {
     char f[4200];
-    join(f, sizeof f, path, "run.json");
-    if (access(f, F_OK) != 0) return st_fail_errno(err, errno, "%s: not a run directory (no run.json)", path);
-    if (access(path, W_OK) != 0) return st_fail_errno(err, errno, "%s: run directory is not writable", path);
-    remove_temporaries(path);
-    join(f, sizeof f, path, "metrics.jsonl");
+    remove_temporaries(rd->path);
+    join(f, sizeof f, rd->path, "metrics.jsonl");
     st_status s = truncate_metrics(f, step, err);
     if (s != ST_OK) return s;
-    run_dir *rd = calloc(1, sizeof *rd);
-    if (!rd) return st_fail(err, ST_ENOMEM, "out of memory");
-    snprintf(rd->path, sizeof rd->path, "%s", path);
-    if (!(rd->metrics = fopen(f, "a"))) {
-        s = st_fail_errno(err, errno, "%s: cannot open", f);
-        free(rd);
-        return s;
-    }
-    *out = rd;
+    if (!(rd->metrics = fopen(f, "a"))) return st_fail_errno(err, errno, "%s: cannot open", f);
     return ST_OK;
 }
 
@@ -310,5 +349,6 @@ void run_dir_finish(run_dir *rd, int success) {
     if (rd->metrics) fclose(rd->metrics);
     rd->metrics = NULL;
     settle_previous(rd, success);
+    st_lock_release(&rd->lock);
     free(rd);
 }

@@ -3,6 +3,10 @@
  * metrics.jsonl (one JSON object per step), model.safetensors + config.json
  * (the weights, in the Hugging Face layout), loss.png (the loss curve).
  *
+ * One process writes a run at a time: creating or reopening a run takes
+ * its lock (run.lock, holding the writer's PID) until run_dir_finish, and
+ * a second writer is refused with that PID.
+ *
  * A directory that already holds a run (run.json), or any file a run would
  * replace, is refused unless the caller passes overwrite, so two runs never
  * mix their metrics and weights and files that are not a run's survive.
@@ -26,12 +30,15 @@ typedef struct run_dir run_dir;
  * (or metrics.jsonl, model.safetensors, config.json, loss.png) and overwrite
  * is 0. */
 st_status run_dir_create(run_dir **out, const char *path, const char *desc_json, int overwrite, st_error *err);
-/* Reopens the run in path to continue it from its commit at step: run.json
- * must be there; metrics.jsonl keeps its lines up to that step (the lines
- * of steps after it, and a line cut short by a crash, are dropped, so the
- * file reads as if the run had never stopped); temporary files a crashed
- * save left (*.tmp) are removed. Nothing is deleted when the run fails later. */
-st_status run_dir_resume(run_dir **out, const char *path, long step, st_error *err);
+/* Reopens the run in path to continue it: run.json must be there. Takes
+ * the run's lock as run_dir_create does. */
+st_status run_dir_reopen(run_dir **out, const char *path, st_error *err);
+/* Cuts a reopened run back to its commit at step: metrics.jsonl keeps its
+ * lines up to that step (the lines of steps after it, and a line cut short
+ * by a crash, are dropped, so the file reads as if the run had never
+ * stopped); temporary files a crashed save left (*.tmp) are removed.
+ * Nothing is deleted when the run fails later. */
+st_status run_dir_cut_to(run_dir *rd, long step, st_error *err);
 /* Replaces run.json (atomically): a resumed run's settings. */
 st_status run_dir_write_settings(run_dir *rd, const char *settings_json, st_error *err);
 /* The run has committed training state: from now on a failure keeps the

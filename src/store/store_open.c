@@ -279,28 +279,18 @@ static st_status preflight_read_only(store *s, io_preflight_path *pre, st_error 
 static st_status lock_store(store *s, st_error *err) {
     char name[PATH_MAX];
     store_path_join(name, sizeof name, s->dirs[0], STORE_LOCK_NAME);
-    if (s->read_only) {
-        /* Every store has its lock file from its creation on; without one
-         * no process holds the store, and a read-only open creates nothing. */
-        s->lock_fd = open(name, O_RDONLY | O_CLOEXEC);
-        if (s->lock_fd < 0) return errno == ENOENT ? ST_OK : st_fail_errno(err, errno, "open %s", name);
-    } else {
-        s->lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (s->lock_fd < 0) return st_fail_errno(err, errno, "create %s", name);
-    }
-    if (flock(s->lock_fd, (s->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
-        int en = errno;
-        close(s->lock_fd);
-        s->lock_fd = -1;
-        if (en == EWOULDBLOCK && s->read_only)
-            return st_fail(err, ST_EEXIST,
-                           "the store in %s is in use by another process (a training run?): check it when that "
-                           "process has ended",
-                           s->dirs[0]);
-        if (en == EWOULDBLOCK) return st_fail(err, ST_EEXIST, "the store in %s is open in another process", s->dirs[0]);
-        return st_fail_errno(err, en, "lock %s", name);
-    }
-    return ST_OK;
+    /* Every store has its lock file from its creation on; without one no
+     * process holds the store, and a read-only open creates nothing. */
+    long holder;
+    st_error e = {0};
+    st_status st = st_lock_take(name, !s->read_only, &s->lock_fd, &holder, &e);
+    if (st != ST_EEXIST) return st == ST_OK ? ST_OK : st_fail(err, st, "%s", e.msg);
+    char who[48] = "another process";
+    if (holder) snprintf(who, sizeof who, "another process (PID %ld)", holder);
+    if (s->read_only)
+        return st_fail(err, ST_EEXIST, "the store in %s is in use by %s (a training run?): check it when that process has ended",
+                       s->dirs[0], who);
+    return st_fail(err, ST_EEXIST, "the store in %s is open in %s", s->dirs[0], who);
 }
 
 st_status store_open(const store_config *cfg, store **out, char *warning, size_t warning_cap, st_error *err) {
@@ -389,7 +379,7 @@ void store_close(store *s) {
         space_free_all(&s->space[p]);
         free(s->dirs[p]);
     }
-    if (s->lock_fd >= 0) close(s->lock_fd);
+    st_lock_release(&s->lock_fd);
     free(s->list);
     free(s->hash);
     free(s->grave);
