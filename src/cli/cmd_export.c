@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "cli/cli.h"
 #include "cli/cli_flags.h"
 #include "strata/checkpoint.h"
@@ -15,10 +17,12 @@
 
 typedef struct export_opts {
     const char *out;
+    int overwrite;
 } export_opts;
 
 static const cli_flag export_flags[] = {
     CLI_STRING("out", offsetof(export_opts, out), "FILE", "the safetensors file to write (config.json goes beside it)"),
+    CLI_ON("overwrite", offsetof(export_opts, overwrite), "replace FILE and the config.json beside it if they exist"),
 };
 
 static const cli_spec export_spec = {
@@ -27,7 +31,7 @@ static const cli_spec export_spec = {
     .about = "Writes the fp32 master weights of the store's last commit (a run commits\n"
              "its store whenever it saves its weights, and at the end) as a Hugging Face\n"
              "GPT-2 safetensors file, with config.json beside it. The store is opened\n"
-             "read-only.",
+             "read-only; an existing FILE or config.json is replaced only with --overwrite.",
     .flags = export_flags,
     .n_flags = CLI_COUNT(export_flags),
     .one_arg = "RUN_DIR or store",
@@ -49,6 +53,13 @@ int cmd_export(int argc, char **argv) {
     const char *arg = flags.n_args ? flags.args[0] : NULL, *out = o.out;
     if (!arg || !arg[0]) return cli_usage_error("export", "give a run directory or the store's directories");
     if (!out) return cli_usage_error("export", "--out FILE.safetensors is required");
+    char config_json[PATH_MAX];
+    const char *slash = strrchr(out, '/');
+    snprintf(config_json, sizeof config_json, "%.*sconfig.json", slash ? (int)(slash - out + 1) : 0, out);
+    const char *const written[2] = {out, config_json};
+    for (int i = 0; i < 2 && !o.overwrite; i++)
+        if (access(written[i], F_OK) == 0)
+            return cli_error("export: %s exists; pass --overwrite to replace it, or choose another --out", written[i]);
     store_dirs dirs;
     st_error err = {0};
     st_status s = cli_store_dirs(arg, &dirs, &err);
@@ -67,12 +78,7 @@ int cmd_export(int argc, char **argv) {
     if (s == ST_OK) s = ckpt_reader_open(&r, st, &commit.model, &err);
     const gpt_config cfg = commit.model;
     if (s == ST_OK) s = gpt_save_safetensors_by_unit(out, &cfg, read_unit, r, SAFETENSORS_F32, &err);
-    char config_json[PATH_MAX];
-    if (s == ST_OK) {
-        const char *slash = strrchr(out, '/');
-        snprintf(config_json, sizeof config_json, "%.*sconfig.json", slash ? (int)(slash - out + 1) : 0, out);
-        s = gpt_write_hf_config(config_json, &cfg, &err);
-    }
+    if (s == ST_OK) s = gpt_write_hf_config(config_json, &cfg, &err);
     ckpt_reader_free(r);
     store_close(st);
     if (s != ST_OK) return cli_error("export: %s", err.msg);

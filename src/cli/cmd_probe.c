@@ -27,7 +27,8 @@ static const cli_flag probe_flags[] = {
     CLI_SEQ_FLAG(O(seq)),
     CLI_INT("reps", O(reps), 1, 32, "N", "timed repetitions per measurement, median (default 3)"),
     CLI_STRING("update", O(update), "FILE",
-               "measure only the store directories again, keep the rest of FILE\n"
+               "measure only the store directories again, keep the rest of FILE,\n"
+               "and write the result back to FILE (or to --out if given)\n"
                "(a disk's rates drift; re-measure them before a run you compare)"),
 };
 
@@ -57,7 +58,9 @@ int cmd_probe(int argc, char **argv) {
     cli_parsed flags;
     int parsed = cli_parse_flags(&probe_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
-    const char *out = o.out, *store_arg = o.store, *update = o.update;
+    const char *store_arg = o.store, *update = o.update;
+    /* --update FILE updates FILE, unless --out says where the result goes */
+    const char *out = update && !cli_flag_given(&probe_spec, &flags, "out") ? update : o.out;
     st_error err = {0};
     pc.ssd_bytes = o.size;
     pc.name = o.name;

@@ -31,6 +31,14 @@ a, b = (json.load(open(f)) for f in sys.argv[1:3])
 assert a["compute"] == b["compute"] and a["optimizer"] == b["optimizer"] and a["name"] == b["name"]
 assert len(a["ssd"]) == 2 and len(b["ssd"]) == 1 and b["ssd"][0]["path"].endswith("st2") and b["ssd"][0]["read_gbps"] > 0
 PY
+cp "$tmp/hw.json" "$tmp/hw3.json" && mkdir -p "$tmp/cwd"
+(cd "$tmp/cwd" && "$STRATA" probe --update "$tmp/hw3.json" --store "$tmp/st2" --size 64K >"$tmp/upd3.out" 2>&1) || cat "$tmp/upd3.out"
+check "probe --update FILE without --out updates FILE (and writes no hw.json)" "$PY" - "$tmp/hw3.json" "$tmp/cwd" <<'PY'
+import json, os, sys
+b = json.load(open(sys.argv[1]))
+assert len(b["ssd"]) == 1 and b["ssd"][0]["path"].endswith("st2"), b["ssd"]
+assert not os.path.exists(os.path.join(sys.argv[2], "hw.json"))
+PY
 expect_rc "probe --update without --store: usage error" 2 "--store" "$STRATA" probe --update "$tmp/hw.json"
 check "probe: the description has every measured field" "$PY" - "$tmp/hw.json" <<'PY'
 import json, sys
