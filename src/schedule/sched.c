@@ -354,6 +354,7 @@ static st_status add_device_copies(const sched_params *p, sched_list *l, st_erro
     free(grads_out);
     if (!ok || g.status != ST_OK) {
         sched_list_free(&out);
+        sched_list_free(l);   /* the caller gets no list on failure, as from the generator */
         return ok ? st_fail(err, g.status, "out of memory adding device copies to a schedule")
                   : st_fail(err, ST_EINVAL, "a task with device copies needs more than %d dependencies", SCHED_MAX_DEPS);
     }
