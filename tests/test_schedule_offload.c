@@ -72,19 +72,30 @@ static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad"};
 static char store_dir[256];
 static const char *store_paths[1] = {store_dir};
 
+/* Places the state as pl says, in a fresh store directory (none for ALL_HOST). */
+static void use_store(offload_config *oc, enum test_placement pl) {
+    if (pl == ALL_HOST) return;
+    snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
+    assert_non_null(mkdtemp(store_dir));
+    oc->store_paths = store_paths;
+    oc->n_store_paths = 1;
+    oc->place.weights = oc->place.acts = pl == ALL_SSD || pl == MIXED;
+    oc->place.optim = oc->place.grads = pl == ALL_SSD || pl == GRADS;
+}
+
+static void remove_store(enum test_placement pl) {
+    if (pl == ALL_HOST) return;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* Runs the executor; returns its final (flushed) weights, fills losses. */
 static float *run_offload(const train_config *tc, sched_kind k, double alpha, enum test_placement pl, const int32_t *tok,
                           float *losses) {
     offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha};
-    if (pl != ALL_HOST) {
-        snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
-        assert_non_null(mkdtemp(store_dir));
-        oc.store_paths = store_paths;
-        oc.n_store_paths = 1;
-        oc.place.weights = oc.place.acts = pl == ALL_SSD || pl == MIXED;
-        oc.place.optim = oc.place.grads = pl == ALL_SSD || pl == GRADS;
-        oc.segment_elems = 2048;
-    }
+    use_store(&oc, pl);
+    if (pl != ALL_HOST) oc.segment_elems = 2048;
     offload_trainer *t;
     st_error err = {0};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
@@ -104,11 +115,7 @@ static float *run_offload(const train_config *tc, sched_kind k, double alpha, en
         assert_true(rd > 0 && wr > 0);   /* the state really went through the store */
     }
     offload_trainer_free(t);
-    if (pl != ALL_HOST) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
-        assert_int_equal(system(cmd), 0);
-    }
+    remove_store(pl);
     return w;
 }
 
@@ -193,10 +200,9 @@ static void eval_matches(const compute_backend *be) {
     st_error err = {0};
     trainer *ref;
     assert_int_equal(trainer_create(&ref, &tc, NULL, &err), ST_OK);
-    snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
-    assert_non_null(mkdtemp(store_dir));
-    offload_config oc = {.train = tc, .schedule = SCHED_HORIZONTAL, .alpha = 0.25, .place.weights = 1,
-                         .place.optim = 1, .place.acts = 1, .store_paths = store_paths, .n_store_paths = 1};
+    offload_config oc = {.train = tc, .schedule = SCHED_HORIZONTAL, .alpha = 0.25};
+    use_store(&oc, MIXED);
+    oc.place.optim = 1;   /* weights, optimizer state and checkpoints on the SSD */
     oc.train.backend = be;
     offload_trainer *t;
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
@@ -216,9 +222,7 @@ static void eval_matches(const compute_backend *be) {
     offload_trainer_free(t);
     trainer_free(ref);
     free(tok);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
-    assert_int_equal(system(cmd), 0);
+    remove_store(MIXED);
 }
 
 static void test_eval_matches(void **state) {
@@ -237,14 +241,7 @@ static void test_separate_device_plan(void **state) {
     for (int pl = ALL_HOST; pl < PLACEMENTS; pl++) {
         train_config tc = small_config(GPT_MIXED_BF16, 0);
         offload_config oc = {.train = tc, .schedule = SCHED_VERTICAL, .alpha = 0.25, .segment_elems = 2048};
-        if (pl != ALL_HOST) {
-            snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
-            assert_non_null(mkdtemp(store_dir));
-            oc.store_paths = store_paths;
-            oc.n_store_paths = 1;
-            oc.place.weights = oc.place.acts = pl == ALL_SSD || pl == MIXED;
-            oc.place.optim = oc.place.grads = pl == ALL_SSD || pl == GRADS;
-        }
+        use_store(&oc, (enum test_placement)pl);
         run_layout cpu, sep;
         st_error err = {0};
         assert_int_equal(offload_layout(&oc, &cpu, &err), ST_OK);
@@ -269,11 +266,7 @@ static void test_separate_device_plan(void **state) {
         offload_trainer_free(t);
         layout_free(&cpu);
         layout_free(&sep);
-        if (pl != ALL_HOST) {
-            char cmd[300];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
-            assert_int_equal(system(cmd), 0);
-        }
+        remove_store((enum test_placement)pl);
     }
 }
 
@@ -354,12 +347,8 @@ static void test_traffic_estimate_is_exact(void **state) {
     const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int k = 0; k < 2; k++)
         for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
-            snprintf(store_dir, sizeof store_dir, "%s/offload-store-XXXXXX", STRATA_BINARY_DIR);
-            assert_non_null(mkdtemp(store_dir));
-            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .store_paths = store_paths,
-                                 .n_store_paths = 1, .segment_elems = 2048};
-            oc.place.weights = oc.place.acts = pl == ALL_SSD || pl == MIXED;
-            oc.place.optim = oc.place.grads = pl == ALL_SSD || pl == GRADS;
+            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048};
+            use_store(&oc, (enum test_placement)pl);
             layout_traffic want;
             st_error err = {0};
             assert_int_equal(offload_traffic_per_step(&oc, &want, &err), ST_OK);
@@ -379,9 +368,7 @@ static void test_traffic_estimate_is_exact(void **state) {
                 assert_int_equal(after.bytes_written[kind] - before.bytes_written[kind], want.written[kind]);
             }
             offload_trainer_free(t);
-            char cmd[300];
-            snprintf(cmd, sizeof cmd, "rm -rf '%s'", store_dir);
-            assert_int_equal(system(cmd), 0);
+            remove_store((enum test_placement)pl);
         }
     free(tok);
 }
