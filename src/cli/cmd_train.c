@@ -706,6 +706,11 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
 /* Everything after the flags: the run from start to end. Returns the exit code. */
 static int run_session(session *s) {
     st_error err = {0};
+    /* From the start, so that a stop asked for while the run is set up (or by
+     * a script that started us in the background, where SIGINT comes in
+     * ignored) stops it at the first step boundary instead of being lost. */
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     st_status st = build_train_config(s, &err);
     if (st == ST_OK && s->o.plan) st = plan_auto(s, &err);
     if (st == ST_OK) st = open_data(s, &err);
@@ -719,11 +724,7 @@ static int run_session(session *s) {
     float first_val = NAN, val_loss = NAN;
     double train_seconds = 0;
     const double start = st_now();
-    if (st == ST_OK) {
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
-        st = train_loop(s, &first_val, &val_loss, &train_seconds, &err);
-    }
+    if (st == ST_OK) st = train_loop(s, &first_val, &val_loss, &train_seconds, &err);
     if (st == ST_OK) st = finish(s, first_val, val_loss, train_seconds, start, &err);
     int rc = st == ST_OK ? (stop_signal ? 128 + stop_signal : 0) : cli_fail(&err);
     if (st != ST_OK && s->committed)

@@ -6,6 +6,9 @@
 #   check NAME CMD...                 the command succeeds
 #   expect_rc NAME RC PATTERN CMD...  it exits with RC and its stderr matches PATTERN
 #   expect_fail NAME PATTERN CMD...   it fails cleanly (exit 1-127, no crash) and stderr matches PATTERN
+#   signal_and_wait SIG PID           sends SIG and waits for PID to end (60 s at most, then
+#                                     SIGKILL, so that a lost signal fails the test, not CI's
+#                                     clock); sets rc to its exit status
 #   finish                            prints "N passed, M failed" and exits non-zero on any failure
 set -uo pipefail
 STRATA="$1"
@@ -35,6 +38,18 @@ expect_fail() {
   local rc=$?
   if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qE -- "$pattern" "$tmp/err"; then echo "ok   $name"; passes=$((passes + 1))
   else echo "FAIL $name (rc=$rc): $(head -c 300 "$tmp/err")"; fails=$((fails + 1)); fi
+}
+
+signal_and_wait() {
+  local sig="$1" pid="$2"
+  kill -"$sig" "$pid"
+  for _ in $(seq 1 600); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && { echo "     (PID $pid still ran 60 s after SIG$sig; killed)"; kill -KILL "$pid"; }
+  wait "$pid"
+  rc=$?
 }
 
 finish() {

@@ -30,9 +30,7 @@ expect_fail "train --resume of a run being written is refused with the writer's 
 check "the writer is still running" kill -0 "$writer"
 check "its run.json is still there" test -s "$run/run.json"
 
-kill -INT "$writer"
-wait "$writer"
-rc=$?
+signal_and_wait INT "$writer"
 check "the writer stopped on SIGINT with its commit (rc $rc)" test "$rc" -eq 130
 check "the run is whole" "$STRATA" fsck "$run"
 # a writer of the run in the background: waits until it holds the lock
@@ -48,9 +46,7 @@ start_writer() {
 start_writer
 check "resume is accepted once the writer has ended" grep -qx "$pid" "$run/run.lock"
 sleep 0.5
-kill -INT "$pid"
-wait "$pid"
-rc=$?
+signal_and_wait INT "$pid"
 check "the resumed writer ran and stopped on SIGINT (rc $rc)" test "$rc" -eq 130
 
 # a writer killed with SIGKILL holds nothing: the kernel drops its lock
@@ -61,9 +57,7 @@ kill -KILL "$pid"
 wait "$pid" 2>/dev/null
 start_writer
 check "resume after a SIGKILL is not refused" grep -qx "$pid" "$run/run.lock"
-kill -INT "$pid"
-wait "$pid"
-rc=$?
+signal_and_wait INT "$pid"
 check "that writer stopped on SIGINT (rc $rc)" test "$rc" -eq 130
 check "the run is whole at the end" "$STRATA" fsck "$run"
 finish
