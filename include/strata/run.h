@@ -91,9 +91,16 @@ offload_trainer *train_run_executor(train_run *r);
 /* ---- resuming -------------------------------------------------------------------------- */
 
 /* The record of the last commit of the store in dirs; *found = 0 (and ST_OK)
- * when the first directory holds no store, or a store without a commit
- * record: the run stopped before its first commit. */
+ * when the directories hold no store (store_dirs_hold_store), or a store
+ * without a commit record: the run stopped before its first commit. A
+ * store that is there but will not open (a file missing, say) is an error. */
 st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *found, st_error *err);
+/* Reads back the whole last commit in dirs and checks every chunk's
+ * checksum, so that a damaged commit is found before a step is trained on
+ * it (a damaged chunk read mid-step fails the step, and so every resume).
+ * ST_ECORRUPT (or the failed read's status) naming the first bad chunk;
+ * *checked (may be NULL) gets the counts either way. */
+st_status train_run_verify_commit(const store_dirs *dirs, store_scrub_result *checked, st_error *err);
 /* The commit belongs to this run: the same model, the same training data
  * (by token count), and the run is not finished (its step < steps). */
 st_status train_run_check_commit(const ckpt_record *c, const gpt_config *model, uint64_t data_tokens, long steps,

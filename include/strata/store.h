@@ -333,6 +333,10 @@ int store_dirs_same(const store_dirs *a, const store_dirs *b);
  * the directories that are missing; other files are left alone. The store
  * must not be open. */
 st_status store_remove(const store_dirs *d, st_error *err);
+/* Whether a store was made in d: any of its files but the lock in any of
+ * the directories. A store that will not open although this is 1 is
+ * damaged or incomplete, not absent. */
+int store_dirs_hold_store(const store_dirs *d);
 
 #ifdef __cplusplus
 }

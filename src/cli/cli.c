@@ -18,6 +18,7 @@
 #include "strata/store.h"
 
 int cli_error(const char *fmt, ...) {
+    fflush(stdout);   /* after the lines it follows, when both go to one file */
     va_list ap;
     va_start(ap, fmt);
     fputs("strata: ", stderr);
@@ -32,6 +33,7 @@ int cli_fail(const st_error *err) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    fflush(stdout);
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "strata %s: ", cmd);

@@ -303,6 +303,10 @@ typedef struct session {
     train_run *run;
     fault_plan fault;
     int committed;                /* a commit of this run exists (say so if it fails) */
+    int state_damaged;            /* --resume: the run's store or last commit cannot be read back */
+    int never_committed;          /* --resume: the run stopped before its first commit */
+    store_scrub_result checked;   /* --resume: the last commit, read back before the first step */
+    double check_seconds;
     int32_t *tokens;              /* one batch */
     char store_abs[4200], data_abs[PATH_MAX], plan_list[64];
 } session;
@@ -355,10 +359,21 @@ static int check_flags(session *s) {
 static st_status build_model_config(const train_opts *o, gpt_config *cfg, float **init, st_error *err) {
     *init = NULL;
     if (o->init) {
-        if (o->model || o->n_layer || o->d_model || o->n_ctx || o->vocab)
-            return st_fail(err, ST_EINVAL,
-                           "--init takes the model shape from the file; drop --model/--n-layer/--d-model/--n-ctx/--vocab");
-        return gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
+        if (o->model) return st_fail(err, ST_EINVAL, "--init takes the model shape from the file; drop --model");
+        st_status st = gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
+        if (st != ST_OK) return st;
+        /* a shape given too (a run.json as --config, say) must be the file's */
+        const struct { const char *flag; long given; int file; } shape[] = {
+            {"n-layer", o->n_layer, cfg->n_layer}, {"d-model", o->d_model, cfg->d_model},
+            {"n-ctx", o->n_ctx, cfg->n_ctx},       {"vocab", o->vocab, cfg->vocab_size}};
+        for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
+            if (shape[i].given && shape[i].given != shape[i].file) {
+                st_free_aligned(*init);
+                *init = NULL;
+                return st_fail(err, ST_EINVAL, "--%s %ld: the model in %s has %s %d (--init takes the shape from the file)",
+                               shape[i].flag, shape[i].given, o->init, shape[i].flag, shape[i].file);
+            }
+        return ST_OK;
     }
     const cli_model_flags shape = {.model = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
                                    .n_ctx = o->n_ctx, .vocab = o->vocab, .seq = o->seq};
@@ -468,15 +483,24 @@ static st_status open_run_dir(session *s, st_error *err) {
     if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_dirs, err)) != ST_OK) return st;
     int found;
     st_error e = {0};
-    if ((st = train_run_last_commit(&s->old_dirs, &s->commit, &found, &e)) != ST_OK)
+    if ((st = train_run_last_commit(&s->old_dirs, &s->commit, &found, &e)) != ST_OK) {
+        s->state_damaged = 1;
         return st_fail(err, st, "%s: %s", o->run_dir, e.msg);
-    if (!found)
-        return st_fail(err, ST_ENOENT,
-                       "%s: the run stopped before its first commit (--commit-every, --save-every); start it again with "
-                       "--overwrite",
+    }
+    if (!found) {
+        s->never_committed = 1;
+        return st_fail(err, ST_ENOENT, "%s: the run stopped before its first commit (--commit-every, --save-every)",
                        o->run_dir);
+    }
     st = train_run_check_commit(&s->commit, &s->rc.train.model, token_file_count(s->train_tf), o->steps, err);
     if (st != ST_OK) return st;
+    const double t_check = st_now();
+    if ((st = train_run_verify_commit(&s->old_dirs, &s->checked, &e)) != ST_OK) {
+        s->state_damaged = 1;
+        return st_fail(err, st, "%s: its last commit (step %ld, in %s) is damaged: %s", o->run_dir, s->commit.step,
+                       s->old_dirs.list, e.msg);
+    }
+    s->check_seconds = st_now() - t_check;
     s->loader.pos = s->commit.data_pos;
     s->loader.epoch = s->commit.data_epoch;
     if ((st = run_dir_cut_to(s->rd, s->commit.step, err)) != ST_OK) return st;
@@ -504,9 +528,14 @@ static void print_header(const session *s) {
     printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n", o->batch,
            o->seq, tc->micro_batches, tc->B, o->steps, o->precision, omp_get_max_threads(),
            st_format_bytes((double)trainer_memory_bytes(tc), mem, sizeof mem));
-    if (o->resume)
+    if (o->resume) {
+        char bytes[32];
         printf("resuming %s from its commit at step %ld of %ld%s%s\n", o->run_dir, s->commit.step, o->steps,
                s->move_store ? "; moving its state to " : "", s->move_store ? s->dirs.list : "");
+        printf("the commit is intact: %llu tensors, %s read back and checked in %.2f s\n",
+               (unsigned long long)s->checked.tensors,
+               st_format_bytes((double)s->checked.bytes, bytes, sizeof bytes), s->check_seconds);
+    }
 }
 
 /* The executor's plan, as the run starts: memory, schedule, SSD traffic. */
@@ -703,6 +732,44 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
     return ST_OK;
 }
 
+/* After a failure: what of the run is intact, and the command that goes on
+ * from it. Only what is true: a commit is called intact only when nothing
+ * said the store was damaged. */
+static void print_recovery(const session *s, st_status st) {
+    const char *run = s->o.run_dir;
+    if (s->committed && !s->state_damaged) {
+        if (st == ST_ECORRUPT || st == ST_EIO)   /* the drive or its data may be failing: look before going on */
+            fprintf(stderr,
+                    "strata: %s; 'strata fsck %s' says whether the run's last commit is intact, and if it is, this "
+                    "continues it: strata train --resume %s\n",
+                    st == ST_ECORRUPT ? "data read back from the store failed its checksum" : "a drive failed a transfer",
+                    run, run);
+        else
+            fprintf(stderr, "strata: the run's last commit is intact; continue it with: strata train --resume %s\n", run);
+        return;
+    }
+    if (!s->state_damaged && !s->never_committed) return;   /* nothing of the run's to save */
+    if (s->state_damaged) fprintf(stderr, "strata: 'strata fsck %s' lists the damage\n", run);
+    /* --store's directories hold this run's state: a new run must not reuse them */
+    const char *new_store = s->run_store ? " --store NEW_STORE_DIR" : "";
+    char weights[4200];
+    struct stat sb;
+    snprintf(weights, sizeof weights, "%s/model.safetensors", run);
+    if (stat(weights, &sb) == 0) {
+        char when[64];
+        strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime(&sb.st_mtime));
+        fprintf(stderr,
+                "strata: intact: %s, the weights of the run's last save (%s). To train on from them (the optimizer "
+                "state and the learning-rate schedule start again):\n"
+                "  strata train --config %s/run.json --init %s --run-dir NEW_RUN_DIR%s\n",
+                weights, when, run, weights, new_store);
+    }
+    fprintf(stderr,
+            "strata: to start the run again from step 0 (this deletes %s's metrics and weights):\n"
+            "  strata train --config %s/run.json --run-dir %s --overwrite\n",
+            run, run, run);
+}
+
 /* Everything after the flags: the run from start to end. Returns the exit code. */
 static int run_session(session *s) {
     st_error err = {0};
@@ -727,9 +794,7 @@ static int run_session(session *s) {
     if (st == ST_OK) st = train_loop(s, &first_val, &val_loss, &train_seconds, &err);
     if (st == ST_OK) st = finish(s, first_val, val_loss, train_seconds, start, &err);
     int rc = st == ST_OK ? (stop_signal ? 128 + stop_signal : 0) : cli_fail(&err);
-    if (st != ST_OK && s->committed)
-        fprintf(stderr, "strata: the run's last commit is intact; continue it with: strata train --resume %s\n",
-                s->o.run_dir);
+    if (st != ST_OK) print_recovery(s, st);
     run_dir_finish(s->rd, rc == 0 || rc == 128 + SIGINT || rc == 128 + SIGTERM);   /* stopped on request: committed */
     train_run_free(s->run);
     if (s->rc.io) io_engine_destroy(s->rc.io);   /* after the store that used it */

@@ -224,7 +224,8 @@ st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *f
     st_error e = {0};
     *found = 0;
     st_status s = open_read_only(dirs, &st, &e);
-    if (s == ST_ENOENT && access(dirs->paths[0], F_OK) == 0) return ST_OK;   /* a directory without a store */
+    if (s == ST_ENOENT && access(dirs->paths[0], F_OK) == 0 && !store_dirs_hold_store(dirs))
+        return ST_OK;   /* a directory without a store */
     if (s != ST_OK) return st_fail(err, s, "cannot open the run's store in %s: %s", dirs->paths[0], e.msg);
     s = read_record(st, out, &e);
     store_close(st);
@@ -232,6 +233,16 @@ st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *f
     if (s != ST_OK) return st_fail(err, s, "%s", e.msg);
     *found = 1;
     return ST_OK;
+}
+
+st_status train_run_verify_commit(const store_dirs *dirs, store_scrub_result *checked, st_error *err) {
+    store *st;
+    st_error e = {0};
+    st_status s = open_read_only(dirs, &st, &e);
+    if (s != ST_OK) return st_fail(err, s, "cannot open the run's store in %s: %s", dirs->paths[0], e.msg);
+    s = store_scrub_each(st, NULL, NULL, checked, err);
+    store_close(st);
+    return s;
 }
 
 st_status train_run_check_commit(const ckpt_record *c, const gpt_config *model, uint64_t data_tokens, long steps,

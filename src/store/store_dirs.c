@@ -1,5 +1,5 @@
 /* store_dirs.c - a store's directories as the command line and run records
- * spell them, and removing a store from them (see strata/store.h). It uses
+ * spell them, and finding or removing a store in them (see strata/store.h). It uses
  * nothing else in the store but its file names. */
 #include <dirent.h>
 #include <errno.h>
@@ -51,4 +51,17 @@ st_status store_remove(const store_dirs *d, st_error *err) {
         if (s != ST_OK) return s;
     }
     return ST_OK;
+}
+
+int store_dirs_hold_store(const store_dirs *d) {
+    const size_t prefix = strlen(STORE_FILE_PREFIX);
+    int found = 0;
+    for (int i = 0; i < d->n && !found; i++) {
+        DIR *dir = opendir(d->paths[i]);
+        if (!dir) continue;
+        for (struct dirent *e; !found && (e = readdir(dir));)
+            found = !strncmp(e->d_name, STORE_FILE_PREFIX, prefix) && strcmp(e->d_name, STORE_LOCK_NAME) != 0;
+        closedir(dir);
+    }
+    return found;
 }
