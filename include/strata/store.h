@@ -333,6 +333,11 @@ int store_dirs_same(const store_dirs *a, const store_dirs *b);
  * the directories that are missing; other files are left alone. The store
  * must not be open. */
 st_status store_remove(const store_dirs *d, st_error *err);
+/* Moves a store's files (strata-store.*) from each directory of from into
+ * the directory of to at the same index (creating it; same file system:
+ * a rename), so that a store can be set aside and put back. The store must
+ * not be open; from and to have as many directories. */
+st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err);
 /* Whether a store was made in d: any of its files but the lock in any of
  * the directories. A store that will not open although this is 1 is
  * damaged or incomplete, not absent. */

@@ -305,6 +305,10 @@ typedef struct session {
     int committed;                /* a commit of this run exists (say so if it fails) */
     int state_damaged;            /* --resume: the run's store or last commit cannot be read back */
     int never_committed;          /* --resume: the run stopped before its first commit */
+    long steps_trained;           /* by this process */
+    store_dirs aside;             /* --overwrite: the overwritten run's --store, until this run commits */
+    int has_aside;
+    int store_ours;               /* a fresh run's store directories are cleared for it (else another's) */
     store_scrub_result checked;   /* --resume: the last commit, read back before the first step */
     double check_seconds;
     int32_t *tokens;              /* one batch */
@@ -452,6 +456,68 @@ static st_status open_data(session *s, st_error *err) {
     return st;
 }
 
+/* The --store of the run in dir (n = 0: none, or no run there). */
+static st_status previous_run_store(const char *dir, store_dirs *out, st_error *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    out->n = 0;
+    if (access(path, F_OK) != 0) return ST_OK;
+    train_opts r = train_opts_defaults();
+    cJSON *doc = NULL;
+    st_status st = cli_config_apply(&train_spec, &r, path, &doc, err);
+    if (st == ST_OK && r.store) st = store_dirs_parse(r.store, out, err);
+    cJSON_Delete(doc);
+    return st;
+}
+
+/* A fresh run's --store: its directories are made if missing, and a store
+ * already there is refused unless it is the one of the run --overwrite
+ * replaces. That one is set aside (STORE_ASIDE in each directory) until
+ * this run commits, and put back if it fails first, as the run directory's
+ * files are. */
+#define STORE_ASIDE ".previous-run-store"
+static st_status claim_store(session *s, const store_dirs *previous, st_error *err) {
+    for (int i = 0; i < s->dirs.n; i++) {
+        st_status st = st_mkdir_p(s->dirs.paths[i], err);
+        if (st != ST_OK) return st;
+    }
+    if (!store_dirs_hold_store(&s->dirs)) return ST_OK;
+    if (!previous->n || !store_dirs_same(previous, &s->dirs))
+        return st_fail(err, ST_EEXIST,
+                       "--store %s already holds a store that is not %s's%s; choose other directories, or delete its "
+                       "files (strata-store.*) if nothing needs it",
+                       s->dirs.list, s->o.run_dir,
+                       previous->n ? "" : s->o.overwrite ? " (the run there has no --store)" : "");
+    char list[sizeof s->aside.list];
+    size_t len = 0;
+    for (int i = 0; i < s->dirs.n; i++) {   /* DIR/STORE_ASIDE for each DIR, as a list */
+        const int w = snprintf(list + len, sizeof list - len, "%s%s/" STORE_ASIDE, i ? "," : "", s->dirs.paths[i]);
+        if (w < 0 || (size_t)w >= sizeof list - len) return st_fail(err, ST_EINVAL, "store paths too long");
+        len += (size_t)w;
+    }
+    st_status st = store_dirs_parse(list, &s->aside, err);
+    if (st == ST_OK && store_dirs_hold_store(&s->aside))
+        return st_fail(err, ST_EEXIST,
+                       "%s holds a store: an earlier --overwrite was interrupted and the run before it kept its state "
+                       "there; move its files back into %s or delete them",
+                       s->aside.paths[0], s->dirs.paths[0]);
+    if (st == ST_OK) st = store_move(&s->dirs, &s->aside, err);
+    if (st == ST_OK) s->has_aside = 1;
+    return st;
+}
+
+/* The run has committed: what it overwrote goes for good. */
+static void run_committed(session *s) {
+    run_dir_committed(s->rd);
+    s->committed = 1;
+    if (s->has_aside) {
+        st_error e = {0};
+        store_remove(&s->aside, &e);
+        for (int i = 0; i < s->aside.n; i++) rmdir(s->aside.paths[i]);
+        s->has_aside = 0;
+    }
+}
+
 /* The run directory and the store every run commits to: --store, or
  * RUN_DIR/store. run.json records --store (as absolute paths) and not the
  * default, so that it stays a --config file for another run directory. A
@@ -472,11 +538,15 @@ static st_status open_run_dir(session *s, st_error *err) {
     }
     s->rc.store = &s->dirs;
     if (!o->resume) {
+        store_dirs previous = {.n = 0};   /* the store of the run --overwrite replaces */
+        if (o->store && o->overwrite && (st = previous_run_store(o->run_dir, &previous, err)) != ST_OK) return st;
         char *settings = run_settings_json(o);
         st = settings ? run_dir_create(&s->rd, o->run_dir, settings, o->overwrite, err)
                       : st_fail(err, ST_ENOMEM, "out of memory");
         free(settings);
         if (st == ST_OK && !o->store) st = store_remove(&s->default_dirs, err);
+        if (st == ST_OK && o->store) st = claim_store(s, &previous, err);
+        s->store_ours = st == ST_OK;
         return st;
     }
     if ((st = run_dir_reopen(&s->rd, o->run_dir, err)) != ST_OK) return st;   /* the lock first */
@@ -660,6 +730,7 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
         if ((st = batch_loader_next(&s->loader, (int)o->batch, s->tokens, err)) != ST_OK ||
             (st = train_run_step(s->run, s->tokens, &ss, err)) != ST_OK)
             return st;
+        s->steps_trained++;
         *train_seconds += ss.seconds;
         if (!isfinite(ss.loss) || !isfinite(ss.grad_norm))
             return st_fail(err, ST_EINVAL, "loss became %f (gradient norm %f) at step %ld; lower --lr or enable --clip",
@@ -698,8 +769,7 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
             st = save ? save_weights(s, err) : run_dir_sync_metrics(s->rd, err);
             if (st == ST_OK && !save) st = commit_state(s, err);
             if (st != ST_OK) return st;
-            run_dir_committed(s->rd);
-            s->committed = 1;
+            run_committed(s);
         }
     }
     if (tty) printf("\n");
@@ -718,7 +788,7 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
         if ((st = validation_loss(s, &val_loss, err)) != ST_OK) return st;
     }
     if ((st = save_weights(s, err)) != ST_OK) return st;
-    run_dir_committed(s->rd);
+    run_committed(s);
     char plot_msg[256] = "", peak[32];
     run_dir_plot(s->rd, plot_msg, sizeof plot_msg);
     const long trained = done - s->commit.step;
@@ -770,6 +840,19 @@ static void print_recovery(const session *s, st_status st) {
             run, run, run);
 }
 
+/* A fresh run failed before its first commit: its store holds nothing
+ * worth keeping (and the space it reserved goes back), and the store it set
+ * aside with --overwrite comes back. */
+static void undo_store(session *s) {
+    if (!s->store_ours) return;
+    st_error e = {0};
+    store_remove(s->o.store ? &s->dirs : &s->default_dirs, &e);
+    if (s->has_aside && store_move(&s->aside, &s->dirs, &e) == ST_OK)
+        for (int i = 0; i < s->aside.n; i++) rmdir(s->aside.paths[i]);
+    else if (s->has_aside)
+        fprintf(stderr, "strata: could not put the overwritten run's store back from %s: %s\n", s->aside.list, e.msg);
+}
+
 /* Everything after the flags: the run from start to end. Returns the exit code. */
 static int run_session(session *s) {
     st_error err = {0};
@@ -795,9 +878,11 @@ static int run_session(session *s) {
     if (st == ST_OK) st = finish(s, first_val, val_loss, train_seconds, start, &err);
     int rc = st == ST_OK ? (stop_signal ? 128 + stop_signal : 0) : cli_fail(&err);
     if (st != ST_OK) print_recovery(s, st);
-    run_dir_finish(s->rd, rc == 0 || rc == 128 + SIGINT || rc == 128 + SIGTERM);   /* stopped on request: committed */
-    train_run_free(s->run);
+    const int ok = rc == 0 || rc == 128 + SIGINT || rc == 128 + SIGTERM;   /* stopped on request: committed */
+    train_run_free(s->run);   /* the store closed before its files move */
     if (s->rc.io) io_engine_destroy(s->rc.io);   /* after the store that used it */
+    if (!ok && !s->committed) undo_store(s);
+    run_dir_finish(s->rd, ok ? RUN_SUCCEEDED : s->committed || s->steps_trained ? RUN_FAILED : RUN_DISCARDED);
     token_file_close(s->train_tf);
     token_file_close(s->val_tf);
     st_free_aligned(s->init);

@@ -344,11 +344,17 @@ static void settle_previous(run_dir *rd, int success) {
 
 void run_dir_committed(run_dir *rd) { settle_previous(rd, 1); }
 
-void run_dir_finish(run_dir *rd, int success) {
+void run_dir_finish(run_dir *rd, run_end end) {
     if (!rd) return;
     if (rd->metrics) fclose(rd->metrics);
     rd->metrics = NULL;
-    settle_previous(rd, success);
+    if (end == RUN_DISCARDED)
+        for (size_t i = 0; i < N_RUN_FILES; i++) {
+            char here[4200];
+            join(here, sizeof here, rd->path, run_files[i]);
+            remove_entry(here);
+        }
+    settle_previous(rd, end == RUN_SUCCEEDED);
     st_lock_release(&rd->lock);
     free(rd);
 }

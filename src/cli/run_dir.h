@@ -56,8 +56,17 @@ st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_read
  * (a missing gnuplot is reported, not an error). */
 void run_dir_plot(run_dir *rd, char *msg, size_t cap);
 const char *run_dir_path(const run_dir *rd);
-/* Ends the run: success deletes the run this one overwrote; failure removes
- * this run's files and puts the previous run's back. NULL is fine. */
-void run_dir_finish(run_dir *rd, int success);
+/* How a run ended, for run_dir_finish. */
+typedef enum run_end {
+    RUN_SUCCEEDED,   /* done, or stopped on request after committing */
+    RUN_FAILED,      /* failed after it trained: what it wrote stays (the
+                        metrics say how far it got) */
+    RUN_DISCARDED,   /* failed before it trained a step or committed: its
+                        files are removed, so that trying again is not refused */
+} run_end;
+/* Ends the run and releases its lock. An overwritten run is deleted if this
+ * one succeeded, and otherwise put back in place of this run's files.
+ * NULL is fine. */
+void run_dir_finish(run_dir *rd, run_end end);
 
 #endif

@@ -53,6 +53,33 @@ st_status store_remove(const store_dirs *d, st_error *err) {
     return ST_OK;
 }
 
+st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err) {
+    if (from->n != to->n) return st_fail(err, ST_EINVAL, "store_move: %d directories into %d", from->n, to->n);
+    const size_t prefix = strlen(STORE_FILE_PREFIX);
+    for (int i = 0; i < from->n; i++) {
+        st_status s = st_mkdir_p(to->paths[i], err);
+        if (s != ST_OK) return s;
+        DIR *d = opendir(from->paths[i]);
+        if (!d) {
+            if (errno == ENOENT) continue;
+            return st_fail_errno(err, errno, "%s: cannot list", from->paths[i]);
+        }
+        struct dirent *e;
+        while (s == ST_OK && (e = readdir(d))) {
+            if (strncmp(e->d_name, STORE_FILE_PREFIX, prefix) != 0) continue;
+            char a[4400], b[4400];
+            store_path_join(a, sizeof a, from->paths[i], e->d_name);
+            store_path_join(b, sizeof b, to->paths[i], e->d_name);
+            if (rename(a, b) != 0) s = st_fail_errno(err, errno, "%s: cannot move to %s", a, to->paths[i]);
+        }
+        closedir(d);
+        if (s == ST_OK) s = st_fsync_dir(to->paths[i], err);
+        if (s == ST_OK) s = st_fsync_dir(from->paths[i], err);
+        if (s != ST_OK) return s;
+    }
+    return ST_OK;
+}
+
 int store_dirs_hold_store(const store_dirs *d) {
     const size_t prefix = strlen(STORE_FILE_PREFIX);
     int found = 0;

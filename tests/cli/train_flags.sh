@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train_flags.sh STRATA SOURCE_DIR - `strata train`'s flags checked before a
 # run starts: flags that crashed (--log-every 0), were silently ignored
-# (--n-head with --model, --n-ctx/--vocab with --init) or truncated (values
+# (--n-head with --model, an --n-ctx/--vocab other than --init's) or truncated (values
 # past INT_MAX), values that wrote invalid JSON (--eval-batches 0) or NaN
 # weights (--beta1 2), and a repeated --config are refused, and a refused run
 # writes nothing.
@@ -32,8 +32,9 @@ expect_rc "--config twice is a usage error" 2 "--config" \
 expect_rc "--beta1 2 is refused" 1 "betas" run --beta1 2 --run-dir "$tmp/r5"
 expect_rc "--beta2 1 is refused" 1 "betas" run --beta2 1 --run-dir "$tmp/r5"
 # Shape flags that would be ignored are refused.
-expect_rc "--n-ctx with --init is refused" 1 "--init.*--n-ctx" run --n-ctx 8 --run-dir "$tmp/r6"
-expect_rc "--vocab with --init is refused" 1 "--init.*--vocab" run --vocab 5000 --run-dir "$tmp/r6"
+expect_rc "--n-ctx other than --init's is refused" 1 "--n-ctx 8: the model in .* has n-ctx 32" run --n-ctx 8 --run-dir "$tmp/r6"
+expect_rc "--vocab other than --init's is refused" 1 "--vocab 5000: the model in .* has vocab 101" run --vocab 5000 --run-dir "$tmp/r6"
+check "--n-ctx and --vocab that agree with --init's are accepted" run --n-ctx 32 --vocab 101 --run-dir "$tmp/ok8"
 expect_rc "--n-head with --model is refused" 1 "--model" \
   "$STRATA" train --model gpt2-tiny --n-head 2 --n-ctx 16 --vocab 101 --data "$tmp/ds" --batch 2 --seq 16 \
   --steps 1 --run-dir "$tmp/r7"
