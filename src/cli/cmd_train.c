@@ -26,7 +26,7 @@
 #include "strata/run.h"
 
 typedef struct train_opts {
-    const char *model, *init, *data, *run_dir, *precision, *schedule, *offload, *store;
+    const char *model, *init, *data, *data_format, *run_dir, *precision, *schedule, *offload, *store;
     long n_layer, n_head, d_model, n_ctx, vocab;
     long batch, micro_batch, seq, steps, warmup, threads;
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
@@ -44,6 +44,7 @@ static const cli_flag train_flags[] = {
     CLI_MODEL_SHAPE_FLAGS(O),
     CLI_STRING("init", O(init), "FILE", "start from these weights (.safetensors) to fine-tune"),
     CLI_STRING("data", O(data), "PATH", "dataset directory (strata prepare) or token file"),
+    CLI_DATA_FORMAT_FLAG(O(data_format)),
     INT_FLAG("batch", batch, "N", "sequences per optimizer step (global batch)"),
     INT_FLAG("micro-batch", micro_batch, "N", "sequences per forward/backward (default: --batch)"),
     CLI_SEQ_FLAG(O(seq)),
@@ -108,16 +109,16 @@ static const cli_spec train_spec = {
  * start. The settings that make the run what it is (its model, data, math
  * and state layout) are kept by a resumed run; the others may change. */
 static const char *const not_recorded[] = {"model", "init", "plan", "hw", "run-dir", "overwrite", "resume", "trace"};
-static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "data", "batch",
-                                             "micro-batch", "seq", "steps", "lr", "min-lr", "warmup", "clip",
-                                             "weight-decay", "beta1", "beta2", "precision", "recompute", "schedule",
-                                             "alpha", "seed"};
+static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "data",
+                                             "data-format", "batch", "micro-batch", "seq", "steps", "lr", "min-lr",
+                                             "warmup", "clip", "weight-decay", "beta1", "beta2", "precision",
+                                             "recompute", "schedule", "alpha", "seed"};
 #define NAME_IN(name, list) cli_name_in(name, list, CLI_COUNT(list))
 
 static train_opts train_opts_defaults(void) {
     return (train_opts){.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
                         .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
-                        .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
+                        .data_format = "auto", .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
                         .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
 }
 
@@ -290,6 +291,7 @@ typedef struct session {
     train_run_config rc;          /* what the run is: the trainer, its settings, its stores */
     int auto_offload;             /* --offload auto: the executor's placement is chosen */
     float *init;                  /* --init's weights, until the run has them */
+    token_format data_format;     /* --data-format */
     token_file *train_tf, *val_tf;
     char train_path[4096], val_path[4096];
     batch_loader loader;
@@ -322,6 +324,8 @@ static int check_flags(session *s) {
     if (o->log_every < 1 || o->eval_batches < 1)
         return cli_usage_error("train", "--log-every and --eval-batches must be at least 1");
     if (gpt_precision_parse(o->precision, &rc->train.precision, &err) != ST_OK)
+        return cli_usage_error("train", "--%s", err.msg);
+    if (token_format_parse(o->data_format, &s->data_format, &err) != ST_OK)
         return cli_usage_error("train", "--%s", err.msg);
     /* The schedule and what goes to the SSD. */
     rc->schedule = SCHED_VERTICAL;
@@ -431,8 +435,8 @@ static st_status plan_auto(session *s, st_error *err) {
 
 static st_status open_data(session *s, st_error *err) {
     st_status st = dataset_resolve(s->o.data, s->train_path, s->val_path, sizeof s->train_path, err);
-    if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, err);
-    if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, err);
+    if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, s->data_format, err);
+    if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, s->data_format, err);
     if (st == ST_OK) st = batch_loader_init(&s->loader, s->train_tf, s->rc.train.T, s->rc.train.model.vocab_size, err);
     return st;
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# data_inputs.sh STRATA SOURCE_DIR - inputs are what they claim to be (issue
+# 15): raw uint16 ids are read only from a *.bin file or with --data-format
+# u16, and text is recognized and sent to `strata prepare`; nanoGPT's .bin
+# files and prepared datasets still train.
+. "$(dirname "$0")/common.bash" "$@"
+FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
+
+"$PY" - "$tmp" <<'PY'
+import struct, sys
+d = sys.argv[1]
+ramp = [(i * 7 + (i // 13)) % 101 for i in range(4000)]
+open(f"{d}/train.bin", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
+open(f"{d}/val.bin", "wb").write(struct.pack("<1000H", *ramp[:1000]))
+open(f"{d}/tokens.u16", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
+open(f"{d}/notes.txt", "w").write("These are my notes, not token ids.\n" * 100)
+PY
+mkdir -p "$tmp/ds" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
+# A small model (vocab 101) and one with GPT-2's vocabulary, under which any
+# ASCII text read as uint16 is a valid id.
+run() { "$STRATA" train --init "$FX" --n-head 4 --batch 2 --seq 16 --steps 2 --eval-batches 1 --threads 1 "$@"; }
+run_gpt2() { "$STRATA" train --n-layer 1 --n-head 2 --d-model 16 --batch 2 --seq 16 --steps 2 --eval-batches 1 \
+               --threads 1 "$@"; }
+
+# --- which files hold raw token ids ------------------------------------------------
+expect_rc "a text file is refused with the advice to run strata prepare" 1 \
+  "notes.txt: this is a text file, not token ids; tokenize it first with 'strata prepare .*notes.txt --out DIR'" \
+  run_gpt2 --data "$tmp/notes.txt" --run-dir "$tmp/r_text"
+check "  and no run was written" test ! -e "$tmp/r_text/metrics.jsonl"
+expect_rc "eval: a text file is refused too" 1 "notes.txt: this is a text file" \
+  "$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/notes.txt" --batch 1 --seq 16
+expect_rc "decode: a text file is refused too" 1 "notes.txt: this is a text file" \
+  "$STRATA" decode --tokens "$tmp/notes.txt"
+expect_rc "raw ids in a file not named *.bin are refused, naming both ways to read them" 1 \
+  "tokens.u16: not a token file: .*named \*\.bin.*--data-format u16" run --data "$tmp/tokens.u16" --run-dir "$tmp/r_u16"
+run --data "$tmp/tokens.u16" --data-format u16 --run-dir "$tmp/r_u16" >"$tmp/u16.log" 2>&1
+check "--data-format u16 reads them" test $? -eq 0
+check "  and run.json records it (a resumed run reads them the same way)" \
+  grep -qE '"data-format":\s*"u16"' "$tmp/r_u16/run.json"
+"$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/tokens.u16" --data-format u16 --batch 1 --seq 16 >/dev/null 2>&1
+check "eval --data-format u16 reads them" test $? -eq 0
+"$STRATA" decode --tokens "$tmp/tokens.u16" --data-format u16 --count 3 >/dev/null 2>&1
+check "decode --data-format u16 reads them" test $? -eq 0
+expect_rc "an unknown --data-format is a usage error" 2 "--data-format must be auto or u16, not 'uint16'" \
+  run --data "$tmp/tokens.u16" --data-format uint16 --run-dir "$tmp/r_fmt"
+run --data "$tmp/train.bin" --run-dir "$tmp/r_bin" >/dev/null 2>&1
+check "a nanoGPT *.bin file still trains" test $? -eq 0
+run --data "$tmp/ds" --run-dir "$tmp/r_ds" >/dev/null 2>&1
+check "a nanoGPT directory (train.bin, val.bin) still trains" test $? -eq 0
+mkdir -p "$tmp/text"
+printf 'Some text to tokenize, with a few words in it. %.0s' $(seq 100) >"$tmp/text/a.txt"
+"$STRATA" prepare "$tmp/text" --out "$tmp/prepared" >/dev/null 2>&1
+run_gpt2 --data "$tmp/prepared" --run-dir "$tmp/r_prep" --batch 1 >/dev/null 2>&1
+check "a prepared dataset (train.tok, val.tok) still trains" test $? -eq 0
+
+finish
