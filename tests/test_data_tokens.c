@@ -206,7 +206,7 @@ static void test_damaged_shards_are_refused(void **state) {
     expect_open_error(other, ST_ENOENT, "cannot open");
     write_bytes(fx->path, "", 0);
     expect_open_error(fx->path, ST_ECORRUPT, "empty");
-    expect_open_error(fx->dir, ST_EINVAL, "directory");
+    expect_open_error(fx->dir, ST_EINVAL, "is a directory, not a token file; name a file in it");
 
     /* a valid shard with the checksum recomputed after the change is fine:
      * the checks are about damage, not about the writer */

@@ -179,7 +179,10 @@ st_status token_file_open(token_file **out, const char *path, token_format forma
         goto fail;
     }
     if (S_ISDIR(sb.st_mode)) {
-        st = st_fail(err, ST_EINVAL, "%s: is a directory, not a token file (see dataset_resolve)", path);
+        st = st_fail(err, ST_EINVAL,
+                     "%s: is a directory, not a token file; name a file in it (for a dataset from 'strata prepare': "
+                     "train.tok or val.tok)",
+                     path);
         goto fail;
     }
     uint64_t size = (uint64_t)sb.st_size;

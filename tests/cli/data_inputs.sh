@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # data_inputs.sh STRATA SOURCE_DIR - inputs are what they claim to be (issue
 # 15): raw uint16 ids are read only from a *.bin file or with --data-format
-# u16, and text is recognized and sent to `strata prepare`; nanoGPT's .bin
-# files and prepared datasets still train.
+# u16, text is recognized and sent to `strata prepare`, and a directory given
+# as a token file is named as such; nanoGPT's .bin files and prepared
+# datasets still train.
 . "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
 
@@ -52,5 +53,11 @@ printf 'Some text to tokenize, with a few words in it. %.0s' $(seq 100) >"$tmp/t
 "$STRATA" prepare "$tmp/text" --out "$tmp/prepared" >/dev/null 2>&1
 run_gpt2 --data "$tmp/prepared" --run-dir "$tmp/r_prep" --batch 1 >/dev/null 2>&1
 check "a prepared dataset (train.tok, val.tok) still trains" test $? -eq 0
+
+# --- a directory where a token file is expected --------------------------------------
+expect_rc "eval --tokens DIR names the files to give, not an internal function" 1 \
+  "ds: is a directory, not a token file; name a file in it \(for a dataset from 'strata prepare': train.tok or val.tok\)" \
+  "$STRATA" eval --model "$FX" --n-head 4 --tokens "$tmp/ds" --batch 1 --seq 16
+check "  (no internal name in it)" bash -c "! grep -q dataset_resolve '$tmp/err'"
 
 finish
