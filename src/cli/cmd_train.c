@@ -433,11 +433,17 @@ static st_status plan_auto(session *s, st_error *err) {
     return train_config_check(&rc->train, err);
 }
 
+/* The training and validation files, each checked to hold one batch (a
+ * micro-batch for validation) now rather than at its first use. */
 static st_status open_data(session *s, st_error *err) {
+    const train_config *tc = &s->rc.train;
+    batch_loader val;
     st_status st = dataset_resolve(s->o.data, s->train_path, s->val_path, sizeof s->train_path, err);
     if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, s->data_format, err);
     if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, s->data_format, err);
-    if (st == ST_OK) st = batch_loader_init(&s->loader, s->train_tf, s->rc.train.T, s->rc.train.model.vocab_size, err);
+    if (st == ST_OK)
+        st = batch_loader_init(&s->loader, s->train_tf, (int)s->o.batch, tc->T, tc->model.vocab_size, err);
+    if (st == ST_OK) st = batch_loader_init(&val, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);
     return st;
 }
 
@@ -599,7 +605,7 @@ static st_status create_run(session *s, st_error *err) {
 static st_status validation_loss(session *s, float *out, st_error *err) {
     const train_config *tc = &s->rc.train;
     batch_loader bl;
-    st_status st = batch_loader_init(&bl, s->val_tf, tc->T, tc->model.vocab_size, err);
+    st_status st = batch_loader_init(&bl, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);
     if (st != ST_OK) return st;
     double sum = 0;
     for (long i = 0; i < s->o.eval_batches; i++) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # data_inputs.sh STRATA SOURCE_DIR - inputs are what they claim to be (issue
 # 15): raw uint16 ids are read only from a *.bin file or with --data-format
-# u16, text is recognized and sent to `strata prepare`, and a directory given
-# as a token file is named as such; nanoGPT's .bin files and prepared
-# datasets still train.
+# u16, text is recognized and sent to `strata prepare`, data smaller than
+# one batch is refused, and a directory given as a token file is named as
+# such; nanoGPT's .bin files and prepared datasets still train.
 . "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
 
@@ -15,8 +15,10 @@ open(f"{d}/train.bin", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
 open(f"{d}/val.bin", "wb").write(struct.pack("<1000H", *ramp[:1000]))
 open(f"{d}/tokens.u16", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
 open(f"{d}/notes.txt", "w").write("These are my notes, not token ids.\n" * 100)
+open(f"{d}/small.bin", "wb").write(struct.pack("<40H", *ramp[:40]))
 PY
-mkdir -p "$tmp/ds" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
+mkdir -p "$tmp/ds" "$tmp/smallval" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
+cp "$tmp/train.bin" "$tmp/smallval/train.bin" && cp "$tmp/small.bin" "$tmp/smallval/val.bin"
 # A small model (vocab 101) and one with GPT-2's vocabulary, under which any
 # ASCII text read as uint16 is a valid id.
 run() { "$STRATA" train --init "$FX" --n-head 4 --batch 2 --seq 16 --steps 2 --eval-batches 1 --threads 1 "$@"; }
@@ -53,6 +55,17 @@ printf 'Some text to tokenize, with a few words in it. %.0s' $(seq 100) >"$tmp/t
 "$STRATA" prepare "$tmp/text" --out "$tmp/prepared" >/dev/null 2>&1
 run_gpt2 --data "$tmp/prepared" --run-dir "$tmp/r_prep" --batch 1 >/dev/null 2>&1
 check "a prepared dataset (train.tok, val.tok) still trains" test $? -eq 0
+
+# --- data smaller than one batch -------------------------------------------------
+expect_rc "training data smaller than one batch is refused with the numbers, not wrapped" 1 \
+  "small.bin: holds 40 tokens, fewer than one batch of 4 sequences of 16 tokens needs \(4 x 16 \+ 1 = 65\)" \
+  run --data "$tmp/small.bin" --batch 4 --run-dir "$tmp/r_small"
+run --data "$tmp/small.bin" --batch 2 --run-dir "$tmp/r_small2" >/dev/null 2>&1
+check "  one batch that fits (2 x 16 + 1 = 33 of 40) trains" test $? -eq 0
+expect_rc "validation data smaller than one micro-batch is refused before training" 1 \
+  "smallval/val.bin: holds 40 tokens, fewer than one batch of 4 sequences of 16 tokens needs" \
+  run --data "$tmp/smallval" --batch 8 --micro-batch 4 --run-dir "$tmp/r_smallval"
+check "  before any step" test ! -e "$tmp/r_smallval/metrics.jsonl"
 
 # --- a directory where a token file is expected --------------------------------------
 expect_rc "eval --tokens DIR names the files to give, not an internal function" 1 \
