@@ -287,6 +287,41 @@ static void test_raw_ids_only_where_the_format_is_certain(void **state) {
     assert_non_null(strstr(err.msg, "'uint16'"));
 }
 
+/* Every id checked up front, the first one past the vocabulary named by its
+ * position, also beyond the first chunk read. */
+static void test_check_ids_against_the_vocabulary(void **state) {
+    fixture *fx = *state;
+    const size_t n = 700000;   /* more than one 1 MiB read of int32 */
+    uint16_t *raw = malloc(n * sizeof *raw);
+    for (size_t k = 0; k < n; k++) raw[k] = (uint16_t)(k % 101);
+    raw[600001] = 101;
+    char path[160];
+    snprintf(path, sizeof path, "%s/big.bin", fx->dir);
+    write_bytes(path, raw, n * sizeof *raw);
+    free(raw);
+    st_error err = {0};
+    token_file *tf;
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 101, &err), ST_ECORRUPT);
+    if (!strstr(err.msg, path) || !strstr(err.msg, "token 600001 is 101, past the model's vocabulary of 101"))
+        fail_msg("got \"%s\"", err.msg);
+    assert_int_equal(token_file_check_ids(tf, 102, &err), ST_OK);
+    token_file_close(tf);
+
+    /* a shard: no read when its vocabulary fits; its ids when it does not */
+    int32_t ids[] = {5, 99, 7, 150, 3};
+    write_shard(fx->path, ids, 3, 101);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 101, &err), ST_OK);
+    token_file_close(tf);
+    write_shard(fx->path, ids, 5, 50257);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 151, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 101, &err), ST_ECORRUPT);
+    assert_non_null(strstr(err.msg, "token 3 is 150"));
+    token_file_close(tf);
+}
+
 static void test_dataset_resolve(void **state) {
     fixture *fx = *state;
     char train[256], val[256], p[160];
@@ -362,6 +397,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_damaged_shards_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nanogpt_raw_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_raw_ids_only_where_the_format_is_certain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_ids_against_the_vocabulary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dataset_resolve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_layout_matches_docs, setup, teardown),
     };

@@ -79,6 +79,12 @@ uint64_t  token_file_count(const token_file *tf);          /* number of tokens *
  * file and the position if an id is >= vocab_size (pass 0 to skip that
  * check), ST_EINVAL if the range is past the end. */
 st_status token_file_read(token_file *tf, uint64_t start, size_t n, int32_t *out, int vocab_size, st_error *err);
+/* Checks every id against vocab_size before any is used, so that an id past
+ * it fails at the start of a run, not hours into it: reads the whole file
+ * once, except a shard written for a vocabulary no larger (its writer
+ * refused larger ids, and its checksum says they are unchanged). Fails as
+ * token_file_read does, at the first id past it. */
+st_status token_file_check_ids(token_file *tf, int vocab_size, st_error *err);
 /* The vocabulary size a shard was written for (0 for a raw file). */
 uint32_t  token_file_vocab_size(const token_file *tf);
 int       token_file_is_shard(const token_file *tf);

@@ -433,14 +433,18 @@ static st_status plan_auto(session *s, st_error *err) {
     return train_config_check(&rc->train, err);
 }
 
-/* The training and validation files, each checked to hold one batch (a
- * micro-batch for validation) now rather than at its first use. */
+/* The training and validation files, each checked now rather than at its
+ * first use: every id within the model's vocabulary, and one batch's worth
+ * of tokens (a micro-batch for validation). */
 static st_status open_data(session *s, st_error *err) {
     const train_config *tc = &s->rc.train;
     batch_loader val;
     st_status st = dataset_resolve(s->o.data, s->train_path, s->val_path, sizeof s->train_path, err);
     if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, s->data_format, err);
     if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, s->data_format, err);
+    if (st == ST_OK) st = token_file_check_ids(s->train_tf, tc->model.vocab_size, err);
+    if (st == ST_OK && !st_same_path(s->train_path, s->val_path))
+        st = token_file_check_ids(s->val_tf, tc->model.vocab_size, err);
     if (st == ST_OK)
         st = batch_loader_init(&s->loader, s->train_tf, (int)s->o.batch, tc->T, tc->model.vocab_size, err);
     if (st == ST_OK) st = batch_loader_init(&val, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);

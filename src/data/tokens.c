@@ -251,10 +251,26 @@ st_status token_file_read(token_file *tf, uint64_t start, size_t n, int32_t *out
     if (vocab_size > 0) {
         for (size_t k = 0; k < n; k++)
             if ((uint32_t)out[k] >= (uint32_t)vocab_size)
-                return st_fail(err, ST_ECORRUPT, "%s: token %" PRIu64 " is %" PRIu32 ", past the model's vocabulary of %d",
+                return st_fail(err, ST_ECORRUPT,
+                               "%s: token %" PRIu64 " is %" PRIu32 ", past the model's vocabulary of %d; the data "
+                               "needs a model with a larger vocabulary (--vocab), or was not tokenized for this one",
                                tf->path, start + k, (uint32_t)out[k], vocab_size);
     }
     return ST_OK;
+}
+
+st_status token_file_check_ids(token_file *tf, int vocab_size, st_error *err) {
+    if (tf->is_shard && tf->vocab_size <= (uint32_t)vocab_size) return ST_OK;
+    const size_t chunk = IO_CHUNK / sizeof(int32_t);
+    int32_t *buf = malloc(chunk * sizeof *buf);
+    if (!buf) return st_fail(err, ST_ENOMEM, "%s: out of memory", tf->path);
+    st_status st = ST_OK;
+    for (uint64_t pos = 0; pos < tf->count && st == ST_OK; pos += chunk) {
+        const size_t n = tf->count - pos < chunk ? (size_t)(tf->count - pos) : chunk;
+        st = token_file_read(tf, pos, n, buf, vocab_size, err);
+    }
+    free(buf);
+    return st;
 }
 
 void token_file_close(token_file *tf) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # data_inputs.sh STRATA SOURCE_DIR - inputs are what they claim to be (issue
 # 15): raw uint16 ids are read only from a *.bin file or with --data-format
-# u16, text is recognized and sent to `strata prepare`, data smaller than
-# one batch is refused, and a directory given as a token file is named as
-# such; nanoGPT's .bin files and prepared datasets still train.
+# u16, text is recognized and sent to `strata prepare`, ids past the
+# model's vocabulary and data smaller than one batch are refused before the
+# first step, and a directory given as a token file is named as such;
+# nanoGPT's .bin files and prepared datasets still train.
 . "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
 
@@ -16,6 +17,8 @@ open(f"{d}/val.bin", "wb").write(struct.pack("<1000H", *ramp[:1000]))
 open(f"{d}/tokens.u16", "wb").write(struct.pack(f"<{len(ramp)}H", *ramp))
 open(f"{d}/notes.txt", "w").write("These are my notes, not token ids.\n" * 100)
 open(f"{d}/small.bin", "wb").write(struct.pack("<40H", *ramp[:40]))
+late = list(ramp); late[3000] = 150   # past the vocabulary, 90 batches in
+open(f"{d}/late_bad.bin", "wb").write(struct.pack(f"<{len(late)}H", *late))
 PY
 mkdir -p "$tmp/ds" "$tmp/smallval" && cp "$tmp/train.bin" "$tmp/val.bin" "$tmp/ds/"
 cp "$tmp/train.bin" "$tmp/smallval/train.bin" && cp "$tmp/small.bin" "$tmp/smallval/val.bin"
@@ -55,6 +58,15 @@ printf 'Some text to tokenize, with a few words in it. %.0s' $(seq 100) >"$tmp/t
 "$STRATA" prepare "$tmp/text" --out "$tmp/prepared" >/dev/null 2>&1
 run_gpt2 --data "$tmp/prepared" --run-dir "$tmp/r_prep" --batch 1 >/dev/null 2>&1
 check "a prepared dataset (train.tok, val.tok) still trains" test $? -eq 0
+
+# --- ids past the model's vocabulary, anywhere in the file: before the first step ---
+expect_rc "an id past the vocabulary is refused up front, naming the file and the position" 1 \
+  "late_bad.bin: token 3000 is 150, past the model's vocabulary of 101; the data needs a model with a larger vocabulary" \
+  run --data "$tmp/late_bad.bin" --steps 200 --run-dir "$tmp/r_late"
+check "  before any step" bash -c "! grep -q '^step' '$tmp/out'"
+mkdir -p "$tmp/lateval" && cp "$tmp/train.bin" "$tmp/lateval/" && cp "$tmp/late_bad.bin" "$tmp/lateval/val.bin"
+expect_rc "  in the validation file too" 1 "lateval/val.bin: token 3000 is 150" \
+  run --data "$tmp/lateval" --run-dir "$tmp/r_lateval"
 
 # --- data smaller than one batch -------------------------------------------------
 expect_rc "training data smaller than one batch is refused with the numbers, not wrapped" 1 \
