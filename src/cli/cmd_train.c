@@ -442,12 +442,18 @@ static st_status open_data(session *s, st_error *err) {
     st_status st = dataset_resolve(s->o.data, s->train_path, s->val_path, sizeof s->train_path, err);
     if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, s->data_format, err);
     if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, s->data_format, err);
+    const int same = st == ST_OK && st_same_path(s->train_path, s->val_path);
     if (st == ST_OK) st = token_file_check_ids(s->train_tf, tc->model.vocab_size, err);
-    if (st == ST_OK && !st_same_path(s->train_path, s->val_path))
-        st = token_file_check_ids(s->val_tf, tc->model.vocab_size, err);
+    if (st == ST_OK && !same) st = token_file_check_ids(s->val_tf, tc->model.vocab_size, err);
     if (st == ST_OK)
         st = batch_loader_init(&s->loader, s->train_tf, (int)s->o.batch, tc->T, tc->model.vocab_size, err);
     if (st == ST_OK) st = batch_loader_init(&val, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);
+    if (st == ST_OK && same)
+        fprintf(stderr,
+                "strata: warning: the validation data is the training data itself (%s): the validation loss will "
+                "say how well the model remembers its training text, not how it does on text it has not seen; "
+                "give a dataset with a validation split of its own ('strata prepare' makes one)\n",
+                s->train_path);
     return st;
 }
 

@@ -3,8 +3,9 @@
 # 15): raw uint16 ids are read only from a *.bin file or with --data-format
 # u16, text is recognized and sent to `strata prepare`, ids past the
 # model's vocabulary and data smaller than one batch are refused before the
-# first step, and a directory given as a token file is named as such;
-# nanoGPT's .bin files and prepared datasets still train.
+# first step, validation on the training data itself is warned about, and a
+# directory given as a token file is named as such; nanoGPT's .bin files and
+# prepared datasets still train.
 . "$(dirname "$0")/common.bash" "$@"
 FX="$SRC/tests/fixtures/gpt_small_init.safetensors"   # 2 layers, d 48, context 32, vocab 101
 
@@ -58,6 +59,18 @@ printf 'Some text to tokenize, with a few words in it. %.0s' $(seq 100) >"$tmp/t
 "$STRATA" prepare "$tmp/text" --out "$tmp/prepared" >/dev/null 2>&1
 run_gpt2 --data "$tmp/prepared" --run-dir "$tmp/r_prep" --batch 1 >/dev/null 2>&1
 check "a prepared dataset (train.tok, val.tok) still trains" test $? -eq 0
+
+# --- validation data that is the training data -------------------------------------
+run --data "$tmp/train.bin" --run-dir "$tmp/r_same" >/dev/null 2>"$tmp/same.err"
+check "one file for both: a warning that validation is the training data" \
+  grep -q "^strata: warning: the validation data is the training data itself ($tmp/train.bin).*'strata prepare'" \
+  "$tmp/same.err"
+check "  once" test "$(grep -c warning "$tmp/same.err")" -eq 1
+mkdir -p "$tmp/linked" && cp "$tmp/train.bin" "$tmp/linked/" && ln -s train.bin "$tmp/linked/val.bin"
+run --data "$tmp/linked" --run-dir "$tmp/r_linked" >/dev/null 2>"$tmp/linked.err"
+check "a val.bin linked to train.bin: the same warning" grep -q "the validation data is the training data" "$tmp/linked.err"
+run --data "$tmp/ds" --run-dir "$tmp/r_split" >/dev/null 2>"$tmp/split.err"
+check "a dataset with its own validation split: no warning" bash -c "! grep -q warning '$tmp/split.err'"
 
 # --- ids past the model's vocabulary, anywhere in the file: before the first step ---
 expect_rc "an id past the vocabulary is refused up front, naming the file and the position" 1 \
