@@ -629,6 +629,21 @@ static st_status validation_loss(session *s, float *out, st_error *err) {
     return ST_OK;
 }
 
+/* A non-finite loss (or gradient norm) from a fresh run's initial weights,
+ * before any update: the weights are at fault, not the learning rate. */
+static st_status fail_initial_weights(const session *s, const char *what, st_error *err) {
+    if (s->o.init)
+        return st_fail(err, ST_EINVAL,
+                       "%s: these initial weights give a non-finite %s before any training: the file holds NaN or "
+                       "infinite values, or values too large to compute with; check or replace it (lowering --lr "
+                       "cannot help)",
+                       s->o.init, what);
+    return st_fail(err, ST_EINVAL,
+                   "the model's random initial weights (--seed %llu) give a non-finite %s before any training; "
+                   "lowering --lr cannot help: this is a bug in strata, please report it with the command line",
+                   (unsigned long long)s->o.seed, what);
+}
+
 /* The steps from the commit (or 0) to --steps, or to a stop signal, with
  * validation, metrics, progress, and the commits and saves asked for.
  * Returns the validation losses at the start and the end. */
@@ -641,6 +656,11 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
     *train_seconds = 0;
     if (!o->resume) {
         if ((st = validation_loss(s, first_val, err)) != ST_OK) return st;
+        if (!isfinite(*first_val)) {
+            char what[64];
+            snprintf(what, sizeof what, "validation loss (%f)", *first_val);
+            return fail_initial_weights(s, what, err);
+        }
         *val_loss = *first_val;
         printf("step 0: validation loss %.4f\n", *first_val);
         if ((st = run_dir_log_metrics(s->rd, err, "{\"step\": 0, \"val_loss\": %.6f}", *first_val)) != ST_OK) return st;
@@ -652,9 +672,13 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
             (st = train_run_step(s->run, s->tokens, &ss, err)) != ST_OK)
             return st;
         *train_seconds += ss.seconds;
-        if (!isfinite(ss.loss) || !isfinite(ss.grad_norm))
+        if (!isfinite(ss.loss) || !isfinite(ss.grad_norm)) {
+            char what[96];
+            snprintf(what, sizeof what, "loss (%f, gradient norm %f) at step 1", ss.loss, ss.grad_norm);
+            if (!o->resume && step == 1) return fail_initial_weights(s, what, err);   /* computed before any update */
             return st_fail(err, ST_EINVAL, "loss became %f (gradient norm %f) at step %ld; lower --lr or enable --clip",
                            ss.loss, ss.grad_norm, step);
+        }
         const double tok_s = tokens_per_step / ss.seconds, elapsed = st_now() - start;
         const double eta = *train_seconds / (double)(step - first_step + 1) * (double)(o->steps - step);
         const int do_eval = (o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps;

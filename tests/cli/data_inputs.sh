@@ -3,7 +3,8 @@
 # 15): raw uint16 ids are read only from a *.bin file or with --data-format
 # u16, text is recognized and sent to `strata prepare`, ids past the
 # model's vocabulary and data smaller than one batch are refused before the
-# first step, validation on the training data itself is warned about, and a
+# first step, validation on the training data itself is warned about,
+# initial weights that give a NaN loss are named as the cause, and a
 # directory given as a token file is named as such; nanoGPT's .bin files and
 # prepared datasets still train.
 . "$(dirname "$0")/common.bash" "$@"
@@ -80,6 +81,21 @@ check "  before any step" bash -c "! grep -q '^step' '$tmp/out'"
 mkdir -p "$tmp/lateval" && cp "$tmp/train.bin" "$tmp/lateval/" && cp "$tmp/late_bad.bin" "$tmp/lateval/val.bin"
 expect_rc "  in the validation file too" 1 "lateval/val.bin: token 3000 is 150" \
   run --data "$tmp/lateval" --run-dir "$tmp/r_lateval"
+
+# --- initial weights that give a non-finite loss ----------------------------------
+"$PY" - "$SRC" "$FX" "$tmp" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1] + "/tools")
+import gpt2_reference as ref
+t, meta = ref.load_safetensors(sys.argv[2])
+t = dict(t); w = t["h.1.mlp.c_fc.weight"].clone(); w[3, 5] = float("nan"); t["h.1.mlp.c_fc.weight"] = w
+ref.save_safetensors(f"{sys.argv[3]}/nan.safetensors", t)
+PY
+expect_rc "--init weights with a NaN are named as the cause, not the learning rate" 1 \
+  "nan.safetensors: these initial weights give a non-finite validation loss \(-?nan\) before any training: the file holds NaN.*lowering --lr cannot help" \
+  "$STRATA" train --init "$tmp/nan.safetensors" --n-head 4 --data "$tmp/ds" --batch 2 --seq 16 --steps 2 \
+  --eval-batches 1 --threads 1 --run-dir "$tmp/r_nan"
+check "  (not 'lower --lr')" bash -c "! grep -q 'lower --lr or enable --clip' '$tmp/err'"
 
 # --- data smaller than one batch -------------------------------------------------
 expect_rc "training data smaller than one batch is refused with the numbers, not wrapped" 1 \
