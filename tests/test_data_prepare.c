@@ -106,7 +106,7 @@ static void expect_doc(fixture *fx, const char *text, size_t len, int32_t **ids,
 static int32_t *read_tokens(const char *path, size_t *n) {
     st_error err = {0};
     token_file *tf;
-    if (token_file_open(&tf, path, &err) != ST_OK) fail_msg("%s", err.msg);
+    if (token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err) != ST_OK) fail_msg("%s", err.msg);
     *n = token_file_count(tf);
     int32_t *ids = malloc(*n * sizeof *ids);
     assert_int_equal(token_file_read(tf, 0, *n, ids, GPT2_VOCAB_SIZE, &err), ST_OK);

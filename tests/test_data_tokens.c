@@ -69,7 +69,7 @@ static void patch_file(const char *path, long off, const void *data, size_t n) {
 static void expect_open_error(const char *path, st_status want, const char *needle) {
     st_error err = {0};
     token_file *tf = (token_file *)1;
-    assert_int_equal(token_file_open(&tf, path, &err), want);
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err), want);
     assert_null(tf);
     if (!strstr(err.msg, path) || !strstr(err.msg, needle))
         fail_msg("error \"%s\" should name %s and say \"%s\"", err.msg, path, needle);
@@ -90,7 +90,7 @@ static void test_shard_round_trip(void **state) {
 
     st_error err = {0};
     token_file *tf;
-    assert_int_equal(token_file_open(&tf, fx->path, &err), ST_OK);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
     assert_true(token_file_is_shard(tf));
     assert_int_equal(token_file_count(tf), n);
     assert_int_equal(token_file_vocab_size(tf), 50257);
@@ -129,7 +129,7 @@ static void test_wide_ids_for_big_vocab(void **state) {
     st_error err = {0};
     token_file *tf;
     int32_t back[5];
-    assert_int_equal(token_file_open(&tf, fx->path, &err), ST_OK);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
     assert_int_equal(token_file_read(tf, 0, 5, back, 100000, &err), ST_OK);
     assert_memory_equal(back, ids, sizeof ids);
     token_file_close(tf);
@@ -206,14 +206,14 @@ static void test_damaged_shards_are_refused(void **state) {
     expect_open_error(other, ST_ENOENT, "cannot open");
     write_bytes(fx->path, "", 0);
     expect_open_error(fx->path, ST_ECORRUPT, "empty");
-    expect_open_error(fx->dir, ST_EINVAL, "directory");
+    expect_open_error(fx->dir, ST_EINVAL, "is a directory, not a token file; name a file in it");
 
     /* a valid shard with the checksum recomputed after the change is fine:
      * the checks are about damage, not about the writer */
     write_shard(fx->path, ids, 1000, 50257);
     token_file *tf;
     st_error err = {0};
-    assert_int_equal(token_file_open(&tf, fx->path, &err), ST_OK);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
     token_file_close(tf);
 }
 
@@ -226,7 +226,7 @@ static void test_nanogpt_raw_files(void **state) {
     st_error err = {0};
     token_file *tf;
     int32_t back[6];
-    assert_int_equal(token_file_open(&tf, path, &err), ST_OK);
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err), ST_OK);
     assert_false(token_file_is_shard(tf));
     assert_int_equal(token_file_count(tf), 6);
     assert_int_equal(token_file_vocab_size(tf), 0);
@@ -236,7 +236,7 @@ static void test_nanogpt_raw_files(void **state) {
 
     uint16_t bad[3] = {1, 60000, 2};   /* 60000 is past GPT-2's vocabulary */
     write_bytes(path, bad, sizeof bad);
-    assert_int_equal(token_file_open(&tf, path, &err), ST_OK);
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err), ST_OK);
     assert_int_equal(token_file_read(tf, 0, 3, back, 50257, &err), ST_ECORRUPT);
     assert_non_null(strstr(err.msg, "token 1 is 60000"));
     assert_int_equal(token_file_read(tf, 0, 3, back, 0, &err), ST_OK);   /* unchecked */
@@ -244,6 +244,82 @@ static void test_nanogpt_raw_files(void **state) {
 
     write_bytes(path, raw, 5);   /* odd size */
     expect_open_error(path, ST_ECORRUPT, "uint16");
+}
+
+/* Raw ids carry no mark of what they are: outside *.bin they are read only
+ * when the caller says the format; text is told apart. */
+static void test_raw_ids_only_where_the_format_is_certain(void **state) {
+    fixture *fx = *state;
+    char path[160];
+    snprintf(path, sizeof path, "%s/tokens.u16", fx->dir);
+    uint16_t raw[4] = {15496, 11, 995, 50256};   /* "Hello, world<|endoftext|>": bytes 0 among them */
+    write_bytes(path, raw, sizeof raw);
+    expect_open_error(path, ST_EINVAL, "named *.bin");
+    st_error err = {0};
+    token_file *tf;
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_U16, &err), ST_OK);
+    assert_int_equal(token_file_count(tf), 4);
+    token_file_close(tf);
+
+    snprintf(path, sizeof path, "%s/notes.txt", fx->dir);
+    write_bytes(path, "some notes\n", 11);   /* odd size, too: the text is what is wrong */
+    expect_open_error(path, ST_EINVAL, "strata prepare");
+    write_bytes(path, "more notes\n\n", 12);
+    expect_open_error(path, ST_EINVAL, "strata prepare");
+
+    /* a shard is a shard whatever the name or the format asked for */
+    int32_t ids[] = {1, 2, 3};
+    snprintf(path, sizeof path, "%s/shard.dat", fx->dir);
+    write_shard(path, ids, 3, 50257);
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_true(token_file_is_shard(tf));
+    token_file_close(tf);
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_U16, &err), ST_OK);
+    assert_true(token_file_is_shard(tf));
+    token_file_close(tf);
+
+    token_format f;
+    assert_int_equal(token_format_parse("u16", &f, &err), ST_OK);
+    assert_int_equal(f, TOKEN_FORMAT_U16);
+    assert_int_equal(token_format_parse("auto", &f, &err), ST_OK);
+    assert_int_equal(f, TOKEN_FORMAT_AUTO);
+    assert_int_equal(token_format_parse("uint16", &f, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "'uint16'"));
+}
+
+/* Every id checked up front, the first one past the vocabulary named by its
+ * position, also beyond the first chunk read. */
+static void test_check_ids_against_the_vocabulary(void **state) {
+    fixture *fx = *state;
+    const size_t n = 700000;   /* more than one 1 MiB read of int32 */
+    uint16_t *raw = malloc(n * sizeof *raw);
+    for (size_t k = 0; k < n; k++) raw[k] = (uint16_t)(k % 101);
+    raw[600001] = 101;
+    char path[160];
+    snprintf(path, sizeof path, "%s/big.bin", fx->dir);
+    write_bytes(path, raw, n * sizeof *raw);
+    free(raw);
+    st_error err = {0};
+    token_file *tf;
+    assert_int_equal(token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 101, &err), ST_ECORRUPT);
+    if (!strstr(err.msg, path) || !strstr(err.msg, "token 600001 is 101, past the model's vocabulary of 101"))
+        fail_msg("got \"%s\"", err.msg);
+    assert_int_equal(token_file_check_ids(tf, 102, &err), ST_OK);
+    token_file_close(tf);
+
+    /* a shard: no read when its vocabulary fits; its ids when it does not */
+    int32_t ids[] = {5, 99, 7, 150, 3};
+    write_shard(fx->path, ids, 3, 101);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 101, &err), ST_OK);
+    token_file_close(tf);
+    write_shard(fx->path, ids, 5, 50257);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 151, &err), ST_OK);
+    assert_int_equal(token_file_check_ids(tf, 101, &err), ST_ECORRUPT);
+    assert_non_null(strstr(err.msg, "token 3 is 150"));
+    token_file_close(tf);
 }
 
 static void test_dataset_resolve(void **state) {
@@ -320,6 +396,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_writer_rejects_bad_ids_and_abort_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_shards_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nanogpt_raw_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_ids_only_where_the_format_is_certain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_ids_against_the_vocabulary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dataset_resolve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_layout_matches_docs, setup, teardown),
     };

@@ -8,7 +8,7 @@
  * record it and resume exactly.
  *
  *     batch_loader bl;
- *     batch_loader_init(&bl, tf, T, vocab_size);
+ *     batch_loader_init(&bl, tf, rows, T, vocab_size, &err);
  *     batch_loader_next(&bl, rows, tokens, &err);   // tokens: rows * (T+1)
  */
 #ifndef STRATA_BATCHES_H
@@ -24,8 +24,11 @@ typedef struct batch_loader {
     uint64_t epoch;     /* completed passes over the file */
 } batch_loader;
 
-/* ST_EINVAL naming the file if it holds fewer than T+1 tokens. */
-st_status batch_loader_init(batch_loader *bl, token_file *tf, int T, int vocab_size, st_error *err);
+/* rows: the most rows one batch_loader_next call asks for. ST_EINVAL naming
+ * the file and the numbers if it holds fewer than one such batch needs
+ * (rows * T + 1 tokens): a smaller file would wrap within a batch, and the
+ * batch would repeat its own tokens. */
+st_status batch_loader_init(batch_loader *bl, token_file *tf, int rows, int T, int vocab_size, st_error *err);
 st_status batch_loader_next(batch_loader *bl, int rows, int32_t *tokens, st_error *err);
 
 #endif

@@ -9,10 +9,14 @@
  *     the header) followed by little-endian uint16 (or uint32) ids;
  *   - nanoGPT's raw format: little-endian uint16 ids and nothing else.
  *
- * A file named *.tok must be a shard; any other name without the magic is
- * read as raw uint16. The magic starts with 0xffff, an id no GPT-2 file can
- * hold, so a raw file is never mistaken for a shard, and a file that starts
- * with 0xffff but not the full magic is reported as a damaged shard.
+ * A file named *.tok must be a shard. Raw ids carry no mark of what they
+ * are (any file of even size would pass), so a file without the magic is
+ * read as raw uint16 only where its format is certain: its name ends in
+ * .bin (nanoGPT's), or the caller says so (TOKEN_FORMAT_U16, --data-format
+ * u16). Anything else is refused, text with the advice to run `strata
+ * prepare`. The magic starts with 0xffff, an id no GPT-2 file can hold, so a
+ * raw file is never mistaken for a shard, and a file that starts with 0xffff
+ * but not the full magic is reported as a damaged shard.
  * token_file_open checks a shard's header and checksum (reading the file once).
  *
  * A dataset is a directory written by dataset_prepare / `strata prepare`:
@@ -23,7 +27,7 @@
  *     char train[4096], val[4096];
  *     token_file *tf;
  *     if (dataset_resolve("data/corpus-tok", train, val, sizeof train, &err) ||
- *         token_file_open(&tf, train, &err)) { ...err.msg... }
+ *         token_file_open(&tf, train, TOKEN_FORMAT_AUTO, &err)) { ...err.msg... }
  *     int32_t batch[1025];
  *     token_file_read(tf, 0, 1025, batch, GPT2_VOCAB_SIZE, &err);
  *     token_file_close(tf);
@@ -53,16 +57,34 @@ extern "C" {
 
 typedef struct token_file token_file;
 
-/* Opens a shard or a raw uint16 file. Errors, each naming the file:
- * ST_ENOENT/ST_EIO (cannot open/read), ST_ECORRUPT (a shard whose magic,
- * header checksum, size or token checksum is wrong; a raw file of odd size;
- * an empty file), ST_EUNSUPPORTED (a shard version newer than this build). */
-st_status token_file_open(token_file **out, const char *path, st_error *err);
+/* How a file without the shard magic is read. */
+typedef enum token_format {
+    TOKEN_FORMAT_AUTO,   /* raw uint16 if its name ends in .bin, else refused */
+    TOKEN_FORMAT_U16,    /* raw uint16 whatever its name (but *.tok) */
+} token_format;
+
+/* "auto" or "u16" (the --data-format flag); ST_EINVAL naming the value. */
+st_status token_format_parse(const char *name, token_format *out, st_error *err);
+
+/* Opens a shard or a raw uint16 file (format: which files are raw). Errors,
+ * each naming the file: ST_ENOENT/ST_EIO (cannot open/read), ST_ECORRUPT (a
+ * shard whose magic, header checksum, size or token checksum is wrong; a
+ * raw file of odd size; an empty file), ST_EUNSUPPORTED (a shard version
+ * newer than this build), ST_EINVAL (a directory; with TOKEN_FORMAT_AUTO a
+ * file that is neither a shard nor named *.bin: text, with the advice to
+ * tokenize it, or anything else, with the ways to say it is raw uint16). */
+st_status token_file_open(token_file **out, const char *path, token_format format, st_error *err);
 uint64_t  token_file_count(const token_file *tf);          /* number of tokens */
 /* Reads tokens [start, start+n) as int32. Fails with ST_ECORRUPT naming the
  * file and the position if an id is >= vocab_size (pass 0 to skip that
  * check), ST_EINVAL if the range is past the end. */
 st_status token_file_read(token_file *tf, uint64_t start, size_t n, int32_t *out, int vocab_size, st_error *err);
+/* Checks every id against vocab_size before any is used, so that an id past
+ * it fails at the start of a run, not hours into it: reads the whole file
+ * once, except a shard written for a vocabulary no larger (its writer
+ * refused larger ids, and its checksum says they are unchanged). Fails as
+ * token_file_read does, at the first id past it. */
+st_status token_file_check_ids(token_file *tf, int vocab_size, st_error *err);
 /* The vocabulary size a shard was written for (0 for a raw file). */
 uint32_t  token_file_vocab_size(const token_file *tf);
 int       token_file_is_shard(const token_file *tf);

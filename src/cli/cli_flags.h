@@ -77,6 +77,12 @@ typedef struct cli_flag {
 /* The attention heads of a weights file (eval, sample): a long, 0 when not given. */
 #define CLI_WEIGHTS_N_HEAD_FLAG(offset_) \
     CLI_INT("n-head", offset_, 1, 4096, "N", "attention heads (default: config.json beside the model, else d_model/64)")
+/* How a token file without a strata shard header is read (train, eval,
+ * decode): a string for token_format_parse, "auto" by default. */
+#define CLI_DATA_FORMAT_FLAG(offset_)                                                     \
+    CLI_STRING("data-format", offset_, "F",                                               \
+               "auto (default): a strata shard, or raw uint16 ids if the file is\n"      \
+               "named *.bin (nanoGPT's); u16: raw uint16 ids whatever the name")
 
 #define CLI_COUNT(table) (sizeof table / sizeof table[0])
 #define CLI_MAX_FLAGS 64   /* the most flags a command has (cli_parsed.given) */

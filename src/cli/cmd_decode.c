@@ -13,13 +13,14 @@
 #include "strata/tokenizer.h"
 
 typedef struct decode_opts {
-    const char *tokens;
+    const char *tokens, *data_format;
     uint64_t start, count;
 } decode_opts;
 
 #define O(field) offsetof(decode_opts, field)
 static const cli_flag decode_flags[] = {
     CLI_STRING("tokens", O(tokens), "FILE", "decode this token file"),
+    CLI_DATA_FORMAT_FLAG(O(data_format)),
     CLI_U64("start", O(start), "N", "first token to decode (default 0)"),
     CLI_U64("count", O(count), "N", "number of tokens (default: to the end)"),
 };
@@ -75,10 +76,11 @@ static int decode_stdin(const gpt2_tokenizer *tok) {
     return 0;
 }
 
-static int decode_file(const gpt2_tokenizer *tok, const char *path, uint64_t start, uint64_t count, int has_count) {
+static int decode_file(const gpt2_tokenizer *tok, const char *path, token_format format, uint64_t start,
+                       uint64_t count, int has_count) {
     st_error err = {0};
     token_file *tf;
-    if (token_file_open(&tf, path, &err) != ST_OK) return cli_fail(&err);
+    if (token_file_open(&tf, path, format, &err) != ST_OK) return cli_fail(&err);
     uint64_t n = token_file_count(tf);
     if (start > n) {
         token_file_close(tf);
@@ -99,7 +101,7 @@ static int decode_file(const gpt2_tokenizer *tok, const char *path, uint64_t sta
 }
 
 int cmd_decode(int argc, char **argv) {
-    decode_opts o = {0};
+    decode_opts o = {.data_format = "auto"};
     cli_parsed flags;
     int parsed = cli_parse_flags(&decode_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
@@ -107,10 +109,12 @@ int cmd_decode(int argc, char **argv) {
     const int has_count = cli_flag_given(&decode_spec, &flags, "count");
     if (!path && (o.start || has_count)) return cli_usage_error("decode", "--start and --count need --tokens FILE");
     st_error err = {0};
+    token_format format;
+    if (token_format_parse(o.data_format, &format, &err) != ST_OK) return cli_usage_error("decode", "--%s", err.msg);
 
     gpt2_tokenizer *tok;
     if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
-    int rc = path ? decode_file(tok, path, o.start, o.count, has_count) : decode_stdin(tok);
+    int rc = path ? decode_file(tok, path, format, o.start, o.count, has_count) : decode_stdin(tok);
     gpt2_tokenizer_free(tok);
     if (fflush(stdout) != 0 || ferror(stdout)) return rc ? rc : cli_error("stdout: %s", strerror(errno));
     return rc;

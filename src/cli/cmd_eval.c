@@ -11,14 +11,15 @@
 #include "strata/gpt_io.h"
 
 typedef struct eval_opts {
-    const char *model, *tokens, *precision;
+    const char *model, *tokens, *data_format, *precision;
     long batch, seq, n_head, threads;
 } eval_opts;
 
 #define O(field) offsetof(eval_opts, field)
 static const cli_flag eval_flags[] = {
     CLI_STRING("model", O(model), "FILE", "weights (Hugging Face GPT-2 layout; F32, BF16 or F16)"),
-    CLI_STRING("tokens", O(tokens), "FILE", "token file: a strata shard or nanoGPT's raw uint16"),
+    CLI_STRING("tokens", O(tokens), "FILE", "token file: a strata shard or nanoGPT's raw uint16 (*.bin)"),
+    CLI_DATA_FORMAT_FLAG(O(data_format)),
     CLI_INT("batch", O(batch), 1, 1 << 20, "B", "rows (default 1)"),
     CLI_INT("seq", O(seq), 1, 1 << 20, "T", "tokens per row (default: the model's context)"),
     CLI_WEIGHTS_N_HEAD_FLAG(O(n_head)),
@@ -36,7 +37,7 @@ static const cli_spec eval_spec = {
 };
 
 int cmd_eval(int argc, char **argv) {
-    eval_opts o = {.precision = "fp32", .batch = 1};
+    eval_opts o = {.precision = "fp32", .data_format = "auto", .batch = 1};
     cli_parsed flags;
     int parsed = cli_parse_flags(&eval_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
@@ -46,6 +47,8 @@ int cmd_eval(int argc, char **argv) {
     if (!model || !tokens_path) return cli_usage_error("eval", "--model and --tokens are required");
     gpt_precision prec;
     if (gpt_precision_parse(o.precision, &prec, &err) != ST_OK) return cli_usage_error("eval", "--%s", err.msg);
+    token_format format;
+    if (token_format_parse(o.data_format, &format, &err) != ST_OK) return cli_usage_error("eval", "--%s", err.msg);
     if (o.threads) omp_set_num_threads((int)o.threads);
 
     int rc = 1;
@@ -61,7 +64,7 @@ int cmd_eval(int argc, char **argv) {
         st_fail(&err, ST_EINVAL, "--seq %ld is longer than the context of %s (%d)", T, model, cfg.n_ctx);
         goto fail;
     }
-    if (token_file_open(&tf, tokens_path, &err) != ST_OK) goto fail;
+    if (token_file_open(&tf, tokens_path, format, &err) != ST_OK) goto fail;
     const uint64_t need = (uint64_t)B * (uint64_t)T + 1;
     if (token_file_count(tf) < need) {
         st_fail(&err, ST_EINVAL, "%s: holds %llu tokens, --batch %ld x --seq %ld needs %llu", tokens_path,

@@ -26,7 +26,7 @@
 #include "strata/run.h"
 
 typedef struct train_opts {
-    const char *model, *init, *data, *run_dir, *precision, *schedule, *offload, *store;
+    const char *model, *init, *data, *data_format, *run_dir, *precision, *schedule, *offload, *store;
     long n_layer, n_head, d_model, n_ctx, vocab;
     long batch, micro_batch, seq, steps, warmup, threads;
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
@@ -44,6 +44,7 @@ static const cli_flag train_flags[] = {
     CLI_MODEL_SHAPE_FLAGS(O),
     CLI_STRING("init", O(init), "FILE", "start from these weights (.safetensors) to fine-tune"),
     CLI_STRING("data", O(data), "PATH", "dataset directory (strata prepare) or token file"),
+    CLI_DATA_FORMAT_FLAG(O(data_format)),
     INT_FLAG("batch", batch, "N", "sequences per optimizer step (global batch)"),
     INT_FLAG("micro-batch", micro_batch, "N", "sequences per forward/backward (default: --batch)"),
     CLI_SEQ_FLAG(O(seq)),
@@ -108,16 +109,16 @@ static const cli_spec train_spec = {
  * start. The settings that make the run what it is (its model, data, math
  * and state layout) are kept by a resumed run; the others may change. */
 static const char *const not_recorded[] = {"model", "init", "plan", "hw", "run-dir", "overwrite", "resume", "trace"};
-static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "data", "batch",
-                                             "micro-batch", "seq", "steps", "lr", "min-lr", "warmup", "clip",
-                                             "weight-decay", "beta1", "beta2", "precision", "recompute", "schedule",
-                                             "alpha", "seed"};
+static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "data",
+                                             "data-format", "batch", "micro-batch", "seq", "steps", "lr", "min-lr",
+                                             "warmup", "clip", "weight-decay", "beta1", "beta2", "precision",
+                                             "recompute", "schedule", "alpha", "seed"};
 #define NAME_IN(name, list) cli_name_in(name, list, CLI_COUNT(list))
 
 static train_opts train_opts_defaults(void) {
     return (train_opts){.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
                         .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
-                        .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
+                        .data_format = "auto", .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
                         .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
 }
 
@@ -290,6 +291,7 @@ typedef struct session {
     train_run_config rc;          /* what the run is: the trainer, its settings, its stores */
     int auto_offload;             /* --offload auto: the executor's placement is chosen */
     float *init;                  /* --init's weights, until the run has them */
+    token_format data_format;     /* --data-format */
     token_file *train_tf, *val_tf;
     char train_path[4096], val_path[4096];
     batch_loader loader;
@@ -330,6 +332,8 @@ static int check_flags(session *s) {
     if (o->log_every < 1 || o->eval_batches < 1)
         return cli_usage_error("train", "--log-every and --eval-batches must be at least 1");
     if (gpt_precision_parse(o->precision, &rc->train.precision, &err) != ST_OK)
+        return cli_usage_error("train", "--%s", err.msg);
+    if (token_format_parse(o->data_format, &s->data_format, &err) != ST_OK)
         return cli_usage_error("train", "--%s", err.msg);
     /* The schedule and what goes to the SSD. */
     rc->schedule = SCHED_VERTICAL;
@@ -448,11 +452,27 @@ static st_status plan_auto(session *s, st_error *err) {
     return train_config_check(&rc->train, err);
 }
 
+/* The training and validation files, each checked now rather than at its
+ * first use: every id within the model's vocabulary, and one batch's worth
+ * of tokens (a micro-batch for validation). */
 static st_status open_data(session *s, st_error *err) {
+    const train_config *tc = &s->rc.train;
+    batch_loader val;
     st_status st = dataset_resolve(s->o.data, s->train_path, s->val_path, sizeof s->train_path, err);
-    if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, err);
-    if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, err);
-    if (st == ST_OK) st = batch_loader_init(&s->loader, s->train_tf, s->rc.train.T, s->rc.train.model.vocab_size, err);
+    if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, s->data_format, err);
+    if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, s->data_format, err);
+    const int same = st == ST_OK && st_same_path(s->train_path, s->val_path);
+    if (st == ST_OK) st = token_file_check_ids(s->train_tf, tc->model.vocab_size, err);
+    if (st == ST_OK && !same) st = token_file_check_ids(s->val_tf, tc->model.vocab_size, err);
+    if (st == ST_OK)
+        st = batch_loader_init(&s->loader, s->train_tf, (int)s->o.batch, tc->T, tc->model.vocab_size, err);
+    if (st == ST_OK) st = batch_loader_init(&val, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);
+    if (st == ST_OK && same)
+        fprintf(stderr,
+                "strata: warning: the validation data is the training data itself (%s): the validation loss will "
+                "say how well the model remembers its training text, not how it does on text it has not seen; "
+                "give a dataset with a validation split of its own ('strata prepare' makes one)\n",
+                s->train_path);
     return st;
 }
 
@@ -694,7 +714,7 @@ static st_status create_run(session *s, st_error *err) {
 static st_status validation_loss(session *s, float *out, st_error *err) {
     const train_config *tc = &s->rc.train;
     batch_loader bl;
-    st_status st = batch_loader_init(&bl, s->val_tf, tc->T, tc->model.vocab_size, err);
+    st_status st = batch_loader_init(&bl, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);
     if (st != ST_OK) return st;
     double sum = 0;
     for (long i = 0; i < s->o.eval_batches; i++) {
@@ -706,6 +726,21 @@ static st_status validation_loss(session *s, float *out, st_error *err) {
     }
     *out = (float)(sum / (double)s->o.eval_batches);
     return ST_OK;
+}
+
+/* A non-finite loss (or gradient norm) from a fresh run's initial weights,
+ * before any update: the weights are at fault, not the learning rate. */
+static st_status fail_initial_weights(const session *s, const char *what, st_error *err) {
+    if (s->o.init)
+        return st_fail(err, ST_EINVAL,
+                       "%s: these initial weights give a non-finite %s before any training: the file holds NaN or "
+                       "infinite values, or values too large to compute with; check or replace it (lowering --lr "
+                       "cannot help)",
+                       s->o.init, what);
+    return st_fail(err, ST_EINVAL,
+                   "the model's random initial weights (--seed %llu) give a non-finite %s before any training; "
+                   "lowering --lr cannot help: this is a bug in strata, please report it with the command line",
+                   (unsigned long long)s->o.seed, what);
 }
 
 /* The steps from the commit (or 0) to --steps, or to a stop signal, with
@@ -720,6 +755,11 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
     *train_seconds = 0;
     if (!o->resume) {
         if ((st = validation_loss(s, first_val, err)) != ST_OK) return st;
+        if (!isfinite(*first_val)) {
+            char what[64];
+            snprintf(what, sizeof what, "validation loss (%f)", *first_val);
+            return fail_initial_weights(s, what, err);
+        }
         *val_loss = *first_val;
         printf("step 0: validation loss %.4f\n", *first_val);
         if ((st = run_dir_log_metrics(s->rd, err, "{\"step\": 0, \"val_loss\": %.6f}", *first_val)) != ST_OK) return st;
@@ -732,9 +772,13 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
             return st;
         s->steps_trained++;
         *train_seconds += ss.seconds;
-        if (!isfinite(ss.loss) || !isfinite(ss.grad_norm))
+        if (!isfinite(ss.loss) || !isfinite(ss.grad_norm)) {
+            char what[96];
+            snprintf(what, sizeof what, "loss (%f, gradient norm %f) at step 1", ss.loss, ss.grad_norm);
+            if (!o->resume && step == 1) return fail_initial_weights(s, what, err);   /* computed before any update */
             return st_fail(err, ST_EINVAL, "loss became %f (gradient norm %f) at step %ld; lower --lr or enable --clip",
                            ss.loss, ss.grad_norm, step);
+        }
         const double tok_s = tokens_per_step / ss.seconds, elapsed = st_now() - start;
         const double eta = *train_seconds / (double)(step - first_step + 1) * (double)(o->steps - step);
         const int do_eval = (o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps;

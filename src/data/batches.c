@@ -3,10 +3,13 @@
 
 #include "strata/batches.h"
 
-st_status batch_loader_init(batch_loader *bl, token_file *tf, int T, int vocab_size, st_error *err) {
-    if (token_file_count(tf) < (uint64_t)T + 1)
-        return st_fail(err, ST_EINVAL, "%s: holds %" PRIu64 " tokens, fewer than one sequence of %d + 1",
-                       token_file_path(tf), token_file_count(tf), T);
+st_status batch_loader_init(batch_loader *bl, token_file *tf, int rows, int T, int vocab_size, st_error *err) {
+    const uint64_t need = (uint64_t)rows * (uint64_t)T + 1;
+    if (token_file_count(tf) < need)
+        return st_fail(err, ST_EINVAL,
+                       "%s: holds %" PRIu64 " tokens, fewer than one batch of %d sequences of %d tokens needs (%d x %d "
+                       "+ 1 = %" PRIu64 "); use fewer or shorter sequences per batch, or more data",
+                       token_file_path(tf), token_file_count(tf), rows, T, rows, T, need);
     *bl = (batch_loader){.tf = tf, .T = T, .vocab_size = vocab_size};
     return ST_OK;
 }

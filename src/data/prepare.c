@@ -16,9 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/data_internal.h"
 #include "strata/fs.h"
 
-#define SNIFF_BYTES 8192
 #define CHUNK_BYTES (1u << 20)      /* text encoded per call (and per progress update) */
 
 typedef struct input_file {
@@ -52,22 +52,27 @@ static void list_free(file_list *l) {
     free(l->v);
 }
 
-/* 0: text; 1: looks binary (*nul_at set); -1: cannot read (errno). */
-static int sniff_binary(const char *path, uint64_t *nul_at) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    char buf[SNIFF_BYTES];
-    ssize_t n = read(fd, buf, sizeof buf);
-    int e = errno;
-    close(fd);
-    if (n < 0) {
-        errno = e;
-        return -1;
-    }
+int data_sniff_binary(int fd, uint64_t *nul_at) {
+    char buf[DATA_SNIFF_BYTES];
+    ssize_t n;
+    do n = pread(fd, buf, sizeof buf, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) return -1;
     const char *z = memchr(buf, 0, (size_t)n);
     if (!z) return 0;
     *nul_at = (uint64_t)(z - buf);
     return 1;
+}
+
+/* data_sniff_binary of the file at path. */
+static int sniff_binary(const char *path, uint64_t *nul_at) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int b = data_sniff_binary(fd, nul_at);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return b;
 }
 
 static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/data_internal.h"
 #include "strata/checksum.h"
 #include "strata/fs.h"
 
@@ -134,7 +135,32 @@ static st_status check_shard(token_file *tf, uint64_t size, st_error *err) {
     return ST_OK;
 }
 
-st_status token_file_open(token_file **out, const char *path, st_error *err) {
+st_status token_format_parse(const char *name, token_format *out, st_error *err) {
+    if (!strcmp(name, "auto")) *out = TOKEN_FORMAT_AUTO;
+    else if (!strcmp(name, "u16")) *out = TOKEN_FORMAT_U16;
+    else return st_fail(err, ST_EINVAL, "data-format must be auto or u16, not '%s'", name);
+    return ST_OK;
+}
+
+/* Why a file that is not a shard is not read as raw tokens either (format
+ * auto, a name other than *.bin): what it looks like and what to do. */
+static st_status refuse_unknown_format(int fd, const char *path, st_error *err) {
+    uint64_t nul_at;
+    const int binary = data_sniff_binary(fd, &nul_at);
+    if (binary < 0) return st_fail_errno(err, errno, "%s: cannot read", path);
+    if (!binary)
+        return st_fail(err, ST_EINVAL,
+                       "%s: this is a text file, not token ids; tokenize it first with 'strata prepare %s --out DIR' "
+                       "(then strata train --data DIR)",
+                       path, path);
+    return st_fail(err, ST_EINVAL,
+                   "%s: not a token file: it has no strata shard header, and raw uint16 token ids (nanoGPT's format) "
+                   "are read only from a file named *.bin; if that is what it holds, rename it to *.bin or pass "
+                   "--data-format u16",
+                   path);
+}
+
+st_status token_file_open(token_file **out, const char *path, token_format format, st_error *err) {
     *out = NULL;
     size_t plen = strlen(path);
     token_file *tf = calloc(1, sizeof *tf + plen + 1);
@@ -153,7 +179,10 @@ st_status token_file_open(token_file **out, const char *path, st_error *err) {
         goto fail;
     }
     if (S_ISDIR(sb.st_mode)) {
-        st = st_fail(err, ST_EINVAL, "%s: is a directory, not a token file (see dataset_resolve)", path);
+        st = st_fail(err, ST_EINVAL,
+                     "%s: is a directory, not a token file; name a file in it (for a dataset from 'strata prepare': "
+                     "train.tok or val.tok)",
+                     path);
         goto fail;
     }
     uint64_t size = (uint64_t)sb.st_size;
@@ -173,6 +202,9 @@ st_status token_file_open(token_file **out, const char *path, st_error *err) {
         st = st_fail(err, ST_ECORRUPT,
                      "%s: not a strata token shard: wrong magic number (first bytes %02x %02x %02x %02x %02x %02x %02x %02x)",
                      path, magic[0], magic[1], magic[2], magic[3], magic[4], magic[5], magic[6], magic[7]);
+        goto fail;
+    } else if (format == TOKEN_FORMAT_AUTO && !ends_with(path, ".bin")) {
+        st = refuse_unknown_format(tf->fd, path, err);
         goto fail;
     } else {
         if (size % 2) {
@@ -219,10 +251,26 @@ st_status token_file_read(token_file *tf, uint64_t start, size_t n, int32_t *out
     if (vocab_size > 0) {
         for (size_t k = 0; k < n; k++)
             if ((uint32_t)out[k] >= (uint32_t)vocab_size)
-                return st_fail(err, ST_ECORRUPT, "%s: token %" PRIu64 " is %" PRIu32 ", past the model's vocabulary of %d",
+                return st_fail(err, ST_ECORRUPT,
+                               "%s: token %" PRIu64 " is %" PRIu32 ", past the model's vocabulary of %d; the data "
+                               "needs a model with a larger vocabulary (--vocab), or was not tokenized for this one",
                                tf->path, start + k, (uint32_t)out[k], vocab_size);
     }
     return ST_OK;
+}
+
+st_status token_file_check_ids(token_file *tf, int vocab_size, st_error *err) {
+    if (tf->is_shard && tf->vocab_size <= (uint32_t)vocab_size) return ST_OK;
+    const size_t chunk = IO_CHUNK / sizeof(int32_t);
+    int32_t *buf = malloc(chunk * sizeof *buf);
+    if (!buf) return st_fail(err, ST_ENOMEM, "%s: out of memory", tf->path);
+    st_status st = ST_OK;
+    for (uint64_t pos = 0; pos < tf->count && st == ST_OK; pos += chunk) {
+        const size_t n = tf->count - pos < chunk ? (size_t)(tf->count - pos) : chunk;
+        st = token_file_read(tf, pos, n, buf, vocab_size, err);
+    }
+    free(buf);
+    return st;
 }
 
 void token_file_close(token_file *tf) {
