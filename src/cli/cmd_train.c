@@ -926,7 +926,9 @@ static int run_session(session *s) {
     train_run_free(s->run);   /* the store closed before its files move */
     if (s->rc.io) io_engine_destroy(s->rc.io);   /* after the store that used it */
     if (!ok && !s->committed) undo_store(s);
-    run_dir_finish(s->rd, ok ? RUN_SUCCEEDED : s->committed || s->steps_trained ? RUN_FAILED : RUN_DISCARDED);
+    /* a fresh run that failed before it trained or committed leaves nothing behind; a resumed run keeps all */
+    const int discard = !s->o.resume && !s->committed && !s->steps_trained;
+    run_dir_finish(s->rd, ok ? RUN_SUCCEEDED : discard ? RUN_DISCARDED : RUN_FAILED);
     token_file_close(s->train_tf);
     token_file_close(s->val_tf);
     st_free_aligned(s->init);
