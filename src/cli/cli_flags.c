@@ -316,9 +316,21 @@ st_status cli_config_apply(const cli_spec *cmd, void *opts, const char *path, st
     *doc = cJSON_Parse(buf);
     free(buf);
     if (!*doc || !cJSON_IsObject(*doc)) return st_fail(err, ST_EINVAL, "%s: not a JSON object", path);
-    for (const cJSON *it = (*doc)->child; it; it = it->next) {
+    for (cJSON *it = (*doc)->child; it; it = it->next) {
         const cli_flag *fl = cli_flag_named(cmd, it->string);
         if (!fl) return st_fail(err, ST_EINVAL, "%s: unknown setting \"%s\"", path, it->string);
+        if (fl->type == CLI_TYPE_STRING && cJSON_IsNumber(it)) {
+            /* a number for a text setting ("commit-every": 5): made text in the document, which the value
+             * will point into as long as the caller keeps it */
+            char num[64];
+            snprintf(num, sizeof num, "%.17g", it->valuedouble);
+            cJSON *text = cJSON_CreateString(num);
+            if (!text || !cJSON_ReplaceItemInObjectCaseSensitive(*doc, it->string, text)) {
+                cJSON_Delete(text);
+                return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
+            }
+            it = text;
+        }
         st_status s = apply_setting(fl, opts, it, path, err);
         if (s != ST_OK) return s;
     }

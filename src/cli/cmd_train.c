@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_flags.h"
+#include "cli/commit_policy.h"
 #include "cli/run_dir.h"
 #include "strata/batches.h"
 #include "strata/fs.h"
@@ -30,7 +31,8 @@ typedef struct train_opts {
     long n_layer, n_head, d_model, n_ctx, vocab;
     long batch, micro_batch, seq, steps, warmup, threads;
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
-    long eval_every, eval_batches, log_every, save_every, commit_every;
+    long eval_every, eval_batches, log_every, save_every;
+    const char *commit_every;
     uint64_t seed;
     const char *mem_device, *mem_host, *trace, *plan, *hw, *resume;
     int recompute, overwrite;
@@ -83,15 +85,17 @@ static const cli_flag train_flags[] = {
     CLI_ON("overwrite", O(overwrite), "replace a run already in --run-dir"),
     CLI_STRING("resume", O(resume), "RUN_DIR",
                "continue the run in RUN_DIR from its last commit, with its settings\n"
-               "(budgets, --offload, --store, --threads, logging and\n"
-               "--save-every may change)"),
+               "(budgets, --offload, --store, --threads, logging, --save-every and\n"
+               "--commit-every may change; a larger --steps extends the run)"),
     INT_FLAG("eval-every", eval_every, "N", "validation loss every N steps (0 = only at the end)"),
     INT_FLAG("eval-batches", eval_batches, "N", "micro-batches of validation data per evaluation"),
     INT_FLAG("log-every", log_every, "N", "a log line every N steps when stdout is not a terminal"),
     INT_FLAG("save-every", save_every, "N", "also save the weights (and commit) every N steps (0 = at the end)"),
-    INT_FLAG("commit-every", commit_every, "N",
-             "commit the training state every N steps, without writing the weights\n"
-             "file (cheap with the state on the SSD; 0 = with saves only)"),
+    CLI_STRING("commit-every", O(commit_every), "WHEN",
+               "commit the training state (what --resume continues from): auto\n"
+               "(default: first after 60 s, then as often as keeps commits under\n"
+               "2% of the time), N steps, a time (90s, 10m, 2h), or 0 (only with\n"
+               "--save-every and at the end)"),
 };
 #define N_OPTS CLI_COUNT(train_flags)
 
@@ -119,7 +123,8 @@ static train_opts train_opts_defaults(void) {
     return (train_opts){.batch = 8, .seq = 256, .steps = 100, .lr = 6e-4, .min_lr = -1, .warmup = -1,
                         .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
                         .data_format = "auto", .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
-                        .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto"};
+                        .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto",
+                        .commit_every = "auto"};
 }
 
 /* Equal values; paths (--data) are equal when they name the same file. */
@@ -152,10 +157,11 @@ static void format_duration(double s, char *buf, size_t n) {
 }
 
 /* --resume RUN_DIR: the run's settings from its run.json; the flags given
- * now may change only what does not make the run what it is. *run_store
- * is where the run last committed. */
+ * now may change only what does not make the run what it is, but for a
+ * larger --steps, which extends the run (*extended_from: its steps before,
+ * else 0). *run_store is where the run last committed. */
 static st_status merge_resume(train_opts *o, const unsigned char *given, cJSON **doc, const char **run_store,
-                              st_error *err) {
+                              long *extended_from, st_error *err) {
     static const char *const refused[] = {"model", "init", "plan", "hw", "run-dir", "overwrite"};
     for (size_t i = 0; i < N_OPTS; i++)
         if (given[i] && NAME_IN(train_flags[i].name, refused))
@@ -172,14 +178,21 @@ static st_status merge_resume(train_opts *o, const unsigned char *given, cJSON *
     for (size_t i = 0; i < N_OPTS; i++) {
         const cli_flag *d = &train_flags[i];
         if (!given[i] || same_opt(o, &r, d)) continue;
-        if (NAME_IN(d->name, kept_on_resume)) {
+        if (!strcmp(d->name, "steps")) {
+            if (o->steps < r.steps)
+                return st_fail(err, ST_EINVAL,
+                               "--steps %ld: the run in %s has %ld; a resumed run can be extended (a larger --steps), "
+                               "not shortened",
+                               o->steps, o->resume, r.steps);
+            *extended_from = r.steps;
+        } else if (NAME_IN(d->name, kept_on_resume)) {
             char now[4200], was[4200];
             cli_flag_format(d, o, now, sizeof now);
             cli_flag_format(d, &r, was, sizeof was);
             return st_fail(err, ST_EINVAL,
                            "--%s %s: the run in %s has %s, and a resumed run keeps its model, data and training "
                            "settings (budgets, --offload, --store, --threads, logging, --save-every and --commit-every "
-                           "may change)",
+                           "may change, and a larger --steps extends it)",
                            d->name, now, o->resume, was);
         }
         cli_flag_copy(d, &r, o);
@@ -311,6 +324,9 @@ typedef struct session {
     store_dirs aside;             /* --overwrite: the overwritten run's --store, until this run commits */
     int has_aside;
     int store_ours;               /* a fresh run's store directories are cleared for it (else another's) */
+    long extended_from;           /* --resume with a larger --steps: the run's steps before */
+    commit_policy commits;        /* --commit-every */
+    double last_commit_end, last_commit_cost;   /* st_now() after it, its seconds (< 0: none yet) */
     store_scrub_result checked;   /* --resume: the last commit, read back before the first step */
     double check_seconds;
     int32_t *tokens;              /* one batch */
@@ -334,6 +350,8 @@ static int check_flags(session *s) {
     if (gpt_precision_parse(o->precision, &rc->train.precision, &err) != ST_OK)
         return cli_usage_error("train", "--%s", err.msg);
     if (token_format_parse(o->data_format, &s->data_format, &err) != ST_OK)
+        return cli_usage_error("train", "--%s", err.msg);
+    if (commit_policy_parse(o->commit_every, &s->commits, &err) != ST_OK)
         return cli_usage_error("train", "--%s", err.msg);
     /* The schedule and what goes to the SSD. */
     rc->schedule = SCHED_VERTICAL;
@@ -626,6 +644,17 @@ static void print_header(const session *s) {
                (unsigned long long)s->checked.tensors,
                st_format_bytes((double)s->checked.bytes, bytes, sizeof bytes), s->check_seconds);
     }
+    if (s->extended_from) {   /* the cosine is stretched to the new end: say what that does to the rate */
+        lr_schedule before = tc->lr;
+        before.total = s->extended_from;
+        printf("extending the run from %ld to %ld steps: the learning rate's decay to --min-lr %.3g now ends at step "
+               "%ld instead of %ld, so step %ld trains at %.3g (it would have at %.3g)\n",
+               s->extended_from, o->steps, (double)tc->lr.min_lr, o->steps, s->extended_from, s->commit.step + 1,
+               (double)lr_schedule_at(&tc->lr, s->commit.step), (double)lr_schedule_at(&before, s->commit.step));
+    }
+    char when[320];
+    commit_policy_describe(&s->commits, o->save_every, when, sizeof when);
+    printf("%s\n", when);
 }
 
 /* The executor's plan, as the run starts: memory, schedule, SSD traffic. */
@@ -659,8 +688,13 @@ static st_status commit_state(session *s, st_error *err) {
                            .data_tokens = token_file_count(s->train_tf)};
     const double t0 = st_now();
     st_status st = train_run_commit(s->run, &c, err);
-    if (st == ST_OK) printf("committed step %ld in %.2f s\n", c.step, st_now() - t0);
-    return st;
+    if (st != ST_OK) return st;
+    s->last_commit_end = st_now();
+    s->last_commit_cost = s->last_commit_end - t0;
+    const double next = c.step < s->o.steps && !stop_signal ? commit_policy_interval(&s->commits, s->last_commit_cost) : 0;
+    if (next > 0) printf("committed step %ld in %.2f s; the next in %.0f s\n", c.step, s->last_commit_cost, next);
+    else printf("committed step %ld in %.2f s\n", c.step, s->last_commit_cost);
+    return ST_OK;
 }
 
 /* The weights of the last completed step into the run directory, then a
@@ -765,6 +799,7 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
         if ((st = run_dir_log_metrics(s->rd, err, "{\"step\": 0, \"val_loss\": %.6f}", *first_val)) != ST_OK) return st;
     }
     const long first_step = s->commit.step + 1;
+    s->last_commit_end = st_now();   /* time-based commits count training time from here */
     for (long step = first_step; step <= o->steps && !stop_signal; step++) {
         train_step_stats ss;
         if ((st = batch_loader_next(&s->loader, (int)o->batch, s->tokens, err)) != ST_OK ||
@@ -808,7 +843,9 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
         }
         if (s->fault.armed_after == step) io_engine_set_fault(s->rc.io, &s->fault.fault);
         const int save = o->save_every > 0 && step % o->save_every == 0 && step != o->steps;
-        if (save || (o->commit_every > 0 && step % o->commit_every == 0 && step != o->steps)) {
+        const int commit =
+            commit_policy_due(&s->commits, step, st_now() - s->last_commit_end, s->last_commit_cost) && step != o->steps;
+        if (save || commit) {
             if (tty) printf("\n");
             st = save ? save_weights(s, err) : run_dir_sync_metrics(s->rd, err);
             if (st == ST_OK && !save) st = commit_state(s, err);
@@ -837,9 +874,13 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
     run_dir_plot(s->rd, plot_msg, sizeof plot_msg);
     const long trained = done - s->commit.step;
     const double tokens_per_step = (double)o->batch * (double)o->seq;
-    printf("done: %ld steps in %.1f s (%.0f tokens/s), validation loss %.4f -> %.4f, peak memory %s\n", trained,
-           st_now() - start, trained > 0 ? tokens_per_step * (double)trained / train_seconds : 0.0, first_val,
-           val_loss, st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
+    char losses[96];   /* a resumed run has no loss at its start; a stopped one may have none at its end */
+    if (isnan(val_loss)) snprintf(losses, sizeof losses, "no validation loss yet");
+    else if (isnan(first_val)) snprintf(losses, sizeof losses, "validation loss %.4f", val_loss);
+    else snprintf(losses, sizeof losses, "validation loss %.4f -> %.4f", first_val, val_loss);
+    printf("done: %ld steps in %.1f s (%.0f tokens/s), %s, peak memory %s\n", trained, st_now() - start,
+           trained > 0 ? tokens_per_step * (double)trained / train_seconds : 0.0, losses,
+           st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
     printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o->run_dir, o->run_dir,
            plot_msg);
     if (train_run_executor(s->run)) print_executor_summary(train_run_executor(s->run), o->trace);
@@ -950,14 +991,15 @@ int cmd_train(int argc, char **argv) {
         return cli_usage_error("train", __VA_ARGS__);      \
     } while (0)
     const char *run_store = NULL;   /* --resume: where the run last committed */
+    long extended_from = 0;         /* --resume with a larger --steps: the steps before */
     if (o.resume) {
         if (docs[0]) USAGE_ERROR("--resume takes the settings from the run's run.json; drop --config");
-        if (merge_resume(&o, flags.given, &docs[1], &run_store, &err) != ST_OK) {
+        if (merge_resume(&o, flags.given, &docs[1], &run_store, &extended_from, &err) != ST_OK) {
             cJSON_Delete(docs[1]);
             return cli_fail(&err);
         }
     }
-    session s = {.o = o, .run_store = run_store};
+    session s = {.o = o, .run_store = run_store, .extended_from = extended_from, .last_commit_cost = -1};
     rc = check_flags(&s);
     if (rc == 0) rc = run_session(&s);
     cJSON_Delete(docs[0]);

@@ -260,7 +260,8 @@ st_status train_run_check_commit(const ckpt_record *c, const gpt_config *model, 
                        "reads the same data from the same position",
                        (unsigned long long)c->data_tokens, (unsigned long long)data_tokens);
     if (c->step >= steps)
-        return st_fail(err, ST_EINVAL, "the run finished: its last commit is at step %ld of %ld", c->step, steps);
+        return st_fail(err, ST_EINVAL, "the run finished: its last commit is at step %ld of %ld (a larger step count "
+                       "extends it)", c->step, steps);
     return ST_OK;
 }
 
