@@ -110,14 +110,14 @@ static void test_ranges(void **state) {
     assert_int_equal(PARSE(&no_args, &o, &p, &err, "--count", "100", "--rate", "1e6"), ST_OK);
     assert_int_equal(o.count, 100);
     assert_true(o.rate == 1e6);
-    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--count", "101"), &err, "--count: 101 is out of range [-5, 100]");
-    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--count", "-6"), &err, "--count: -6 is out of range [-5, 100]");
+    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--count", "101"), &err, "--count 101: must be in [-5, 100]");
+    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--count", "-6"), &err, "--count -6: must be in [-5, 100]");
     assert_fails_with(PARSE(&no_args, &o, &p, &err, "--count", "1.5"), &err, "--count: '1.5' is not an integer");
-    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--rate", "-0.5"), &err, "--rate: -0.5 is out of range [0, 1e+06]");
+    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--rate", "-0.5"), &err, "--rate -0.5: must be in [0, 1e+06]");
     assert_fails_with(PARSE(&no_args, &o, &p, &err, "--rate", "nan"), &err, "--rate: 'nan' is not a number");
     assert_fails_with(PARSE(&no_args, &o, &p, &err, "--seed", "-1"), &err, "--seed: '-1' must not be negative");
     assert_fails_with(PARSE(&no_args, &o, &p, &err, "--bytes", "1Q"), &err, "--bytes: '1Q' is not a size");
-    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--seq", "0"), &err, "--seq: 0 is out of range [1, 1048576]");
+    assert_fails_with(PARSE(&no_args, &o, &p, &err, "--seq", "0"), &err, "--seq 0: must be in [1, 1048576]");
     assert_int_equal(o.count, 100);   /* a refused value leaves the field as it was */
 }
 
@@ -225,6 +225,7 @@ static void test_help(void **state) {
 
     FILE *f = tmpfile();
     assert_non_null(f);
+    o = defaults();   /* every default is shown but a 0 ("not given") */
     cli_print_help(f, &with_args, &o);
     const char *text = read_all(f);
     fclose(f);
@@ -232,10 +233,10 @@ static void test_help(void **state) {
                        "\n"
                        "Tests the parser.\n"
                        "\n"
-                       "  --name NAME    a name\n"
-                       "  --count N      a count\n"
+                       "  --name NAME    a name (default default)\n"
+                       "  --count N      a count (default 3)\n"
                        "  --rate X       a rate\n"
-                       "                 over two lines\n"
+                       "                 over two lines (default 0.5)\n"
                        "  --seed S       a seed\n"
                        "  --bytes SIZE   a size\n"
                        "  --fast         go fast\n"
@@ -305,7 +306,7 @@ static void test_config_errors(void **state) {
     assert_fails_with(apply_text("{\"count\": 2.5}", &o, &err), &err, "\"count\" must be an integer");
     assert_fails_with(apply_text("{\"seed\": 1.5}", &o, &err), &err, "\"seed\" must be an integer");
     assert_fails_with(apply_text("{\"count\": \"many\"}", &o, &err), &err, "--count: 'many' is not an integer");
-    assert_fails_with(apply_text("{\"count\": 101}", &o, &err), &err, "--count: 101 is out of range");
+    assert_fails_with(apply_text("{\"count\": 101}", &o, &err), &err, "--count 101: must be in [-5, 100]");
     assert_fails_with(apply_text("{\"fast\": 1}", &o, &err), &err, "\"fast\" must be true or false");
     assert_fails_with(apply_text("[1, 2]", &o, &err), &err, "not a JSON object");
     assert_fails_with(apply_text("{\"count\": ", &o, &err), &err, "not a JSON object");

@@ -338,6 +338,9 @@ st_status store_remove(const store_dirs *d, st_error *err);
  * a rename), so that a store can be set aside and put back. The store must
  * not be open; from and to have as many directories. */
 st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err);
+/* Disk space the store's files in d hold (allocated blocks: a store
+ * reserves its space when tensors are created). */
+uint64_t store_dirs_disk_bytes(const store_dirs *d);
 /* Whether a store was made in d: any of its files but the lock in any of
  * the directories. A store that will not open although this is 1 is
  * damaged or incomplete, not absent. */

@@ -49,8 +49,10 @@ st_status cli_parse_int(const char *flag, const char *s, long min, long max, lon
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end)
         return st_fail(err, ST_EINVAL, "%s: '%s' is not an integer", flag, s);
-    if (v < min || v > max)
-        return st_fail(err, ST_EINVAL, "%s: %ld is out of range [%ld, %ld]", flag, v, min, max);
+    if (v < min || v > max) {   /* one form for every flag: "--steps 0: must be at least 1" */
+        if (max >= INT_MAX) return st_fail(err, ST_EINVAL, "%s %ld: must be at least %ld", flag, v, min);
+        return st_fail(err, ST_EINVAL, "%s %ld: must be in [%ld, %ld]", flag, v, min, max);
+    }
     *out = v;
     return ST_OK;
 }
@@ -73,8 +75,10 @@ st_status cli_parse_double(const char *flag, const char *s, double min, double m
     double v = strtod(s, &end);
     if (errno || end == s || *end || !isfinite(v))
         return st_fail(err, ST_EINVAL, "%s: '%s' is not a number", flag, s);
-    if (v < min || v > max)
-        return st_fail(err, ST_EINVAL, "%s: %g is out of range [%g, %g]", flag, v, min, max);
+    if (v < min || v > max) {
+        if (max >= 1e9) return st_fail(err, ST_EINVAL, "%s %g: must be at least %g", flag, v, min);
+        return st_fail(err, ST_EINVAL, "%s %g: must be in [%g, %g]", flag, v, min, max);
+    }
     *out = v;
     return ST_OK;
 }

@@ -238,7 +238,11 @@ void cli_print_help(FILE *f, const cli_spec *cmd, const void *opts) {
         char value[256];
         cli_flag_format(fl, opts, value, sizeof value);
         flag_column(fl, column, sizeof column);
-        print_flag_line(f, width, column, fl->help, fl->show_default && value[0] ? value : NULL);
+        /* the value the options hold before parsing, unless the help says what the default is, or it is
+         * 0 for "not given" */
+        const int show = takes_value(fl) && value[0] && !strstr(fl->help, "default") &&
+                         (fl->show_default || strcmp(value, "0") != 0);
+        print_flag_line(f, width, column, fl->help, show ? value : NULL);
     }
     if (cmd->config_help) {
         flag_column(&config, column, sizeof column);

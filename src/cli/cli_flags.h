@@ -35,7 +35,8 @@ typedef struct cli_flag {
     const char *metavar;   /* what the help calls the value ("N", "FILE"); NULL for on/off flags */
     const char *help;      /* one line, or several separated by '\n' */
     char short_name;       /* a one-letter alias ('v' for -v), or 0 */
-    int show_default;      /* the help adds "(default X)", X the value the options hold before parsing */
+    int show_default;      /* the help adds "(default 0)" too: every other default is shown, X the value the
+                              options hold before parsing, unless the help itself says "default" */
 } cli_flag;
 
 /* Table entries, one per type. */

@@ -47,17 +47,17 @@ static const cli_flag train_flags[] = {
     CLI_STRING("init", O(init), "FILE", "start from these weights (.safetensors) to fine-tune"),
     CLI_STRING("data", O(data), "PATH", "dataset directory (strata prepare) or token file"),
     CLI_DATA_FORMAT_FLAG(O(data_format)),
-    INT_FLAG("batch", batch, "N", "sequences per optimizer step (global batch)"),
+    CLI_INT("batch", O(batch), 1, INT_MAX, "N", "sequences per optimizer step (global batch)"),
     INT_FLAG("micro-batch", micro_batch, "N", "sequences per forward/backward (default: --batch)"),
     CLI_SEQ_FLAG(O(seq)),
-    INT_FLAG("steps", steps, "N", "optimizer steps"),
+    CLI_INT("steps", O(steps), 1, INT_MAX, "N", "optimizer steps"),
     DOUBLE_FLAG("lr", lr, "X", "peak learning rate"),
     DOUBLE_FLAG("min-lr", min_lr, "X", "final learning rate (default lr/10)"),
     INT_FLAG("warmup", warmup, "N", "warmup steps (default steps/10)"),
     DOUBLE_FLAG("clip", clip, "X", "global gradient-norm clipping, 0 = off"),
     DOUBLE_FLAG("weight-decay", weight_decay, "X", "AdamW weight decay on matrices"),
-    DOUBLE_FLAG("beta1", beta1, "X", "AdamW beta1"),
-    DOUBLE_FLAG("beta2", beta2, "X", "AdamW beta2"),
+    CLI_DOUBLE("beta1", O(beta1), 0, 1, "X", "AdamW beta1, below 1"),
+    CLI_DOUBLE("beta2", O(beta2), 0, 1, "X", "AdamW beta2, below 1"),
     CLI_STRING("precision", O(precision), "P", "fp32 or mixed (bf16 compute weights, fp32 master)"),
     CLI_ON("recompute", O(recompute), "keep only block inputs, recompute in backward (default)"),
     CLI_OFF("no-recompute", O(recompute), "keep all activations (faster, more memory)"),
@@ -65,7 +65,8 @@ static const cli_flag train_flags[] = {
                "vertical (default), horizontal (the schedule executor: units\n"
                "streamed, optimizer per unit), or memory (the plain\n"
                "in-memory trainer)"),
-    DOUBLE_FLAG("alpha", alpha, "X", "executor: share of each unit's optimizer step deferred to the next forward"),
+    CLI_DOUBLE("alpha", O(alpha), 0, 1, "X",
+               "executor: share of each unit's optimizer step deferred to the next\nforward (default 0)"),
     CLI_STRING("offload", O(offload), "LIST",
                "executor: state kept on the SSD store: weights,optim,acts,grads,\n"
                "none, or auto (default: the least SSD traffic that fits\n"
@@ -88,8 +89,8 @@ static const cli_flag train_flags[] = {
                "(budgets, --offload, --store, --threads, logging, --save-every and\n"
                "--commit-every may change; a larger --steps extends the run)"),
     INT_FLAG("eval-every", eval_every, "N", "validation loss every N steps (0 = only at the end)"),
-    INT_FLAG("eval-batches", eval_batches, "N", "micro-batches of validation data per evaluation"),
-    INT_FLAG("log-every", log_every, "N", "a log line every N steps when stdout is not a terminal"),
+    CLI_INT("eval-batches", O(eval_batches), 1, INT_MAX, "N", "micro-batches of validation data per evaluation"),
+    CLI_INT("log-every", O(log_every), 1, INT_MAX, "N", "a log line every N steps when stdout is not a terminal"),
     INT_FLAG("save-every", save_every, "N", "also save the weights (and commit) every N steps (0 = at the end)"),
     CLI_STRING("commit-every", O(commit_every), "WHEN",
                "commit the training state (what --resume continues from): auto\n"
@@ -146,8 +147,14 @@ static char *run_settings_json(const train_opts *o) {
  * once (the last commit is intact: commits are atomic). */
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) {
-    if (stop_signal) _exit(128 + sig);
+    static const char again[] = "\nstrata: stopping at once, without a commit; the last one is intact\n";
+    static const char first[] = "\nstrata: stopping after this step, with a commit (again to stop at once)\n";
+    if (stop_signal) {
+        (void)!write(STDERR_FILENO, again, sizeof again - 1);   /* write: safe in a handler, printf is not */
+        _exit(128 + sig);
+    }
     stop_signal = sig;
+    (void)!write(STDERR_FILENO, first, sizeof first - 1);
 }
 
 static void format_duration(double s, char *buf, size_t n) {
@@ -323,6 +330,7 @@ typedef struct session {
     long steps_trained;           /* by this process */
     store_dirs aside;             /* --overwrite: the overwritten run's --store, until this run commits */
     int has_aside;
+    int store_size_said;
     int store_ours;               /* a fresh run's store directories are cleared for it (else another's) */
     long extended_from;           /* --resume with a larger --steps: the run's steps before */
     commit_policy commits;        /* --commit-every */
@@ -341,12 +349,14 @@ static int check_flags(session *s) {
     st_error err = {0};
     if (!o->data) return cli_usage_error("train", "--data is required (a dataset from 'strata prepare' or a token file)");
     if (!o->micro_batch) o->micro_batch = o->batch;
-    if (o->batch < 1 || o->micro_batch < 1 || o->batch % o->micro_batch)
-        return cli_usage_error("train", "--batch %ld must be a positive multiple of --micro-batch %ld", o->batch,
-                               o->micro_batch);
-    if (o->steps < 1 || o->seq < 1) return cli_usage_error("train", "--steps and --seq must be at least 1");
-    if (o->log_every < 1 || o->eval_batches < 1)
-        return cli_usage_error("train", "--log-every and --eval-batches must be at least 1");
+    /* ranges are the flag table's; here what relates two flags or excludes an end */
+    if (o->batch % o->micro_batch)
+        return cli_usage_error("train", "--batch %ld: must be a multiple of --micro-batch %ld", o->batch, o->micro_batch);
+    if (!(o->lr > 0)) return cli_usage_error("train", "--lr %g: must be positive", o->lr);
+    if (o->min_lr > o->lr) return cli_usage_error("train", "--min-lr %g: must be at most --lr %g", o->min_lr, o->lr);
+    if (o->beta1 >= 1 || o->beta2 >= 1)
+        return cli_usage_error("train", "--beta%d %g: must be below 1", o->beta1 >= 1 ? 1 : 2,
+                               o->beta1 >= 1 ? o->beta1 : o->beta2);
     if (gpt_precision_parse(o->precision, &rc->train.precision, &err) != ST_OK)
         return cli_usage_error("train", "--%s", err.msg);
     if (token_format_parse(o->data_format, &s->data_format, &err) != ST_OK)
@@ -367,7 +377,6 @@ static int check_flags(session *s) {
     if (rc->executor && !o->recompute)
         return cli_usage_error("train", "the schedule executor always recomputes activations; drop --no-recompute or "
                                         "use --schedule memory");
-    if (o->alpha < 0 || o->alpha > 1) return cli_usage_error("train", "--alpha %g must be in [0, 1]", o->alpha);
     rc->alpha = o->alpha;
     if ((o->mem_device && cli_parse_size("--mem-device", o->mem_device, &rc->mem_device, &err) != ST_OK) ||
         (o->mem_host && cli_parse_size("--mem-host", o->mem_host, &rc->mem_host, &err) != ST_OK))
@@ -544,8 +553,22 @@ static st_status claim_store(session *s, const store_dirs *previous, st_error *e
     return st;
 }
 
+/* What the store holds on disk and why it is that large, once its commit
+ * tensors exist (after the first commit). */
+static void print_store_size(const session *s) {
+    char d[32], c[32];
+    const uint64_t commit_bytes = (uint64_t)gpt_num_params(&s->rc.train.model) * 12;
+    printf("store: %s on disk in %s: each committed tensor twice, so that a commit never overwrites the last one: "
+           "the fp32 master weights and both Adam moments, 2 x 12 bytes a parameter (2 x %s), and padding%s\n",
+           st_format_bytes((double)store_dirs_disk_bytes(&s->dirs), d, sizeof d), s->dirs.list,
+           st_format_bytes((double)commit_bytes, c, sizeof c),
+           s->rc.executor && placement_any_ssd(s->rc.place) ? "; also the state --offload keeps on the SSD" : "");
+}
+
 /* The run has committed: what it overwrote goes for good. */
 static void run_committed(session *s) {
+    if (!s->store_size_said) print_store_size(s);
+    s->store_size_said = 1;
     run_dir_committed(s->rd);
     s->committed = 1;
     if (s->has_aside) {
@@ -787,7 +810,7 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
     const double start = st_now(), tokens_per_step = (double)o->batch * (double)o->seq;
     *first_val = *val_loss = NAN;
     *train_seconds = 0;
-    if (!o->resume) {
+    if (!o->resume && o->eval_every > 0) {   /* --eval-every 0: only at the end */
         if ((st = validation_loss(s, first_val, err)) != ST_OK) return st;
         if (!isfinite(*first_val)) {
             char what[64];

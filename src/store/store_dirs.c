@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "strata/fs.h"
@@ -78,6 +79,24 @@ st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err
         if (s != ST_OK) return s;
     }
     return ST_OK;
+}
+
+uint64_t store_dirs_disk_bytes(const store_dirs *d) {
+    const size_t prefix = strlen(STORE_FILE_PREFIX);
+    uint64_t bytes = 0;
+    for (int i = 0; i < d->n; i++) {
+        DIR *dir = opendir(d->paths[i]);
+        if (!dir) continue;
+        for (struct dirent *e; (e = readdir(dir));) {
+            char f[4400];
+            struct stat sb;
+            if (strncmp(e->d_name, STORE_FILE_PREFIX, prefix) != 0) continue;
+            store_path_join(f, sizeof f, d->paths[i], e->d_name);
+            if (stat(f, &sb) == 0) bytes += (uint64_t)sb.st_blocks * 512;
+        }
+        closedir(dir);
+    }
+    return bytes;
 }
 
 int store_dirs_hold_store(const store_dirs *d) {

@@ -14,6 +14,8 @@ ARGS=(--n-layer 2 --d-model 32 --n-head 2 --vocab 101 --data "$tmp/tokens.bin" -
       --eval-batches 1 --threads 1)
 
 "$STRATA" train "${ARGS[@]}" --steps 6 --run-dir "$tmp/a" >"$tmp/a.log" 2>&1
+check "a run says how large its store is and why (two slots of 12 bytes a parameter)" \
+  grep -qE "^store: .* on disk in .*: each committed tensor twice.*2 x 12 bytes a parameter" "$tmp/a.log"
 check "with no flags a run says when it commits and what a crash loses" \
   grep -qE "^commits: after 60 s of training, then as often as keeps commits under 2% of the time.*a crash loses" \
   "$tmp/a.log"

@@ -49,6 +49,8 @@ wait $pid
 rc=$?
 check "a second SIGINT exits at once (130), before the stop's own commit" \
   bash -c "[ $rc -eq 130 ] && ! grep -q '^done:' '$tmp/twice.log'"
+check "  each signal says what it does" bash -c "grep -q 'stopping after this step, with a commit (again to stop at once)' \
+  '$tmp/twice.log' && grep -q 'stopping at once, without a commit; the last one is intact' '$tmp/twice.log'"
 "$STRATA" train --resume "$tmp/twice" >"$tmp/twice2.log" 2>&1
 check "  resumed from the last commit, same losses and weights" same_run "$tmp/ref" "$tmp/twice"
 

@@ -76,6 +76,9 @@ last=$(sed -n 's/^step 30: validation loss //p' "$tmp/train.log")
 check "  validation loss falls ($first -> $last)" awk "BEGIN{exit !($last < $first - 1.0)}"
 check "  plain log lines when stdout is not a terminal" bash -c "! grep -q $'\r' '$tmp/train.log'"
 check "  peak memory reported" grep -q "peak memory" "$tmp/train.log"
+run --eval-every 0 --steps 3 --run-dir "$tmp/noeval" >"$tmp/noeval.log" 2>&1
+check "--eval-every 0 evaluates only at the end, not at step 0" bash -c \
+  "! grep -q '\"step\": 0,' '$tmp/noeval/metrics.jsonl' && grep -q '^step 3: validation loss' '$tmp/noeval.log'"
 # The saved weights: strata eval and the PyTorch reference agree on their loss.
 "$STRATA" eval --model "$tmp/run/model.safetensors" --tokens "$tmp/val.bin" --batch 2 --seq 16 >"$tmp/e2" 2>/dev/null
 ours=$(awk '/^loss / {print $2}' "$tmp/e2")

@@ -22,15 +22,24 @@ run() { "$STRATA" train --init "$FX" --n-head 4 --data "$tmp/ds" --batch 2 --seq
 expect_rc "--log-every 0 is a usage error, not SIGFPE" 2 "--log-every" run --log-every 0 --run-dir "$tmp/r1"
 expect_rc "--eval-batches 0 is a usage error, not NaN in metrics" 2 "--eval-batches" \
   run --eval-batches 0 --run-dir "$tmp/r2"
-expect_rc "--seq past INT_MAX is out of range, not truncated to 16" 2 "--seq.*out of range" \
+expect_rc "--seq past INT_MAX is out of range, not truncated to 16" 2 "--seq 4294967312: must be in \[1, " \
   run --seq 4294967312 --run-dir "$tmp/r3"
 expect_rc "--seed ' -1' is refused, not wrapped" 2 "--seed" run --seed " -1" --run-dir "$tmp/r3b"
 printf '{"steps": 2}\n' >"$tmp/c1.json"
 expect_rc "--config twice is a usage error" 2 "--config" \
   run --config "$tmp/c1.json" --config "$tmp/c1.json" --run-dir "$tmp/r4"
 # Values the trainer cannot use fail with a message (exit 1).
-expect_rc "--beta1 2 is refused" 1 "betas" run --beta1 2 --run-dir "$tmp/r5"
-expect_rc "--beta2 1 is refused" 1 "betas" run --beta2 1 --run-dir "$tmp/r5"
+expect_rc "--beta1 2 is a usage error" 2 "--beta1 2: must be in \[0, 1\]" run --beta1 2 --run-dir "$tmp/r5"
+expect_rc "--beta2 1 is a usage error" 2 "--beta2 1: must be below 1" run --beta2 1 --run-dir "$tmp/r5"
+# every value out of its range is a usage error (exit 2), in one form: "--FLAG VALUE: must be ..."
+expect_rc "--lr 0 is a usage error" 2 "--lr 0: must be positive" run --lr 0 --run-dir "$tmp/r5"
+expect_rc "--min-lr above --lr is a usage error" 2 "--min-lr 0.1: must be at most --lr 0.01" run --lr 0.01 --min-lr 0.1 --run-dir "$tmp/r5"
+expect_rc "--steps 0 is a usage error" 2 "--steps 0: must be at least 1" run --steps 0 --run-dir "$tmp/r5"
+expect_rc "--alpha 2 is a usage error" 2 "--alpha 2: must be in \[0, 1\]" run --alpha 2 --run-dir "$tmp/r5"
+expect_rc "--batch 3 with --micro-batch 2 is a usage error" 2 "--batch 3: must be a multiple of --micro-batch 2" \
+  run --batch 3 --micro-batch 2 --run-dir "$tmp/r5"
+check "--help shows the defaults" bash -c "'$STRATA' train --help | grep -q -- '--steps N  *optimizer steps (default 100)'"
+check "  and not a 0 that means 'not given'" bash -c "! '$STRATA' train --help | grep -q -- '--n-layer N .*(default 0)'"
 # Shape flags that would be ignored are refused.
 expect_rc "--n-ctx other than --init's is refused" 1 "--n-ctx 8: the model in .* has n-ctx 32" run --n-ctx 8 --run-dir "$tmp/r6"
 expect_rc "--vocab other than --init's is refused" 1 "--vocab 5000: the model in .* has vocab 101" run --vocab 5000 --run-dir "$tmp/r6"
