@@ -34,7 +34,8 @@
  * Memory: the run's layout (strata/layout.h) plans every buffer; budgets
  * given in the config are checked against the plan first (a configuration
  * that does not fit is refused with ST_ENOMEM saying how much it needs and
- * for what), then exactly the plan's buffers are allocated, once.
+ * for what), then exactly the plan's buffers are allocated, once, and
+ * written, so that they are resident from the start.
  *
  * On the SSD each unit u is stored as the layout's two parts: elements
  * [0, s_u) stepped during backward and [s_u, n_u) deferred (alpha); weights

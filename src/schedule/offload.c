@@ -73,8 +73,16 @@ static int on_device(const layout_buffer *b) { return b->tier == LAYOUT_DEVICE &
 void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
     const layout_buffer *b = &t->lay.buf[id];
     if (b->count == 0) return NULL;
-    void *p = on_device(b) ? t->env.be->alloc(t->env.be, (size_t)b->bytes) : st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
-    if (p) t->allocated += b->bytes;
+    const compute_backend *be = t->env.be;
+    void *p = on_device(b) ? be->alloc(be, (size_t)b->bytes) : st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
+    if (!p) return NULL;
+    /* Written once, so that its pages are the process's from the start: a
+     * plan the machine cannot back fails here rather than mid-run, and the
+     * peak resident memory holds every buffer (a slot sized for the largest
+     * segment may otherwise never be touched whole). */
+    if (on_device(b)) be->memset(be, p, 0, (size_t)b->bytes);
+    else memset(p, 0, (size_t)b->bytes);
+    t->allocated += b->bytes;
     return p;
 }
 
@@ -171,8 +179,7 @@ static int alloc_parts(offload_trainer *t) {
     ok &= (t->mb_loss = malloc(sizeof(float) * (size_t)t->M)) != NULL;
     ok &= (t->unit_sumsq = calloc((size_t)t->L1, sizeof(double))) != NULL;
 #undef ALLOC
-    if (ok && gp->all) memset(gp->all, 0, t->lay.n_params * sizeof(float));
-    return ok;
+    return ok;   /* every buffer zeroed by plan_alloc: gradients in memory start from zero */
 }
 
 /* The optimizer worker's job: the step, then its gradient buffer is given back. */
