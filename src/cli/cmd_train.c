@@ -245,7 +245,6 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path) {
     if (trace_path && offload_trainer_close_trace(t, &err) != ST_OK) cli_fail(&err);
     offload_trainer_stats(t, &st);
     const double n = st.steps > 0 ? (double)st.steps : 1.0;
-    const double moved = (double)(st.bytes_blocking + st.bytes_overlapped);
     printf("per iteration: %.2f s; compute %.2f s, compute waiting on the SSD %.2f s, waiting for the optimizer %.2f s; "
            "optimizer busy %.2f s (of it on the SSD %.2f s)\n",
            st.step_s / n, st.compute_s / n, st.compute_io_s / n, st.optimizer_wait_s / n, st.optimizer_s / n,
@@ -269,11 +268,10 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path) {
         if (st.step_s > 0)
             printf("SSD achieved: %.3f GB/s read, %.3f GB/s written (averaged over the training steps)\n",
                    (double)rd / st.step_s / 1e9, (double)wr / st.step_s / 1e9);
-        printf("SSD total: %s read, %s written (%s per step of drive wear); I/O hidden behind compute: %.0f%% of "
-               "the bytes moved by prefetches or the optimizer thread, %.2f s per iteration of compute waiting on it\n",
+        printf("SSD total: %s read, %s written (%s per step of drive wear); compute waiting on it %.2f s per "
+               "iteration\n",
                st_format_bytes((double)rd, a, sizeof a), st_format_bytes((double)wr, b, sizeof b),
-               st_format_bytes((double)wr / n, line, 32), moved > 0 ? 100.0 * (double)st.bytes_overlapped / moved : 0.0,
-               (st.compute_io_s + st.optimizer_wait_s) / n);
+               st_format_bytes((double)wr / n, line, 32), st.compute_io_s / n);
     }
     if (wr && st.step_s > 0) {
         /* what the write rate means for a drive: a 1 TB NVMe SSD is typically rated for 600 TB written */
