@@ -114,12 +114,12 @@ def run(name):
     r = {"step_s": sum(times) / len(times), "text": text}
     m = re.search(r"SSD traffic per step of this schedule and placement: .* \((\d+), (\d+) bytes\)", text)
     if m: r["read"], r["written"] = int(m.group(1)), int(m.group(2))
-    m = re.search(r"per iteration: ([\d.]+) s; compute ([\d.]+) s, compute waiting on the SSD ([\d.]+) s, "
-                  r"waiting for the optimizer ([\d.]+) s", text)
-    if m: r["compute"], r["io_wait"], r["opt_wait"] = float(m.group(2)), float(m.group(3)), float(m.group(4))
-    m = re.search(r"memory: device working set ([\d.]+ \S+), host ([\d.]+ \S+)", text)
+    m = re.search(r"compute thread: computing ([\d.]+) s, waiting [\d.]+ s \(on the SSD ([\d.]+) s, "
+                  r"the optimizer ([\d.]+) s\)", text)
+    if m: r["compute"], r["io_wait"], r["opt_wait"] = float(m.group(1)), float(m.group(2)), float(m.group(3))
+    m = re.search(r"memory: device working set ([\d.]+ \w+), host ([\d.]+ \w+)", text)
     if m: r["mem"] = f"{m.group(1)} + {m.group(2)}"
-    m = re.search(r"peak memory ([\d.]+ \S+)", text)
+    m = re.search(r"peak resident ([\d.]+ \S+)", text)
     if m: r["rss"] = m.group(1)
     return r
 
@@ -140,7 +140,7 @@ for M in (1, 2, 4, 8, 16):
           f"({gb(ver['read'])}/{gb(ver['written'])}) | {hor['step_s'] / ver['step_s']:.2f}x | "
           f"{ver['step_s'] / bound(ver):.2f} |")
 print()
-print("| M | schedule | compute s | compute waiting on SSD s | waiting for optimizer s | memory budgeted (device + host) | peak RSS |")
+print("| M | schedule | computing s | waiting on SSD s | waiting for optimizer s | memory budgeted (device + host) | peak RSS |")
 print("|---|---|---|---|---|---|---|")
 for M in (1, 2, 4, 8, 16):
     for s in ("horizontal", "vertical"):

@@ -373,6 +373,62 @@ static void test_traffic_estimate_is_exact(void **state) {
     free(tok);
 }
 
+/* The stats add up (docs/ARCHITECTURE.md, "What a run prints"): the
+ * compute thread's parts are disjoint parts of the steps' wall time, the
+ * worker's SSD waits part of its busy time; what a run does between steps
+ * (evaluating, reading the weights back, committing) changes none of them;
+ * the bytes are training's alone, the steps times the traffic planned per
+ * step; the executor allocates its plan. */
+static void test_stats_add_up(void **state) {
+    (void)state;
+    train_config tc = small_config(GPT_MIXED_BF16, 0);
+    int32_t *tok = make_tokens(&tc);
+    const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
+    float *w = malloc(gpt_num_params(&tc.model) * sizeof *w);
+    for (int k = 0; k < 2; k++)
+        for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
+            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048};
+            use_store(&oc, (enum test_placement)pl);
+            layout_traffic want;
+            st_error err = {0};
+            assert_int_equal(offload_traffic_per_step(&oc, &want, &err), ST_OK);
+            offload_trainer *t;
+            assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
+            layout_memory planned;
+            uint64_t allocated;
+            offload_trainer_memory(t, &planned, &allocated);
+            assert_true(allocated == planned.device + planned.host);
+            for (int s = 0; s < STEPS; s++) {
+                assert_int_equal(offload_trainer_step(t, tok + s * per, NULL, &err), ST_OK);
+                /* the deferred work is training's; then nothing of it is in flight */
+                assert_int_equal(offload_trainer_flush(t, &err), ST_OK);
+                assert_int_equal(offload_trainer_sync(t, &err), ST_OK);
+                offload_stats before, after;
+                offload_trainer_stats(t, &before);
+                float loss;
+                assert_int_equal(offload_trainer_eval(t, tok, tc.B, tc.T, &loss, &err), ST_OK);
+                assert_int_equal(offload_trainer_read_params(t, w, &err), ST_OK);
+                assert_int_equal(offload_trainer_commit(t, "step", 4, &err), ST_OK);
+                offload_trainer_stats(t, &after);
+                assert_memory_equal(&before, &after, sizeof before);
+            }
+            offload_stats st;
+            offload_trainer_stats(t, &st);
+            assert_int_equal(st.steps, STEPS);
+            assert_true(st.compute_s > 0 && st.compute_io_s >= 0 && st.optimizer_wait_s >= 0);
+            assert_true(st.compute_s + st.compute_io_s + st.optimizer_wait_s <= st.step_s);
+            assert_true(st.optimizer_s > 0 && st.worker_io_s >= 0 && st.worker_io_s <= st.optimizer_s);
+            for (int kind = 0; kind < STORE_KIND_COUNT; kind++) {
+                assert_int_equal(st.bytes_read[kind], STEPS * want.read[kind]);
+                assert_int_equal(st.bytes_written[kind], STEPS * want.written[kind]);
+            }
+            offload_trainer_free(t);
+            remove_store((enum test_placement)pl);
+        }
+    free(w);
+    free(tok);
+}
+
 static void test_bad_placements_refused(void **state) {
     (void)state;
     offload_config oc = {.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .place.grads = 1};
@@ -397,6 +453,7 @@ int main(void) {
         cmocka_unit_test(test_direct_device_write_faults),
         cmocka_unit_test(test_memory_budgets),
         cmocka_unit_test(test_traffic_estimate_is_exact),
+        cmocka_unit_test(test_stats_add_up),
         cmocka_unit_test(test_bad_placements_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,7 +34,8 @@
  * Memory: the run's layout (strata/layout.h) plans every buffer; budgets
  * given in the config are checked against the plan first (a configuration
  * that does not fit is refused with ST_ENOMEM saying how much it needs and
- * for what), then exactly the plan's buffers are allocated, once.
+ * for what), then exactly the plan's buffers are allocated, once, and
+ * written, so that they are resident from the start.
  *
  * On the SSD each unit u is stored as the layout's two parts: elements
  * [0, s_u) stepped during backward and [s_u, n_u) deferred (alpha); weights
@@ -125,24 +126,40 @@ st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *
  * model larger than memory reads, one unit at a time. */
 st_status offload_trainer_read_unit(offload_trainer *t, int unit, float *out, st_error *err);
 /* Mean loss on tokens[B][T+1] (B, T at most the training micro-batch's) with
- * the weights of the last completed step: flushes deferred work first, then
- * runs a forward pass unit by unit, loading weights as training does. */
+ * the weights of the last completed step: flushes deferred work and waits
+ * for the saves still being written first, then runs a forward pass unit by
+ * unit, loading weights as training does. */
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 long offload_trainer_steps_done(const offload_trainer *t);
-/* Where the time went since creation, and what moved. The compute thread
- * computes, or waits on the SSD (for loads not read ahead in time, and
- * for buffers still being written), or waits for the optimizer; the worker's time (optimizer_s, of which
- * worker_io_s on the SSD) overlaps compute unless compute waited for it. */
+/* Where the training steps' time went and what they moved (docs/ARCHITECTURE.md,
+ * "What a run prints", says how `strata train` prints each figure).
+ *
+ * step_s is the wall time inside offload_trainer_step, summed over the
+ * steps. The compute thread's three figures are disjoint parts of it,
+ * measured inside steps only (work between steps, evaluations, flushes,
+ * commits, reading the weights back, is left out): so compute_s +
+ * compute_io_s + optimizer_wait_s <= step_s, and the rest of step_s is the
+ * compute thread's own work between tasks (staging tokens, zeroing
+ * gradients, starting transfers and checksumming what they write).
+ *
+ * The optimizer worker runs beside the compute thread: its time is not a
+ * part of step_s, and counts every job, the deferred ones a flush runs
+ * outside a step included.
+ *
+ * Bytes are training's: the steps' and the deferred work flushed after
+ * them; not the set-up, evaluations, commits or reading the weights back.
+ * So over whole iterations (every deferred share flushed) they are steps
+ * times offload_traffic_per_step, exactly. */
 typedef struct offload_stats {
     long steps;
     double step_s;             /* wall time inside offload_trainer_step */
-    double compute_s;          /* compute tasks */
-    double compute_io_s;       /* compute thread blocked on SSD reads and writes */
-    double optimizer_wait_s;   /* compute thread waiting for optimizer steps */
-    double optimizer_s;        /* worker busy (AdamW and its SSD traffic) */
-    double worker_io_s;        /* worker on SSD reads and writes */
-    uint64_t bytes_blocking;   /* SSD bytes the compute thread waited for as they moved */
-    uint64_t bytes_overlapped; /* SSD bytes moved by prefetches and the worker, beside compute */
+    double compute_s;          /* compute thread: running compute tasks (waits inside them not counted) */
+    double compute_io_s;       /* compute thread: blocked on the SSD (a load not read ahead in time, a buffer
+                                  whose save is still being written) */
+    double optimizer_wait_s;   /* compute thread: waiting for the optimizer (a unit's steps before its weights
+                                  load, a gradient buffer a queued step still reads) */
+    double optimizer_s;        /* worker: busy with jobs (AdamW and its SSD transfers) */
+    double worker_io_s;        /* worker: of optimizer_s, waiting for its SSD reads and writes */
     uint64_t bytes_read[STORE_KIND_COUNT];      /* by store kind: weights, master, adam_m, adam_v, grads, activations, ... */
     uint64_t bytes_written[STORE_KIND_COUNT];
 } offload_stats;

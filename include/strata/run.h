@@ -88,6 +88,19 @@ long train_run_steps_done(const train_run *r);
 /* The schedule executor behind the run (its stats and trace), or NULL. */
 offload_trainer *train_run_executor(train_run *r);
 
+/* Bytes of the buffers a run allocates up front: what `strata train` says
+ * it needs. The executor's buffer plan (offload_memory_need: the device's
+ * working set and the host's share, one RAM on the CPU backend), or the
+ * in-memory trainer's state, workspace and commit staging. The process's
+ * own code, libraries and thread pools come on top (its peak resident
+ * memory, st_peak_rss_bytes, holds both). */
+uint64_t train_run_memory_need(const train_run_config *c);
+/* What the run allocated of it: all of it for a fresh run; the executor
+ * allocates less with given weights, which need no initialization buffer,
+ * and when resuming, whose commit reader sizes its own staging
+ * (offload_trainer_memory). */
+uint64_t train_run_memory_allocated(const train_run *r);
+
 /* ---- resuming -------------------------------------------------------------------------- */
 
 /* The record of the last commit of the store in dirs; *found = 0 (and ST_OK)

@@ -169,7 +169,8 @@ typedef struct sim_result {
     double interconnect_bytes; /* what one device's collectives move: (devices - 1) / devices of their sizes */
     /* work per iteration at full speed */
     double work_compute_s, work_adamw_s;
-    /* peak memory per tier (sim_memory_need): the executor's own accounting on a CPU backend */
+    /* memory per tier (sim_memory_need): on a CPU backend the executor's buffer plan, what `strata train`
+       allocates up front (not the process's peak resident memory, which adds code and libraries) */
     layout_memory memory;
     int fits_device, fits_host;   /* within hw.device_bytes / hw.host_bytes */
 } sim_result;

@@ -1,7 +1,9 @@
 /* cmd_simulate.c - `strata simulate`: predicts an offloaded training
  * configuration on a described machine (strata/sim.h): iteration time,
- * tokens/s, what each resource does, bytes moved, peak memory, the
- * bottleneck and the roofline bound. */
+ * tokens/s, what each resource does, bytes moved, the memory of each
+ * tier's buffers, the bottleneck and the roofline bound. Where it prints a
+ * quantity `strata train` prints too, it names it the same way
+ * (docs/ARCHITECTURE.md, "What a run prints"). */
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <stddef.h>
@@ -56,9 +58,10 @@ static const cli_spec simulate_spec = {
     .about = "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
              "against a hardware description ('strata probe' writes one for this machine) and\n"
              "predicts the steady iteration: time and tokens/s, where the compute thread's\n"
-             "time goes, each resource's utilization, SSD bytes per kind of state, peak memory\n"
-             "per tier, the bottleneck, and the roofline bound. On a gpu backend with several\n"
-             "devices, throughput is per device (include/strata/sim.h says what is modelled).",
+             "time goes, each resource's utilization, SSD bytes per kind of state, the memory\n"
+             "of each tier's buffers, the bottleneck, and the roofline bound. On a gpu\n"
+             "backend with several devices, throughput is per device (include/strata/sim.h\n"
+             "says what is modelled).",
     .flags = simulate_flags,
     .n_flags = CLI_COUNT(simulate_flags),
     .lists_models = 1,
@@ -128,10 +131,14 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
     } else {
         printf("SSD per iteration: nothing (all state in memory)\n");
     }
-    char d[32], h[32];
-    printf("memory: device working set %s, host %s (%s)\n", st_format_bytes((double)r->memory.device, d, sizeof d),
-           st_format_bytes((double)r->memory.host, h, sizeof h),
-           hw->backend == HW_BACKEND_CPU ? "the same RAM on the CPU backend" : "device and host memory");
+    char d[32], h[32], all[32];
+    st_format_bytes((double)r->memory.device, d, sizeof d);
+    st_format_bytes((double)r->memory.host, h, sizeof h);
+    if (hw->backend == HW_BACKEND_CPU)   /* the executor's buffers, as `strata train` announces them */
+        printf("memory: device working set %s, host %s; %s of buffers, in the one RAM of the CPU backend\n", d, h,
+               st_format_bytes((double)(r->memory.device + r->memory.host), all, sizeof all));
+    else
+        printf("memory: device working set %s, host %s (device and host memory)\n", d, h);
     if (hw->backend != HW_BACKEND_CPU)
         printf("roofline: %.3f s (%s-bound: compute %.3f s, optimizer %.3f s, I/O %.3f s, link %.3f s, interconnect "
                "%.3f s); the prediction runs at %.0f%% of the bound's speed\n",

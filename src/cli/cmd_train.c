@@ -259,47 +259,53 @@ static st_status fault_parse(const char *spec, fault_plan *f, st_error *err) {
     return ST_OK;
 }
 
-/* Where an executor run's time went and what it moved through the store. */
+/* Where an executor run's time went and what it moved through the store.
+ * docs/ARCHITECTURE.md ("What a run prints") defines each figure: the
+ * compute thread's parts add up to the iteration; the worker's time runs
+ * beside them. */
 static void print_executor_summary(offload_trainer *t, const char *trace_path) {
     offload_stats st;
     st_error err = {0};
     if (trace_path && offload_trainer_close_trace(t, &err) != ST_OK) cli_fail(&err);
     offload_trainer_stats(t, &st);
-    const double n = st.steps > 0 ? (double)st.steps : 1.0;
-    const double moved = (double)(st.bytes_blocking + st.bytes_overlapped);
-    printf("per iteration: %.2f s; compute %.2f s, compute waiting on the SSD %.2f s, waiting for the optimizer %.2f s; "
-           "optimizer busy %.2f s (of it on the SSD %.2f s)\n",
-           st.step_s / n, st.compute_s / n, st.compute_io_s / n, st.optimizer_wait_s / n, st.optimizer_s / n,
-           st.worker_io_s / n);
+    if (st.steps > 0) {
+        const double n = (double)st.steps, iter = st.step_s / n;
+        const double io_wait = st.compute_io_s / n, opt_wait = st.optimizer_wait_s / n;
+        printf("iteration: %.3f s (the mean wall time of %ld steps)\n", iter, st.steps);
+        printf("compute thread: computing %.3f s, waiting %.3f s (on the SSD %.3f s, the optimizer %.3f s)\n",
+               iter - io_wait - opt_wait, io_wait + opt_wait, io_wait, opt_wait);
+        printf("optimizer worker, beside it: busy %.3f s (%.0f%% of the iteration), of it waiting on the SSD %.3f s\n",
+               st.optimizer_s / n, iter > 0 ? 100.0 * st.optimizer_s / st.step_s : 0.0, st.worker_io_s / n);
+    }
     uint64_t rd = 0, wr = 0;
     char line[1024] = "";
     size_t len = 0;
+    const uint64_t steps = st.steps > 0 ? (uint64_t)st.steps : 1;
     for (int k = 0; k < STORE_KIND_COUNT; k++) {
         rd += st.bytes_read[k];
         wr += st.bytes_written[k];
         if (!st.bytes_read[k] && !st.bytes_written[k]) continue;
         char a[32], b[32];
         len += (size_t)snprintf(line + len, sizeof line - len, "%s%s %s read / %s written", len ? ", " : "",
-                                store_kind_name((store_kind)k), st_format_bytes((double)st.bytes_read[k] / n, a, sizeof a),
-                                st_format_bytes((double)st.bytes_written[k] / n, b, sizeof b));
+                                store_kind_name((store_kind)k),
+                                st_format_bytes((double)(st.bytes_read[k] / steps), a, sizeof a),
+                                st_format_bytes((double)(st.bytes_written[k] / steps), b, sizeof b));
         if (len >= sizeof line) break;
     }
-    if (rd || wr) {
-        char a[32], b[32];
-        printf("SSD per iteration: %s\n", line);
-        if (st.step_s > 0)
-            printf("SSD achieved: %.3f GB/s read, %.3f GB/s written (averaged over the training steps)\n",
-                   (double)rd / st.step_s / 1e9, (double)wr / st.step_s / 1e9);
-        printf("SSD total: %s read, %s written (%s per step of drive wear); I/O hidden behind compute: %.0f%% of "
-               "the bytes moved by prefetches or the optimizer thread, %.2f s per iteration of compute waiting on it\n",
-               st_format_bytes((double)rd, a, sizeof a), st_format_bytes((double)wr, b, sizeof b),
-               st_format_bytes((double)wr / n, line, 32), moved > 0 ? 100.0 * (double)st.bytes_overlapped / moved : 0.0,
-               (st.compute_io_s + st.optimizer_wait_s) / n);
-    }
-    if (wr && st.step_s > 0) {
+    char a[32], b[32];
+    if (rd || wr)
+        printf("SSD per iteration: %s; total %s read, %s written (%llu, %llu bytes)\n", line,
+               st_format_bytes((double)(rd / steps), a, sizeof a), st_format_bytes((double)(wr / steps), b, sizeof b),
+               (unsigned long long)(rd / steps), (unsigned long long)(wr / steps));
+    if ((rd || wr) && st.step_s > 0) {
+        printf("SSD achieved: %.3f GB/s read, %.3f GB/s written (the iterations' bytes over their wall time); "
+               "compute waited on it %.0f%% of the iteration\n",
+               (double)rd / st.step_s / 1e9, (double)wr / st.step_s / 1e9, 100.0 * st.compute_io_s / st.step_s);
         /* what the write rate means for a drive: a 1 TB NVMe SSD is typically rated for 600 TB written */
-        double days = store_endurance_days((double)wr / n, st.step_s / n, 600e12);
-        printf("SSD wear: at this rate a drive rated for 600 TB written lasts %.0f days of training\n", days);
+        if (wr) {
+            double days = store_endurance_days((double)wr / (double)steps, st.step_s / (double)steps, 600e12);
+            printf("SSD wear: at this rate a drive rated for 600 TB written lasts %.0f days of training\n", days);
+        }
     }
     if (trace_path) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
 }
@@ -649,16 +655,14 @@ static st_status open_run_dir(session *s, st_error *err) {
 static void print_header(const session *s) {
     const train_opts *o = &s->o;
     const train_config *tc = &s->rc.train;
-    char mem[32];
     printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters (%s)\n", tc->model.n_layer,
            tc->model.n_head, tc->model.d_model, tc->model.n_ctx, tc->model.vocab_size,
            (double)gpt_num_real_params(&tc->model) / 1e6, o->resume ? "resumed" : o->init ? o->init : "fresh init");
     printf("data: %s (%llu tokens), validation %s (%llu tokens)\n", s->train_path,
            (unsigned long long)token_file_count(s->train_tf), s->val_path,
            (unsigned long long)token_file_count(s->val_tf));
-    printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads, needs %s\n", o->batch,
-           o->seq, tc->micro_batches, tc->B, o->steps, o->precision, omp_get_max_threads(),
-           st_format_bytes((double)trainer_memory_bytes(tc), mem, sizeof mem));
+    printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads\n", o->batch, o->seq,
+           tc->micro_batches, tc->B, o->steps, o->precision, omp_get_max_threads());
     if (o->resume) {
         char bytes[32];
         printf("resuming %s from its commit at step %ld of %ld%s%s\n", o->run_dir, s->commit.step, o->steps,
@@ -680,15 +684,32 @@ static void print_header(const session *s) {
     printf("%s\n", when);
 }
 
+/* The buffers the run allocates up front (docs/ARCHITECTURE.md, "What a
+ * run prints"): the executor's by tier, the in-memory trainer's in one. */
+static void print_memory_need(const train_run_config *rc) {
+    const uint64_t need = train_run_memory_need(rc);
+    char all[32];
+    st_format_bytes((double)need, all, sizeof all);
+    if (!rc->executor) {
+        printf("memory: %s of buffers (%llu bytes: weights, gradients, Adam moments, activations, commit staging), "
+               "allocated up front\n", all, (unsigned long long)need);
+        return;
+    }
+    const offload_config oc = train_run_executor_config(rc);
+    layout_memory m;
+    offload_memory_need(&oc, &m);
+    char dv[32], hv[32];
+    printf("memory: device working set %s, host %s; %s of buffers (%llu bytes), allocated up front\n",
+           st_format_bytes((double)m.device, dv, sizeof dv), st_format_bytes((double)m.host, hv, sizeof hv), all,
+           (unsigned long long)need);
+}
+
 /* The executor's plan, as the run starts: memory, schedule, SSD traffic. */
 static void print_executor_plan(const session *s) {
     const train_run_config *rc = &s->rc;
     const offload_config oc = train_run_executor_config(rc);
-    layout_memory need;
-    offload_memory_need(&oc, &need);
-    char dv[32], hv[32], placed[64];
-    printf("memory: device working set %s, host %s\n", st_format_bytes((double)need.device, dv, sizeof dv),
-           st_format_bytes((double)need.host, hv, sizeof hv));
+    char placed[64];
+    print_memory_need(rc);
     const int any_ssd = placement_any_ssd(rc->place);
     printf("schedule: %s, alpha %.2f, on the SSD: %s; commits to %s\n", s->o.schedule, s->o.alpha,
            any_ssd ? placement_name(rc->place, placed, sizeof placed) : "nothing", s->dirs.list);
@@ -751,6 +772,7 @@ static st_status create_run(session *s, st_error *err) {
             return st;
         print_executor_plan(s);
     } else {
+        print_memory_need(rc);
         printf("schedule: memory (the in-memory trainer); commits to %s\n", s->dirs.list);
     }
     if ((st = train_run_create(&s->run, rc, s->init, err)) != ST_OK) return st;
@@ -893,7 +915,7 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
     }
     if ((st = save_weights(s, err)) != ST_OK) return st;
     run_committed(s);
-    char plot_msg[256] = "", peak[32];
+    char plot_msg[256] = "", peak[32], bufs[32];
     run_dir_plot(s->rd, plot_msg, sizeof plot_msg);
     const long trained = done - s->commit.step;
     const double tokens_per_step = (double)o->batch * (double)o->seq;
@@ -901,9 +923,14 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
     if (isnan(val_loss)) snprintf(losses, sizeof losses, "no validation loss yet");
     else if (isnan(first_val)) snprintf(losses, sizeof losses, "validation loss %.4f", val_loss);
     else snprintf(losses, sizeof losses, "validation loss %.4f -> %.4f", first_val, val_loss);
-    printf("done: %ld steps in %.1f s (%.0f tokens/s), %s, peak memory %s\n", trained, st_now() - start,
-           trained > 0 ? tokens_per_step * (double)trained / train_seconds : 0.0, losses,
-           st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak));
+    /* the wall time includes evaluations, saves and commits; tokens/s is the steps' own */
+    printf("done: %ld steps in %.1f s, %.1f s of it in the steps (%.0f tokens/s), %s\n", trained, st_now() - start,
+           train_seconds, trained > 0 ? tokens_per_step * (double)trained / train_seconds : 0.0, losses);
+    const uint64_t allocated = train_run_memory_allocated(s->run);
+    printf("memory: peak resident %s (RSS): the run's buffers, %s (%llu bytes allocated), and the rest of the "
+           "process (code, libraries, thread pools, a batch, one unit while saving)\n",
+           st_format_bytes((double)st_peak_rss_bytes(), peak, sizeof peak),
+           st_format_bytes((double)allocated, bufs, sizeof bufs), (unsigned long long)allocated);
     printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o->run_dir, o->run_dir,
            plot_msg);
     if (train_run_executor(s->run)) print_executor_summary(train_run_executor(s->run), o->trace);

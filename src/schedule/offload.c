@@ -73,8 +73,16 @@ static int on_device(const layout_buffer *b) { return b->tier == LAYOUT_DEVICE &
 void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
     const layout_buffer *b = &t->lay.buf[id];
     if (b->count == 0) return NULL;
-    void *p = on_device(b) ? t->env.be->alloc(t->env.be, (size_t)b->bytes) : st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
-    if (p) t->allocated += b->bytes;
+    const compute_backend *be = t->env.be;
+    void *p = on_device(b) ? be->alloc(be, (size_t)b->bytes) : st_alloc_aligned(b->io ? 4096 : 64, (size_t)b->bytes);
+    if (!p) return NULL;
+    /* Written once, so that its pages are the process's from the start: a
+     * plan the machine cannot back fails here rather than mid-run, and the
+     * peak resident memory holds every buffer (a slot sized for the largest
+     * segment may otherwise never be touched whole). */
+    if (on_device(b)) be->memset(be, p, 0, (size_t)b->bytes);
+    else memset(p, 0, (size_t)b->bytes);
+    t->allocated += b->bytes;
     return p;
 }
 
@@ -171,8 +179,7 @@ static int alloc_parts(offload_trainer *t) {
     ok &= (t->mb_loss = malloc(sizeof(float) * (size_t)t->M)) != NULL;
     ok &= (t->unit_sumsq = calloc((size_t)t->L1, sizeof(double))) != NULL;
 #undef ALLOC
-    if (ok && gp->all) memset(gp->all, 0, t->lay.n_params * sizeof(float));
-    return ok;
+    return ok;   /* every buffer zeroed by plan_alloc: gradients in memory start from zero */
 }
 
 /* The optimizer worker's job: the step, then its gradient buffer is given back. */
@@ -233,9 +240,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         return s;
     }
     t->step = cfg.resume_steps;
-    memset(&t->env.stats, 0, sizeof t->env.stats);   /* from here on: training */
-    t->env.worker_bytes = 0;
-    env_traffic(&t->env, t->traffic_base);
+    env_traffic(&t->env, t->traffic_base);   /* from here on: training */
     if ((s = opt_worker_start(&t->worker, &t->env, t->L1, run_job, t, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
@@ -319,8 +324,11 @@ st_status offload_trainer_read_unit(offload_trainer *t, int u, float *out, st_er
         for (size_t j = 0; j < un->segs[part]; j++) {
             size_t lo, hi;
             layout_segment_range(&t->lay, u, part, j, &lo, &hi);
-            s = env_store_io(&t->env, 0, layout_segment_key(STORE_MASTER, u, part, j), t->sbuf,
-                             store_padded_bytes((hi - lo) * 4), 0, err);
+            const uint64_t bytes = store_padded_bytes((hi - lo) * 4);
+            s = env_store_io(&t->env, 0, layout_segment_key(STORE_MASTER, u, part, j), t->sbuf, bytes, 0, err);
+            /* not training's: counted aside by its own size, as the worker may
+             * be moving other units' state meanwhile */
+            t->traffic_aside[0][STORE_MASTER] += bytes;
             if (s != ST_OK) return s;
             memcpy(out + lo, t->sbuf, (hi - lo) * 4);
         }
@@ -347,7 +355,11 @@ void offload_trainer_io_bytes(const offload_trainer *t, uint64_t *read, uint64_t
 /* ---- training ---------------------------------------------------------------------------- */
 
 st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_step_stats *stats, st_error *err) {
-    double t0 = st_now();
+    /* The compute thread's totals run across everything it does; the
+     * stats keep what happened inside steps, so that their parts fall
+     * within step_s. */
+    const double t0 = st_now(), compute0 = t->env.compute_s, io0 = t->env.io_wait_s,
+                 opt0 = t->env.optimizer_wait_s;
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
     if (s != ST_OK) return s;
     run_tokens_stage(t, tokens, t->M * t->B, t->T);
@@ -365,13 +377,17 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->prev_t = t->step + 1;
     t->deferred_pending = sched_deferred_share(&t->lay.sched) > 0.0;
     t->step++;
-    t->env.stats.steps++;
-    t->env.stats.step_s += st_now() - t0;
+    const double t1 = st_now();
+    t->stats.steps++;
+    t->stats.step_s += t1 - t0;
+    t->stats.compute_s += t->env.compute_s - compute0;
+    t->stats.compute_io_s += t->env.io_wait_s - io0;
+    t->stats.optimizer_wait_s += t->env.optimizer_wait_s - opt0;
     if (stats) {
         stats->loss = (float)(loss / t->M);
         stats->grad_norm = (float)sqrt(sum);
         stats->lr = lr;
-        stats->seconds = st_now() - t0;
+        stats->seconds = t1 - t0;
     }
     return ST_OK;
 }
@@ -383,24 +399,21 @@ st_status offload_trainer_flush(offload_trainer *t, st_error *err) {
     return s;
 }
 
-/* Work that is not training (evaluations, commits): its time and store
- * traffic are kept out of the stats. */
+/* Work that is not training (evaluations, commits): its store traffic is
+ * kept out of the stats (its time is: it is not a step's). Begun with
+ * nothing of training's in flight (no optimizer job, no save being
+ * written), so that all the traffic meanwhile is its own. */
 typedef struct aside {
-    offload_stats stats;
     uint64_t before[2][STORE_KIND_COUNT];
 } aside;
 
-static void aside_begin(offload_trainer *t, aside *a) {
-    a->stats = t->env.stats;
-    env_traffic(&t->env, a->before);
-}
+static void aside_begin(offload_trainer *t, aside *a) { env_traffic(&t->env, a->before); }
 
 static void aside_end(offload_trainer *t, const aside *a) {
     uint64_t after[2][STORE_KIND_COUNT];
     env_traffic(&t->env, after);
     for (int d = 0; d < 2; d++)
         for (int k = 0; k < STORE_KIND_COUNT; k++) t->traffic_aside[d][k] += after[d][k] - a->before[d][k];
-    t->env.stats = a->stats;
 }
 
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err) {
@@ -408,6 +421,7 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
         return st_fail(err, ST_EINVAL, "evaluation batch %d x %d exceeds the training micro-batch %d x %d", B, T, t->B, t->T);
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)B * (T + 1), err);
     if (s == ST_OK) s = offload_trainer_flush(t, err);   /* evaluate the weights of the last step */
+    if (s == ST_OK) s = offload_trainer_sync(t, err);    /* its saves counted as training's */
     if (s != ST_OK) return s;
     aside a;   /* the forward pass below is not training */
     aside_begin(t, &a);
@@ -419,8 +433,8 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
 long offload_trainer_steps_done(const offload_trainer *t) { return t->step; }
 
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
-    *out = t->env.stats;
-    out->bytes_overlapped += t->env.worker_bytes;
+    *out = t->stats;
+    opt_worker_times((opt_worker *)&t->worker, &out->optimizer_s, &out->worker_io_s);   /* its lock, not its times, changes */
     uint64_t now[2][STORE_KIND_COUNT];
     env_traffic(&t->env, now);
     for (int k = 0; k < STORE_KIND_COUNT; k++) {

@@ -61,7 +61,6 @@ st_status acts_save(act_pool *ap, int u, int m, st_error *err) {
     s = store_write_async(ap->env->st, act_key(u, m), ap->buf[i], act_bytes(ap), &ap->wr[i].op[0], err);
     if (s != ST_OK) return s;
     ap->wr[i].n = 1, ap->wr[i].unit = u, ap->wr[i].mb = m;
-    ap->env->stats.bytes_overlapped += act_bytes(ap);
     env_trace_ssd(ap->env, "start write", act_key(u, m), t0, st_now());
     return ST_OK;
 }
@@ -72,7 +71,6 @@ static st_status wait_read_ahead(act_pool *ap, float *buf, int *ready, st_error 
     int i = buf_index(ap, buf);
     if (i < 0 || !ap->rd[i].n) return ST_OK;
     st_status s = env_wait_each(ap->env, &ap->rd[i], 1, "wait for checkpoint", err);
-    ap->env->stats.bytes_overlapped += act_bytes(ap);
     *ready = s == ST_OK;
     return s;
 }

@@ -1,5 +1,5 @@
 /* offload_env.c - what the executor's parts share (offload_internal.h):
- * store transfers timed for the summary and traced. */
+ * store transfers timed for the stats and traced. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,8 +16,8 @@ st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t 
     double t0 = st_now();
     st_status s = write ? store_write(e->st, k, buf, bytes, err) : store_read(e->st, k, buf, bytes, err);
     double t1 = st_now();
-    if (on_worker) e->stats.worker_io_s += t1 - t0, e->worker_bytes += bytes;
-    else e->stats.compute_io_s += t1 - t0, e->stats.bytes_blocking += bytes;
+    if (on_worker) e->worker_io_s += t1 - t0;
+    else e->io_wait_s += t1 - t0;
     env_trace_ssd(e, write ? "write" : "read", k, t0, t1);
     return s;
 }
@@ -26,7 +26,7 @@ st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error
     double t0 = st_now();
     st_status s = store_op_wait(op, err);
     double t1 = st_now();
-    e->stats.compute_io_s += t1 - t0;
+    e->io_wait_s += t1 - t0;
     if (e->tr && t1 - t0 > 1e-4) trace_span(e->tr, e->lane_compute, what, t0, t1);
     return s;
 }

@@ -61,7 +61,7 @@ static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error 
     }
     if (pick >= 0) gp->buf[pick].held = 1;
     pthread_mutex_unlock(&gp->lock);
-    gp->env->stats.optimizer_wait_s += st_now() - t0;
+    gp->env->optimizer_wait_s += st_now() - t0;
     if (pick < 0) return ST_OK;
     st_status s = wait_writes(gp, pick, err);   /* its previous contents may still be going out */
     if (s != ST_OK) return s;
@@ -144,19 +144,12 @@ static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
     return s;
 }
 
-static uint64_t share_bytes(const grad_pool *gp, const sched_task *k) {
-    return layout_grad_share_bytes(gp->env->lay, k->unit, k->lo, k->hi);
-}
-
 st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
     st_status s;
     int got;
-    if (gp->of[k->unit] >= 0 && gp->rd[gp->of[k->unit]].n > 0) {
-        gp->env->stats.bytes_overlapped += share_bytes(gp, k);
-    } else {
+    if (gp->of[k->unit] < 0 || gp->rd[gp->of[k->unit]].n == 0) {   /* not read ahead: read it now */
         if (gp->of[k->unit] < 0 && (s = acquire(gp, k->unit, 1, &got, err)) != ST_OK) return s;
         if ((s = start_read(gp, k, err)) != ST_OK) return s;
-        gp->env->stats.bytes_blocking += share_bytes(gp, k);
     }
     return env_wait_each(gp->env, &gp->rd[gp->of[k->unit]], 1, "wait for gradients", err);
 }
@@ -186,9 +179,6 @@ st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err) {
                               &wr->op[wr->n], err);
         if (s == ST_OK) wr->n++, wr->unit = u;
     }
-    if (s == ST_OK) {
-        gp->env->stats.bytes_overlapped += share_bytes(gp, k);
-        env_trace_ssd(gp->env, "start write", grad_key(u, p0), t0, st_now());
-    }
+    if (s == ST_OK) env_trace_ssd(gp->env, "start write", grad_key(u, p0), t0, st_now());
     return s;
 }

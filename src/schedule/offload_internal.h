@@ -45,11 +45,19 @@ typedef struct exec_env {
     store *st;                 /* the SSD tier, NULL when nothing lives in a store */
     trace *tr;                 /* NULL without a trace */
     int lane_compute, lane_optimizer, lane_ssd0, n_paths;
-    /* Time and bytes of training; each field is written by one thread:
-     * optimizer_s and worker_io_s by the worker, the rest by the compute thread. */
-    offload_stats stats;
-    uint64_t worker_bytes;     /* bytes the worker moved (the worker's) */
+    /* Running totals since creation, steps or not (offload_trainer_step
+     * keeps its own steps' share in the trainer's stats). The compute
+     * thread's: */
+    double compute_s;          /* compute tasks, the waits inside them excluded */
+    double io_wait_s;          /* blocked on the SSD */
+    double optimizer_wait_s;   /* waiting for the optimizer */
+    /* The worker's (opt_worker adds it up per job, under its lock): */
+    double worker_io_s;        /* waiting for its SSD transfers */
 } exec_env;
+
+/* The compute thread's waits so far: what a compute task that waited
+ * inside (for a buffer) takes off its own time. */
+static inline double env_waited(const exec_env *e) { return e->io_wait_s + e->optimizer_wait_s; }
 
 /* Traces a store transfer on every path's lane (a tensor is striped over all). */
 void env_trace_ssd(exec_env *e, const char *what, store_key k, double t0, double t1);
@@ -105,6 +113,7 @@ typedef struct opt_worker {
     int n_units;
     st_status status;          /* the first error a job met (under lock) */
     st_error error;
+    double busy_s, io_s;       /* the jobs' time, and of it their SSD waits (under lock) */
 } opt_worker;
 
 /* Starts the thread; jobs run in the order they are queued. */
@@ -118,6 +127,8 @@ void opt_worker_enqueue(opt_worker *w, const opt_job *job);
 st_status opt_worker_wait(opt_worker *w, int u, st_error *err);
 /* Jobs of unit u queued or running. */
 int opt_worker_pending(opt_worker *w, int u);
+/* The jobs' time so far, and of it their SSD waits. */
+void opt_worker_times(opt_worker *w, double *busy_s, double *io_s);
 
 /* ---- host_state: the training state kept in memory ---------------------------------- */
 
@@ -283,7 +294,10 @@ struct offload_trainer {
     const sched_analysis *an;          /* of the list being run */
     uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */
     uint64_t traffic_base[2][STORE_KIND_COUNT];    /* store traffic of the set-up (read, written) */
-    uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations and commits: none is training's */
+    uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations, commits and reading the weights back:
+                                                      none is training's */
+    offload_stats stats;               /* the steps' share of the compute thread's time (bytes and the
+                                          worker's time are filled in by offload_trainer_stats) */
     int deferred_pending;
     float prev_lr, prev_scale;
     long prev_t;

@@ -22,7 +22,7 @@ static st_status slot_wait(opt_stream *os, opt_slot *sl, int writes, st_error *e
     double t1 = st_now();
     *n = 0;
     exec_env *e = os->env;
-    e->stats.worker_io_s += t1 - t0;
+    e->worker_io_s += t1 - t0;
     if (e->tr) {
         char name[80];
         snprintf(name, sizeof name, "optimizer %s u%d p%d s%zu", writes ? "write" : "read", sl->u, sl->part, sl->seg);
@@ -43,7 +43,6 @@ static st_status slot_read(opt_stream *os, opt_slot *sl, int u, int part, size_t
                                        &sl->rd[sl->n_rd], err);
         if (s != ST_OK) return s;
         sl->n_rd++;
-        e->worker_bytes += bytes;
     }
     return ST_OK;
 }
@@ -71,7 +70,6 @@ static st_status slot_write(opt_stream *os, opt_slot *sl, st_error *err) {
         st_status s = store_write_async(e->st, k, buf, bytes, &sl->wr[sl->n_wr], err);
         if (s != ST_OK) return s;
         sl->n_wr++;
-        e->worker_bytes += bytes;
     }
     return ST_OK;
 }

@@ -221,15 +221,17 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
             s = st_fail(err, ST_EINVAL, "unit %d's gradients are not on the device (a schedule bug)", gu);
             break;
         }
-        const double t0 = st_now();
+        const double t0 = st_now(), waited0 = env_waited(&t->env);
         s = run_task(t, l, i, lr, step_t, err);
         /* after its last term, a unit's share of the gradient norm, on the
          * device (a separate device's list copies the gradients out after) */
         if (s == ST_OK && an->last_grad[i])
             t->unit_sumsq[gu] = t->env.be->sum_sq(t->env.be, grads_dev(t, gu), t->lay.units[gu].n);
         if (task_op_resource(k->op) == RES_COMPUTE) {
+            /* a task that waited inside (for a checkpoint buffer still being
+             * written) did not compute meanwhile: that time is the wait's */
             const double t1 = st_now();
-            t->env.stats.compute_s += t1 - t0;
+            t->env.compute_s += (t1 - t0) - (env_waited(&t->env) - waited0);
             if (t->env.tr) {
                 char name[64];
                 snprintf(name, sizeof name, "%s u%d mb%d", task_op_name(k->op), k->unit, k->mb);

@@ -33,16 +33,12 @@ st_status weights_load(weight_loader *wl, int u, const float **out, st_error *er
     st_status s;
     if (l->p.place.weights) {
         /* read ahead (or being read ahead) into one buffer? else read it now */
-        const uint64_t bytes = layout_segment_bytes(l, u, 0, n, wsz);
         int b = wl->unit[0] == u ? 0 : wl->unit[1] == u ? 1 : -1;
-        if (b >= 0) {
-            wl->env->stats.bytes_overlapped += bytes;
-        } else {
+        if (b < 0) {
             for (int k = 0; k < 2; k++)   /* a read ahead of another unit is abandoned */
                 if ((s = wait_reads(wl, k, err)) != ST_OK) return s;
             b = 0;
             if ((s = start_reads(wl, b, u, err)) != ST_OK) return s;
-            wl->env->stats.bytes_blocking += bytes;
         }
         if ((s = wait_reads(wl, b, err)) != ST_OK) return s;
         wl->unit[b] = -1;

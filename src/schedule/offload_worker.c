@@ -17,9 +17,9 @@ static void *worker_main(void *arg) {
         opt_job job = w->jobs[w->head];
         pthread_mutex_unlock(&w->lock);
         st_error err = {0};
-        double t0 = st_now();
+        const double t0 = st_now(), io0 = w->env->worker_io_s;
         st_status s = w->run(w->ctx, &job, &err);
-        double t1 = st_now();
+        const double t1 = st_now(), io = w->env->worker_io_s - io0;
         if (w->env->tr) {
             char name[64];
             snprintf(name, sizeof name, "adamw u%d [%.2f, %.2f)%s", job.task.unit, job.task.lo, job.task.hi,
@@ -27,7 +27,8 @@ static void *worker_main(void *arg) {
             trace_span(w->env->tr, w->env->lane_optimizer, name, t0, t1);
         }
         pthread_mutex_lock(&w->lock);
-        w->env->stats.optimizer_s += t1 - t0;
+        w->busy_s += t1 - t0;
+        w->io_s += io;
         w->head = (w->head + 1) % w->cap;
         w->count--;
         w->unit_pending[job.task.unit]--;
@@ -99,7 +100,7 @@ st_status opt_worker_wait(opt_worker *w, int u, st_error *err) {
     if (s != ST_OK && err) *err = w->error;
     pthread_mutex_unlock(&w->lock);
     double waited = st_now() - t0;
-    w->env->stats.optimizer_wait_s += waited;
+    w->env->optimizer_wait_s += waited;
     if (w->env->tr && waited > 1e-4) trace_span(w->env->tr, w->env->lane_compute, "wait for optimizer", t0, t0 + waited);
     return s;
 }
@@ -109,4 +110,12 @@ int opt_worker_pending(opt_worker *w, int u) {
     int pending = w->unit_pending[u];
     pthread_mutex_unlock(&w->lock);
     return pending;
+}
+
+void opt_worker_times(opt_worker *w, double *busy_s, double *io_s) {
+    *busy_s = *io_s = 0;
+    if (!w->started) return;
+    pthread_mutex_lock(&w->lock);
+    *busy_s = w->busy_s, *io_s = w->io_s;
+    pthread_mutex_unlock(&w->lock);
 }

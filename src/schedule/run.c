@@ -34,6 +34,9 @@ struct train_run {
 
 #define MEMORY_COMMIT_SEGMENT ((size_t)1 << 21)   /* elements per state tensor the in-memory trainer commits */
 
+/* Its commit staging: one such segment of f32, padded for the drive. */
+static uint64_t memory_stage_bytes(void) { return store_padded_bytes(MEMORY_COMMIT_SEGMENT * 4); }
+
 static st_status memory_step(train_run *r, const int32_t *tokens, train_step_stats *stats, st_error *err) {
     return trainer_step(r->mem, tokens, stats, err);
 }
@@ -85,8 +88,9 @@ static st_status memory_create(train_run *r, const train_run_config *c, const fl
     sc.n_paths = c->store->n;
     sc.mode = in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
     if ((s = store_open(&sc, &r->ckpt, NULL, 0, err)) != ST_OK) return s;
-    if (!(r->stage = st_alloc_aligned(4096, store_padded_bytes(MEMORY_COMMIT_SEGMENT * 4))))
+    if (!(r->stage = st_alloc_aligned(4096, (size_t)memory_stage_bytes())))
         return st_fail(err, ST_ENOMEM, "out of memory for the commit buffer");
+    memset(r->stage, 0, (size_t)memory_stage_bytes());   /* resident from the start, as the executor's buffers */
     if (!c->resume) return ST_OK;
     store *from = r->ckpt;
     if (!in_place && (s = open_read_only(c->resume, &from, err)) != ST_OK) return s;
@@ -209,6 +213,21 @@ st_status train_run_commit(train_run *r, const ckpt_record *rec, st_error *err) 
 long train_run_steps_done(const train_run *r) { return r->ops->steps_done(r); }
 
 offload_trainer *train_run_executor(train_run *r) { return r->off; }
+
+uint64_t train_run_memory_need(const train_run_config *c) {
+    if (!c->executor) return (uint64_t)trainer_memory_bytes(&c->train) + memory_stage_bytes();
+    const offload_config oc = train_run_executor_config(c);
+    layout_memory need;
+    offload_memory_need(&oc, &need);
+    return need.device + need.host;
+}
+
+uint64_t train_run_memory_allocated(const train_run *r) {
+    if (!r->off) return (uint64_t)trainer_memory_bytes(trainer_config(r->mem)) + memory_stage_bytes();   /* all of it, up front */
+    uint64_t allocated;
+    offload_trainer_memory(r->off, NULL, &allocated);
+    return allocated;
+}
 
 /* ---- resuming -------------------------------------------------------------------------- */
 

@@ -75,7 +75,7 @@ first=$(sed -n 's/^step 0: validation loss //p' "$tmp/train.log")
 last=$(sed -n 's/^step 30: validation loss //p' "$tmp/train.log")
 check "  validation loss falls ($first -> $last)" awk "BEGIN{exit !($last < $first - 1.0)}"
 check "  plain log lines when stdout is not a terminal" bash -c "! grep -q $'\r' '$tmp/train.log'"
-check "  peak memory reported" grep -q "peak memory" "$tmp/train.log"
+check "  peak resident memory reported" grep -q "^memory: peak resident" "$tmp/train.log"
 run --eval-every 0 --steps 3 --run-dir "$tmp/noeval" >"$tmp/noeval.log" 2>&1
 check "--eval-every 0 evaluates only at the end, not at step 0" bash -c \
   "! grep -q '\"step\": 0,' '$tmp/noeval/metrics.jsonl' && grep -q '^step 3: validation loss' '$tmp/noeval.log'"
@@ -117,7 +117,7 @@ run --run-dir "$tmp/off" --schedule vertical --alpha 0.25 --offload weights,opti
   --mem-host 64M --mem-device 64M >"$tmp/off.log" 2>&1
 check "train --schedule vertical --offload weights,optim,acts succeeds" test $? -eq 0
 check "  summary: per-iteration time split and SSD traffic by kind" \
-  bash -c "grep -q '^per iteration: .* compute .* waiting' '$tmp/off.log' && grep -q '^SSD per iteration: weights .* master .* activations' '$tmp/off.log'"
+  bash -c "grep -q '^compute thread: computing .* waiting' '$tmp/off.log' && grep -q '^SSD per iteration: weights .* master .* activations' '$tmp/off.log'"
 check "  the trace is JSON with compute, optimizer and SSD path lanes and spans on each" "$PY" -c "
 import json, sys
 ev = json.load(open('$tmp/off.trace.json'))['traceEvents']
@@ -127,7 +127,8 @@ sys.exit(0 if {'compute', 'optimizer', 'ssd path 0'} <= used else 1)"
 expect_fail "train: a host budget too small is refused with what it needs" "host budget 1.00 MiB is too small: this placement needs" \
   run --run-dir "$tmp/o5" --schedule vertical --offload acts --mem-host 1M
 check "  the store is in the run directory" test -f "$tmp/off/store/strata-store.manifest"
-check "  SSD traffic and wear reported" grep -q "^SSD total: .* read, .* written (.* per step of drive wear)" "$tmp/off.log"
+check "  SSD traffic and wear reported" \
+  bash -c "grep -q '^SSD per iteration: .*; total .* read, .* written' '$tmp/off.log' && grep -q '^SSD wear: ' '$tmp/off.log'"
 check "  same validation losses as in memory" \
   bash -c "diff <(grep '^step [0-9]*: validation' '$tmp/train.log') <(grep '^step [0-9]*: validation' '$tmp/off.log')"
 # --offload auto (the default): the placement with the least SSD traffic that
