@@ -40,10 +40,7 @@ check "--commit-every 1s commits, saying when the next comes" grep -qE "^committ
   "$tmp/t.log"
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null
-"$STRATA" train --resume "$tmp/t" >"$tmp/t2.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do grep -q "^step " "$tmp/t2.log" 2>/dev/null && break; sleep 0.05; done
-signal_and_wait TERM "$pid"
+run_until "$tmp/t2.log" "^step " "$STRATA" train --resume "$tmp/t"
 check "  after a SIGKILL the run resumes from a commit it made on its own (rc $rc)" \
   bash -c "[ $rc -eq 143 ] && grep -qE 'from its commit at step [1-9][0-9]* of 1000000' '$tmp/t2.log'"
 
@@ -71,10 +68,7 @@ d = json.load(open(p))
 d["commit-every"] = 5
 json.dump(d, open(p, "w"))
 PY
-"$STRATA" train --resume "$tmp/t" >"$tmp/t3.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do grep -q "^step " "$tmp/t3.log" 2>/dev/null && break; sleep 0.05; done
-signal_and_wait TERM "$pid"
+run_until "$tmp/t3.log" "^step " "$STRATA" train --resume "$tmp/t"
 check "a run.json with \"commit-every\": 5 resumes, committing every 5 steps (rc $rc)" \
   bash -c "[ $rc -eq 143 ] && grep -q '^commits: every 5 steps' '$tmp/t3.log'"
 finish

@@ -9,6 +9,9 @@
 #   signal_and_wait SIG PID           sends SIG and waits for PID to end (60 s at most, then
 #                                     SIGKILL, so that a lost signal fails the test, not CI's
 #                                     clock); sets rc to its exit status
+#   run_until LOG PATTERN CMD...      runs CMD in the background, its output in LOG, until a line
+#                                     of LOG matches PATTERN (60 s at most), then stops it with
+#                                     SIGTERM (signal_and_wait: rc is its exit status)
 #   finish                            prints "N passed, M failed" and exits non-zero on any failure
 set -uo pipefail
 STRATA="$1"
@@ -50,6 +53,18 @@ signal_and_wait() {
   kill -0 "$pid" 2>/dev/null && { echo "     (PID $pid still ran 60 s after SIG$sig; killed)"; kill -KILL "$pid"; }
   wait "$pid"
   rc=$?
+}
+
+run_until() {
+  local log="$1" pattern="$2"
+  shift 2
+  "$@" >"$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 1200); do
+    grep -qE -- "$pattern" "$log" 2>/dev/null && break
+    sleep 0.05
+  done
+  signal_and_wait TERM "$pid"
 }
 
 finish() {

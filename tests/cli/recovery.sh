@@ -31,10 +31,7 @@ for _ in $(seq 1 600); do grep -q '"step": 9,' "$tmp/run/metrics.jsonl" 2>/dev/n
 signal_and_wait TERM "$pid"
 check "a run stopped on SIGTERM (rc $rc)" test "$rc" -eq 143
 cp -a "$tmp/run" "$tmp/ok"
-"$STRATA" train --resume "$tmp/ok" >"$tmp/ok.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do grep -q '^step ' "$tmp/ok.log" 2>/dev/null && break; sleep 0.05; done
-signal_and_wait TERM "$pid"
+run_until "$tmp/ok.log" "^step " "$STRATA" train --resume "$tmp/ok"
 check "  it resumes, saying it read back and checked its commit first" \
   grep -qE '^the commit is intact: [0-9]+ tensors, .* checked in' "$tmp/ok.log"
 
