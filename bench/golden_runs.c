@@ -9,9 +9,9 @@
  *     build/golden_runs /tmp/golden-store > before.txt     (on the old tree)
  *     build/golden_runs /tmp/golden-store | diff before.txt -
  *
- * The bits depend on the machine (BLAS kernels, vector width) and the
- * thread count, so the comparison is on one machine, one build type, and
- * OMP_NUM_THREADS fixed; it is not a CI test.
+ * The bits depend on the machine (BLAS kernels, vector width) but not on
+ * the thread count, so the comparison is on one machine and one build
+ * type; it is not a CI test.
  *
  *     cmake --build build --target golden_runs
  */

@@ -1,5 +1,6 @@
 /* test_model_backend.c - the compute backends (strata/backend.h): every op
- * of the checking backend gives the CPU backend's bits on random inputs;
+ * of the checking backend gives the CPU backend's bits on random inputs,
+ * and the CPU backend gives the same bits with 1, 2 and 3 threads;
  * its device memory faults when the host touches it directly, its ops abort
  * on host pointers, ops from two threads on shared memory work, and
  * backends are found by name. The death tests run in a forked child with
@@ -16,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <omp.h>
 
 #include "death_testutil.h"
 #include "strata/backend.h"
@@ -143,6 +145,31 @@ static void run_sgemm_nn(const compute_backend *be, void *const *dev, double *s)
 static void run_sgemm_nt(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 0, 1); }
 static void run_sgemm_tn(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 1, 0); }
 static void run_sgemm_tt(const compute_backend *be, void *const *dev, double *s) { run_sgemm(be, dev, 1, 1); }
+/* Products large enough for OpenBLAS to thread them, summing 400 and 1000
+ * terms: its threaded sgemm cut such sums into other blocks than its
+ * one-thread sgemm, so the bits changed with the thread count. Rows of WC
+ * columns split unevenly among 3 threads. */
+enum { WN = 400, WIC = 400, WOC = 200, WM = 300, WCOLS = 250, WK = 1000, WC = 203 };
+static void run_wide_matmul_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_forward(be, F(0), F(1), F(2), F(3), WN, WIC, WOC);
+}
+static void run_wide_matmul_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), WN, WIC, WOC);
+}
+static void run_wide_sgemm(const compute_backend *be, void *const *dev, int ta, int tb) {
+    be->sgemm(be, ta, tb, WM, WCOLS, WK, 0.7f, F(0), ta ? WM + 3 : WK + 3, F(1), tb ? WK + 5 : WCOLS + 5, 0.3f, F(2),
+              WCOLS + 2);
+}
+static void run_wide_sgemm_nn(const compute_backend *be, void *const *dev, double *s) { run_wide_sgemm(be, dev, 0, 0); }
+static void run_wide_sgemm_nt(const compute_backend *be, void *const *dev, double *s) { run_wide_sgemm(be, dev, 0, 1); }
+static void run_wide_sgemm_tn(const compute_backend *be, void *const *dev, double *s) { run_wide_sgemm(be, dev, 1, 0); }
+static void run_wide_sgemm_tt(const compute_backend *be, void *const *dev, double *s) { run_wide_sgemm(be, dev, 1, 1); }
+static void run_wide_layernorm_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->layernorm_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), F(6), F(7), N, WC);
+}
+static void run_wide_embed_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->embed_backward(be, F(0), F(1), ID(2), F(3), B, T, WC, VP);
+}
 static void run_sum(const compute_backend *be, void *const *dev, double *s) { *s = be->sum(be, F(0), LONG_N); }
 static void run_sum_sq(const compute_backend *be, void *const *dev, double *s) { *s = be->sum_sq(be, F(0), LONG_N); }
 static void run_bf16_to_f32(const compute_backend *be, void *const *dev, double *s) {
@@ -160,10 +187,13 @@ static void run_memset(const compute_backend *be, void *const *dev, double *s) {
 
 /* Floats of a [rows, cols] matrix with rows ld apart. */
 #define MAT(rows, cols, ld) ((size_t)((rows) - 1) * (ld) + (cols))
-#define SGEMM_BUFS(ta, tb)                                                 \
-    {{(ta) ? MAT(GK, GM, GM + 3) : MAT(GM, GK, GK + 3), F32},              \
-     {(tb) ? MAT(GN, GK, GK + 5) : MAT(GK, GN, GN + 5), F32},              \
-     {MAT(GM, GN, GN + 2), F32}}
+#define SGEMM_BUFS_OF(ta, tb, M, N, K)                                     \
+    {{(ta) ? MAT(K, M, M + 3) : MAT(M, K, K + 3), F32},                    \
+     {(tb) ? MAT(N, K, K + 5) : MAT(K, N, N + 5), F32},                    \
+     {MAT(M, N, N + 2), F32}}
+#define SGEMM_BUFS(ta, tb) SGEMM_BUFS_OF(ta, tb, GM, GN, GK)
+#define WIDE_SGEMM_BUFS(ta, tb) SGEMM_BUFS_OF(ta, tb, WM, WCOLS, WK)
+#define WNC ((size_t)N * WC)
 
 static const op_case op_cases[] = {
     {"layernorm_forward", {{NC, F32}, {N, F32}, {N, F32}, {NC, F32}, {C, F32}, {C, F32}}, run_layernorm_forward},
@@ -197,6 +227,19 @@ static const op_case op_cases[] = {
     {"f32_to_bf16", {{NC + 3, BF16}, {NC + 3, F32}}, run_f32_to_bf16},
     {"copy", {{NC + 3, F32}, {NC + 3, F32}}, run_copy},
     {"memset", {{NC + 3, F32}}, run_memset},
+    {"matmul_forward (wide)", {{WN * WOC, F32}, {WN * WIC, F32}, {WIC * WOC, F32}, {WOC, F32}}, run_wide_matmul_forward},
+    {"matmul_backward (wide)",
+     {{WN * WIC, F32}, {WIC * WOC, F32}, {WOC, F32}, {WN * WOC, F32}, {WN * WIC, F32}, {WIC * WOC, F32}},
+     run_wide_matmul_backward},
+    {"sgemm (wide)", WIDE_SGEMM_BUFS(0, 0), run_wide_sgemm_nn},
+    {"sgemm (wide, B transposed)", WIDE_SGEMM_BUFS(0, 1), run_wide_sgemm_nt},
+    {"sgemm (wide, A transposed)", WIDE_SGEMM_BUFS(1, 0), run_wide_sgemm_tn},
+    {"sgemm (wide, both transposed)", WIDE_SGEMM_BUFS(1, 1), run_wide_sgemm_tt},
+    {"layernorm_backward (wide)",
+     {{WNC, F32}, {WC, F32}, {WC, F32}, {WNC, F32}, {WNC, F32}, {WC, F32}, {N, F32}, {N, F32}},
+     run_wide_layernorm_backward},
+    {"embed_backward (wide)", {{(size_t)VP * WC, F32}, {(size_t)T * WC, F32}, {N, IDS}, {WNC, F32}},
+     run_wide_embed_backward},
 };
 
 static void test_every_op_is_bit_identical_to_cpu(void **state) {
@@ -222,6 +265,37 @@ static void test_every_op_is_bit_identical_to_cpu(void **state) {
         if (memcmp(&want_s, &got_s, sizeof want_s) != 0) fail_msg("%s: %.17g, the CPU backend %.17g", c->name, got_s, want_s);
         if (!changed) fail_msg("%s: the op changed nothing", c->name);
         printf("  %-34s identical\n", c->name);
+    }
+}
+
+/* The thread count changes no bit: each op of the CPU backend with 1, 2 and
+ * 3 threads (a resumed run may use another --threads than it started with). */
+static void test_every_op_is_the_same_with_1_2_and_3_threads(void **state) {
+    (void)state;
+    const compute_backend *cpu = compute_backend_cpu();
+    const int threads = omp_get_max_threads();
+    for (size_t k = 0; k < sizeof op_cases / sizeof op_cases[0]; k++) {
+        const op_case *c = &op_cases[k];
+        const int n = buf_count(c);
+        void *init[MAX_BUFS], *got[4][MAX_BUFS];
+        double s[4];
+        for (int i = 0; i < n; i++) init[i] = make_init(&c->bufs[i], 100 * k + (uint64_t)i + 1);
+        for (int t = 1; t <= 3; t++) {
+            omp_set_num_threads(t);
+            run_case(cpu, c, init, got[t], &s[t]);
+        }
+        omp_set_num_threads(threads);
+        for (int t = 2; t <= 3; t++) {
+            for (int i = 0; i < n; i++)
+                if (memcmp(got[1][i], got[t][i], c->bufs[i].n * elem_bytes(c->bufs[i].kind)) != 0)
+                    fail_msg("%s: array %d with %d threads differs from 1 thread's", c->name, i, t);
+            if (memcmp(&s[1], &s[t], sizeof s[1]) != 0) fail_msg("%s: %.17g with %d threads, %.17g with 1", c->name, s[t], t, s[1]);
+        }
+        for (int i = 0; i < n; i++) {
+            free(init[i]);
+            for (int t = 1; t <= 3; t++) free(got[t][i]);
+        }
+        printf("  %-34s the same with 1, 2 and 3 threads\n", c->name);
     }
 }
 
@@ -393,6 +467,7 @@ static void test_backends_by_name(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_is_bit_identical_to_cpu),
+        cmocka_unit_test(test_every_op_is_the_same_with_1_2_and_3_threads),
         cmocka_unit_test(test_host_access_to_device_memory_faults),
         cmocka_unit_test(test_misused_pointers_abort),
         cmocka_unit_test(test_empty_allocations_and_null),

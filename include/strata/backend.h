@@ -32,8 +32,9 @@
  *     sum_sq return, their data is in place, and a host buffer given to
  *     to_device may be reused as soon as it returns. (A GPU backend may
  *     queue its kernels on a stream as long as this holds.)
- *   - Results are deterministic for a given backend and thread count: every
- *     reduction runs in a fixed order (no atomics).
+ *   - Results are deterministic for a given backend, whatever the thread
+ *     count: every reduction runs in a fixed order that does not depend on
+ *     the number of threads (no atomics).
  *
  * unified = 1 means device memory IS host memory (the CPU backend): a host
  * buffer may then be used as a device buffer as it is, and a copy between a

@@ -38,8 +38,8 @@
  *     float loss = gpt_forward_backward(ws, w, grads, tokens, targets, B, T, 1.0f);
  *
  * Threading: the CPU backend's kernels use OpenMP across the calling
- * thread's team; every backend is deterministic for a given thread count (no
- * atomics, fixed reduction order).
+ * thread's team; every backend is deterministic whatever the thread count (no
+ * atomics, a reduction order fixed by the shapes alone).
  */
 #ifndef STRATA_MODEL_H
 #define STRATA_MODEL_H

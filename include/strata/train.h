@@ -16,7 +16,7 @@
  * last T. The loss of a step is the mean over its micro-batches; gradients
  * are accumulated in fp32 as the mean over micro-batches, clipped by global
  * norm, then AdamW steps every unit. Bit-for-bit deterministic for a given
- * configuration and thread count.
+ * configuration, whatever the thread count.
  *
  * The forward and backward passes run on tc.backend (strata/backend.h): the
  * workspace is its device memory, while the parameters, gradients and

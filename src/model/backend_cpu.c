@@ -1,9 +1,11 @@
 /* backend_cpu.c - the CPU backend (strata/backend.h): device memory is
  * 64-byte aligned host memory; matrix products go to OpenBLAS sgemm (the
- * OpenMP build), the rest are OpenMP loops, vectorized with AVX2/FMA when the
- * compiler targets it and plain C otherwise. Every reduction runs in a fixed
- * order (no atomics; column sums split by columns, not rows), so results are
- * identical run to run for a given thread count. The contracts of the ops
+ * OpenMP build) in tiles fixed by their shapes, the rest are OpenMP loops,
+ * vectorized with AVX2/FMA when the compiler targets it and plain C
+ * otherwise. Every reduction runs in an order the thread count does not
+ * change (no atomics; column sums split by columns, not rows; sgemm never
+ * split by OpenBLAS's threads, see gemm), so results are identical run to
+ * run and for any number of threads. The contracts of the ops
  * are in strata/backend.h; each op is the function named in the table at
  * the end, and the checking backend (backend_check.c) runs these same
  * functions. */
@@ -121,7 +123,66 @@ static void layernorm_backward(const compute_backend *be, float *dinp, float *dw
     }
 }
 
-/* --- matmul ------------------------------------------------------------------- */
+/* --- matrix products ------------------------------------------------------------ */
+
+/* Every matrix product outside attention goes through gemm: C[M,N] =
+ * alpha op(A) op(B) + beta C cut into a grid of tiles fixed by the shape
+ * alone, each tile one single-threaded sgemm, the tiles shared by the
+ * threads. OpenBLAS's own threading changes its arithmetic with the thread
+ * count: its threaded driver (level3_thread.c) cuts the K sum into other
+ * blocks than its one-thread driver (level3.c) when GEMM_Q < K < 2 GEMM_Q
+ * (K = B*T in the weight gradients), and its Haswell and Zen kernels round
+ * an element differently with the panel a thread gets, so C differed in
+ * the last bits between --threads 1, 2 and 3, and a run resumed with
+ * another thread count ended elsewhere. In a parallel region OpenBLAS runs
+ * on the calling thread (the OpenMP build), so each tile is one call with
+ * the same arguments whatever the thread count, and so are its bits.
+ * (Attention's products already run so: one (batch, head) per iteration of
+ * its own parallel loop.)
+ *
+ * The grid: tiles of at most TILE_MAX rows and columns, halved (the longer
+ * side first, whose cut repacks the smaller operand) until there are
+ * TILE_COUNT of them or their sides reach TILE_MIN. Each tile packs its
+ * own panels of A and B (OpenBLAS's threads share theirs), so a finer grid
+ * costs time: eight tiles of 128 x 192 were slower than four of 256 x 192
+ * on gpt2-124m's products at B*T = 256 (docs/BENCHMARKS.md). Large
+ * products still get many tiles, for machines with many cores. */
+#define TILE_MAX 512
+#define TILE_MIN 128
+#define TILE_COUNT 4
+
+static int tile_half(int x) { return (((x + 1) / 2 + 15) / 16) * 16; }   /* a multiple of 16 */
+
+static void tile_grid(int M, int N, int *mb, int *nb) {
+    int m = M, n = N;
+    while (m > TILE_MAX) m = tile_half(m);
+    while (n > TILE_MAX) n = tile_half(n);
+    while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < TILE_COUNT) {
+        if (m >= n && m > TILE_MIN) m = tile_half(m);
+        else if (n > TILE_MIN) n = tile_half(n);
+        else if (m > TILE_MIN) m = tile_half(m);
+        else break;
+    }
+    *mb = m;
+    *nb = n;
+}
+
+static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                 int ldb, float beta, float *C, int ldc) {
+    int mb, nb;
+    tile_grid(M, N, &mb, &nb);
+    const int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb;
+    /* a parallel region even for one tile: outside one, OpenBLAS would thread it */
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int t = 0; t < mt * nt; t++) {
+        const int i0 = t / nt * mb, j0 = t % nt * nb;
+        const int m = M - i0 < mb ? M - i0 : mb, n = N - j0 < nb ? N - j0 : nb;
+        const float *a = trans_a ? A + i0 : A + (size_t)i0 * lda;
+        const float *b = trans_b ? B + (size_t)j0 * ldb : B + j0;
+        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
+                    K, alpha, a, lda, b, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);
+    }
+}
 
 static void matmul_forward(const compute_backend *be, float *out, const float *inp, const float *w, const float *bias,
                            int N, int IC, int OC) {
@@ -131,14 +192,13 @@ static void matmul_forward(const compute_backend *be, float *out, const float *i
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, IC, 1.0f, inp, IC, w, OC, beta, out, OC);
+    gemm(0, 0, N, OC, IC, 1.0f, inp, IC, w, OC, beta, out, OC);
 }
 
 static void matmul_backward(const compute_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int IC, int OC) {
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC);
+    if (dinp) gemm(0, 1, N, IC, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, IC);
+    gemm(1, 0, IC, OC, N, 1.0f, inp, IC, dout, OC, 1.0f, dw, OC);
     if (dbias) {
 #pragma omp parallel
         {
@@ -407,8 +467,7 @@ static void embed_backward(const compute_backend *be, float *dwte, float *dwpe, 
 
 static void sgemm(const compute_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+    gemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* In order, one thread: its callers sum a few thousand per-row losses. */
