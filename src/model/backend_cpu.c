@@ -1,19 +1,20 @@
 /* backend_cpu.c - the CPU backend (strata/backend.h): device memory is
  * 64-byte aligned host memory; matrix products go to OpenBLAS sgemm (the
- * OpenMP build) in tiles fixed by their shapes, the rest are OpenMP loops,
- * vectorized with AVX2/FMA when the compiler targets it and plain C
- * otherwise. Every reduction runs in an order the thread count does not
- * change (no atomics; column sums split by columns, not rows; sgemm never
+ * OpenMP build) in tiles fixed by their shapes and the machine, the rest are
+ * OpenMP loops, vectorized with AVX2/FMA when the compiler targets it and
+ * plain C otherwise. Every reduction runs in an order the thread count does
+ * not change (no atomics; column sums split by columns, not rows; no sgemm
  * split by OpenBLAS's threads, see gemm), so results are identical run to
- * run and for any number of threads. The contracts of the ops
- * are in strata/backend.h; each op is the function named in the table at
- * the end, and the checking backend (backend_check.c) runs these same
- * functions. */
+ * run and for any number of threads. The contracts of the ops are in
+ * strata/backend.h; each op is the function named in the table at the end,
+ * and the checking backend (backend_check.c) runs these same functions. */
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "strata/backend.h"
 #include "strata/model.h"
@@ -126,9 +127,9 @@ static void layernorm_backward(const compute_backend *be, float *dinp, float *dw
 /* --- matrix products ------------------------------------------------------------ */
 
 /* Every matrix product outside attention goes through gemm: C[M,N] =
- * alpha op(A) op(B) + beta C cut into a grid of tiles fixed by the shape
- * alone, each tile one single-threaded sgemm, the tiles shared by the
- * threads. OpenBLAS's own threading changes its arithmetic with the thread
+ * alpha op(A) op(B) + beta C cut into a grid of tiles that the thread
+ * count does not change, each tile one single-threaded sgemm, the tiles
+ * shared by the threads. OpenBLAS's own threading changes its arithmetic with the thread
  * count: its threaded driver (level3_thread.c) cuts the K sum into other
  * blocks than its one-thread driver (level3.c) when GEMM_Q < K < 2 GEMM_Q
  * (K = B*T in the weight gradients), and its Haswell and Zen kernels round
@@ -140,24 +141,31 @@ static void layernorm_backward(const compute_backend *be, float *dinp, float *dw
  * (Attention's products already run so: one (batch, head) per iteration of
  * its own parallel loop.)
  *
- * The grid: tiles of at most TILE_MAX rows and columns, halved (the longer
- * side first, whose cut repacks the smaller operand) until there are
- * TILE_COUNT of them or their sides reach TILE_MIN. Each tile packs its
- * own panels of A and B (OpenBLAS's threads share theirs), so a finer grid
- * costs time: eight tiles of 128 x 192 were slower than four of 256 x 192
- * on gpt2-124m's products at B*T = 256 (docs/BENCHMARKS.md). Large
- * products still get many tiles, for machines with many cores. */
-#define TILE_MAX 512
+ * The grid: the tiles' longer side halved (squarer tiles repack less)
+ * until there are as many tiles as the machine has processors, or the
+ * sides reach TILE_MIN. Each tile packs its own panels
+ * of A and B (OpenBLAS's threads share theirs) and the last tiles leave
+ * threads idle, so a grid finer than the cores need costs time, and a
+ * coarser one leaves cores out: a fixed grid of 4 to 8 tiles of at most
+ * 512 made gpt2-124m's products 3-14% slower on 2 threads
+ * (docs/BENCHMARKS.md). The processor count is the machine's configured
+ * one, read once, not the CPUs a process may use: a run's bits depend on
+ * the machine (its BLAS kernels already do), never on --threads. */
 #define TILE_MIN 128
-#define TILE_COUNT 4
+
+static int tile_target;
+static pthread_once_t tile_target_once = PTHREAD_ONCE_INIT;
+static void tile_target_init(void) {
+    const long n = sysconf(_SC_NPROCESSORS_CONF);
+    tile_target = n > 1 ? (int)n : 1;
+}
 
 static int tile_half(int x) { return (((x + 1) / 2 + 15) / 16) * 16; }   /* a multiple of 16 */
 
 static void tile_grid(int M, int N, int *mb, int *nb) {
+    pthread_once(&tile_target_once, tile_target_init);
     int m = M, n = N;
-    while (m > TILE_MAX) m = tile_half(m);
-    while (n > TILE_MAX) n = tile_half(n);
-    while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < TILE_COUNT) {
+    while ((long)((M + m - 1) / m) * ((N + n - 1) / n) < tile_target) {
         if (m >= n && m > TILE_MIN) m = tile_half(m);
         else if (n > TILE_MIN) n = tile_half(n);
         else if (m > TILE_MIN) m = tile_half(m);
