@@ -147,8 +147,9 @@ static void layernorm_backward(const compute_backend *be, float *dinp, float *dw
  * of A and B (OpenBLAS's threads share theirs) and the last tiles leave
  * threads idle, so a grid finer than the cores need costs time, and a
  * coarser one leaves cores out: a fixed grid of 4 to 8 tiles of at most
- * 512 made gpt2-124m's products 3-14% slower on 2 threads
- * (docs/BENCHMARKS.md). The processor count is the machine's configured
+ * 512 made gpt2-124m's products 3-14% slower on 2 threads, one tile per
+ * processor about as fast as OpenBLAS's own threads (docs/BENCHMARKS.md,
+ * bench/sgemm_tiles.c). The processor count is the machine's configured
  * one, read once, not the CPUs a process may use: a run's bits depend on
  * the machine (its BLAS kernels already do), never on --threads. */
 #define TILE_MIN 128
