@@ -127,31 +127,31 @@ static void layernorm_backward(const compute_backend *be, float *dinp, float *dw
 /* --- matrix products ------------------------------------------------------------ */
 
 /* Every matrix product outside attention goes through gemm: C[M,N] =
- * alpha op(A) op(B) + beta C cut into a grid of tiles that the thread
- * count does not change, each tile one single-threaded sgemm, the tiles
- * shared by the threads. OpenBLAS's own threading changes its arithmetic with the thread
- * count: its threaded driver (level3_thread.c) cuts the K sum into other
- * blocks than its one-thread driver (level3.c) when GEMM_Q < K < 2 GEMM_Q
- * (K = B*T in the weight gradients), and its Haswell and Zen kernels round
- * an element differently with the panel a thread gets, so C differed in
- * the last bits between --threads 1, 2 and 3, and a run resumed with
- * another thread count ended elsewhere. In a parallel region OpenBLAS runs
- * on the calling thread (the OpenMP build), so each tile is one call with
- * the same arguments whatever the thread count, and so are its bits.
+ * alpha op(A) op(B) + beta C cut into a grid of tiles that the thread count
+ * does not change, each tile one single-threaded sgemm, the tiles shared by
+ * the threads. OpenBLAS's own threading changes its arithmetic with the
+ * thread count: its threaded driver (level3_thread.c) cuts the K sum into
+ * other blocks than its one-thread driver (level3.c) when GEMM_Q < K <
+ * 2 GEMM_Q (K = B*T in the weight gradients), and its Haswell and Zen
+ * kernels round an element differently with the panel a thread gets, so C
+ * differed in the last bits between --threads 1, 2 and 3, and a run resumed
+ * with another thread count ended elsewhere. In a parallel region OpenBLAS
+ * runs on the calling thread (the OpenMP build), so each tile is one call
+ * with the same arguments whatever the thread count, and so are its bits.
  * (Attention's products already run so: one (batch, head) per iteration of
  * its own parallel loop.)
  *
- * The grid: the tiles' longer side halved (squarer tiles repack less)
- * until there are as many tiles as the machine has processors, or the
- * sides reach TILE_MIN. Each tile packs its own panels
- * of A and B (OpenBLAS's threads share theirs) and the last tiles leave
- * threads idle, so a grid finer than the cores need costs time, and a
- * coarser one leaves cores out: a fixed grid of 4 to 8 tiles of at most
- * 512 made gpt2-124m's products 3-14% slower on 2 threads, one tile per
- * processor about as fast as OpenBLAS's own threads (docs/BENCHMARKS.md,
- * bench/sgemm_tiles.c). The processor count is the machine's configured
- * one, read once, not the CPUs a process may use: a run's bits depend on
- * the machine (its BLAS kernels already do), never on --threads. */
+ * The grid: the tiles' longer side halved (squarer tiles repack less) until
+ * there are as many tiles as the machine has processors, or the sides reach
+ * TILE_MIN. Each tile packs its own panels of A and B (OpenBLAS's threads
+ * share theirs) and the last tiles leave threads idle, so a grid finer than
+ * the cores need costs time, and a coarser one leaves cores out: a fixed
+ * grid of 4 to 8 tiles of at most 512 made gpt2-124m's products 3-14%
+ * slower on 2 threads, one tile per processor is about as fast as
+ * OpenBLAS's own threads (docs/BENCHMARKS.md, bench/sgemm_tiles.c). The
+ * processor count is the machine's configured one, read once, not the CPUs
+ * a process may use: a run's bits depend on the machine (its BLAS kernels
+ * already do), never on --threads. */
 #define TILE_MIN 128
 
 static int tile_target;
