@@ -341,9 +341,10 @@ st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err
 /* Disk space the store's files in d hold (allocated blocks: a store
  * reserves its space when tensors are created). */
 uint64_t store_dirs_disk_bytes(const store_dirs *d);
-/* Whether a store was made in d: any of its files but the lock in any of
- * the directories. A store that will not open although this is 1 is
- * damaged or incomplete, not absent. */
+/* Whether a store was made in d: a manifest, or a data file that holds
+ * bytes, in any of the directories. A creation cut short before its first
+ * manifest leaves only markers and empty files: no store. A store that
+ * will not open although this is 1 is damaged, not absent. */
 int store_dirs_hold_store(const store_dirs *d);
 
 #ifdef __cplusplus

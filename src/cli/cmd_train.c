@@ -534,8 +534,10 @@ static st_status claim_store(session *s, const store_dirs *previous, st_error *e
         st_status st = st_mkdir_p(s->dirs.paths[i], err);
         if (st != ST_OK) return st;
     }
-    if (!store_dirs_hold_store(&s->dirs)) return ST_OK;
-    if (!previous->n || !store_dirs_same(previous, &s->dirs))
+    const int replaced = previous->n && store_dirs_same(previous, &s->dirs);
+    if (!store_dirs_hold_store(&s->dirs))   /* what the replaced run's creation of it left, if anything */
+        return replaced ? store_remove(&s->dirs, err) : ST_OK;
+    if (!replaced)
         return st_fail(err, ST_EEXIST,
                        "--store %s already holds a store that is not %s's%s; choose other directories, or delete its "
                        "files (strata-store.*) if nothing needs it",
@@ -618,6 +620,10 @@ static st_status open_run_dir(session *s, st_error *err) {
     }
     if ((st = run_dir_reopen(&s->rd, o->run_dir, err)) != ST_OK) return st;   /* the lock first */
     if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_dirs, err)) != ST_OK) return st;
+    /* RUN_DIR/store is made just after run.json: a run stopped between the
+     * two has no store yet, not a lost one (an external --store missing may
+     * be a drive not mounted, and stays an error) */
+    if (!s->run_store && (st = st_mkdir_p(default_store, err)) != ST_OK) return st;
     int found;
     st_error e = {0};
     if ((st = train_run_last_commit(&s->old_dirs, &s->commit, &found, &e)) != ST_OK) {

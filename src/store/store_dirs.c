@@ -100,14 +100,14 @@ uint64_t store_dirs_disk_bytes(const store_dirs *d) {
 }
 
 int store_dirs_hold_store(const store_dirs *d) {
-    const size_t prefix = strlen(STORE_FILE_PREFIX);
     int found = 0;
     for (int i = 0; i < d->n && !found; i++) {
-        DIR *dir = opendir(d->paths[i]);
-        if (!dir) continue;
-        for (struct dirent *e; !found && (e = readdir(dir));)
-            found = !strncmp(e->d_name, STORE_FILE_PREFIX, prefix) && strcmp(e->d_name, STORE_LOCK_NAME) != 0;
-        closedir(dir);
+        char f[4400];
+        struct stat sb;
+        store_path_join(f, sizeof f, d->paths[i], STORE_MANIFEST_NAME);
+        found = access(f, F_OK) == 0;
+        store_path_join(f, sizeof f, d->paths[i], STORE_DATA_NAME);
+        found = found || (stat(f, &sb) == 0 && sb.st_size > 0);
     }
     return found;
 }

@@ -76,4 +76,30 @@ wait "$pid" 2>/dev/null
 expect_fail "a run killed before its first commit says so" "stopped before its first commit" \
   "$STRATA" train --resume "$tmp/early"
 check "  and how to start it again" grep -q -- "--run-dir $tmp/early --overwrite" "$tmp/err"
+# so does one killed while its store was being made (CI's crash test found
+# both): after run.json, before the store directory; and before the store's
+# first manifest, which leaves a marker's temporary file and the lock
+rm -rf "$tmp/early/store" "$tmp/early/metrics.jsonl"
+expect_fail "a run killed before its store directory was made: before its first commit" \
+  "stopped before its first commit" "$STRATA" train --resume "$tmp/early"
+echo "strata-store 1" >"$tmp/early/store/strata-store.id.tmp"
+: >"$tmp/early/store/strata-store.lock"
+: >"$tmp/early/store/strata-store.data"
+expect_fail "a run killed before its store's first manifest: before its first commit" \
+  "stopped before its first commit" "$STRATA" train --resume "$tmp/early"
+check "  and the command it gives starts it again" \
+  "$STRATA" train --config "$tmp/early/run.json" --run-dir "$tmp/early" --overwrite --steps 2
+# the same for an external --store: a creation cut short there is this
+# run's to replace, and another's to refuse by name
+store2="$tmp/ext-store"
+mkdir -p "$store2"
+echo "strata-store 1" >"$store2/strata-store.id"
+expect_fail "--store with what a cut-short creation left there, not this run's: refused by name" \
+  "already holds store files \(strata-store.id\)" \
+  "$STRATA" train "${ARGS[@]}" --steps 2 --store "$store2" --run-dir "$tmp/ext"
+"$STRATA" train "${ARGS[@]}" --steps 2 --store "$store2.b" --run-dir "$tmp/ext2" >/dev/null 2>&1
+rm -f "$store2.b"/strata-store.manifest
+: >"$store2.b/strata-store.data"
+check "--overwrite of a run whose --store creation was cut short starts it again" \
+  "$STRATA" train "${ARGS[@]}" --steps 2 --store "$store2.b" --run-dir "$tmp/ext2" --overwrite
 finish
