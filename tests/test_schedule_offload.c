@@ -65,8 +65,18 @@ static double rel_diff(const float *a, const float *b, size_t n) {
  * optimizer state there, weights and checkpoints in memory. The store's
  * segments are small here so that the optimizer's streaming runs through
  * several segments per part. */
-enum test_placement { ALL_HOST, ALL_SSD, MIXED, GRADS, PLACEMENTS };
-static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad"};
+enum test_placement { ALL_HOST, ALL_SSD, MIXED, GRADS, FRAC_HALF, FRAC_WEIGHTS_MORE, FRAC_OPTIM_MORE, PLACEMENTS };
+static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad", "f1/2", "f-w ", "f-o "};
+/* Fractional placements (4 units and 4 checkpoint indices): half of each
+ * kind; memory keeping more units' weights than their master (fp32 then
+ * needs its own copy of the compute weights) and embedding gradients only;
+ * memory keeping more units' master than weights (fp32's compute weights
+ * are the master) and the embedding unit's weights only. */
+static const placement fractions[3] = {
+    {.weights = 0.5, .optim = 0.5, .acts = 0.5, .grads = 0.5},
+    {.weights = 0.25, .optim = 0.75, .acts = 0.25, .grads = 0.75},
+    {.weights = 0.75, .optim = 0.25, .acts = 0.75, .grads = 0.25},
+};
 
 /* A fresh store directory for each run. */
 static char store_dir[256];
@@ -81,6 +91,7 @@ static void use_store(offload_config *oc, enum test_placement pl) {
     oc->n_store_paths = 1;
     oc->place.weights = oc->place.acts = pl == ALL_SSD || pl == MIXED;
     oc->place.optim = oc->place.grads = pl == ALL_SSD || pl == GRADS;
+    if (pl >= FRAC_HALF) oc->place = fractions[pl - FRAC_HALF];
 }
 
 static void remove_store(enum test_placement pl) {
@@ -141,6 +152,7 @@ static void test_matches_in_memory_trainer(void **state) {
             }
             for (int k = 0; k < 2; k++) {
                 for (int a = 0; a < 3; a++) for (int pl = 0; pl < PLACEMENTS; pl++) {
+                    if (pl >= FRAC_HALF && a != 1) continue;   /* fractions: one alpha, for the test's time */
                     float losses[STEPS], check_losses[STEPS];
                     float *w = run_offload(&tc, (sched_kind)k, alphas[a], (enum test_placement)pl, tok, losses);
                     /* the checking backend: device memory the executor may touch only through the
@@ -336,6 +348,37 @@ static void test_memory_budgets(void **state) {
     host.mem_host = mh.host;
     assert_int_equal(offload_trainer_create(&t, &host, NULL, &err), ST_OK);
     offload_trainer_free(t);
+
+    /* a fraction of a kind on the SSD: memory keeps exactly the rest, unit by
+     * unit (9 units: the embedding unit and 8 blocks), so that host memory
+     * falls with every unit moved */
+    const int n = host.train.model.n_layer + 1;
+    for (int kind = 0; kind < PLACE_KINDS; kind++) {
+        uint64_t last_host = 0, last_line = 0;
+        for (int k = 0; k <= n; k++) {
+            offload_config oc = host;
+            oc.mem_host = oc.mem_device = 0;
+            placement_set_share(&oc.place, (place_kind)kind, (double)k / n);
+            assert_int_equal(placement_units(oc.place, (place_kind)kind, n), k);
+            layout_memory m;
+            offload_memory_need(&oc, &m);
+            const size_t kept = k == n ? 0 : gpt_unit_offset(&oc.train.model, n - k);   /* units 0..n-k-1 */
+            const uint64_t line = kind == PLACE_OPTIM ? m.optimizer_state : kind == PLACE_GRADS ? m.gradients
+                                : kind == PLACE_ACTS ? m.checkpoints : m.compute_weights;
+            if (kind == PLACE_OPTIM && k < n) assert_true(line >= 12 * (uint64_t)kept);
+            if (kind == PLACE_WEIGHTS) assert_true(line == 2 * (uint64_t)kept);   /* bf16 */
+            if (kind == PLACE_ACTS) assert_true(line == (uint64_t)(n - k) * 3 * mh.checkpoints / (3 * (uint64_t)n));
+            /* each unit moved frees memory; but the embedding unit's gradients,
+             * last to move, still need a buffer of their size to accumulate in */
+            if (k > 1 && !(kind == PLACE_GRADS && k == n)) {
+                if (m.host >= last_host) printf("  kind %d, %d units on the SSD: host %llu >= %llu\n", kind, k,
+                                                (unsigned long long)m.host, (unsigned long long)last_host);
+                assert_true(m.host < last_host);
+                assert_true(line < last_line);
+            }
+            last_host = m.host, last_line = line;
+        }
+    }
 }
 
 /* offload_traffic_per_step predicts, byte for byte, what a steady

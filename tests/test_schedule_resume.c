@@ -54,7 +54,10 @@ typedef struct named_placement {
     const char *name;
 } named_placement;
 static const named_placement HOST = {{0, 0, 0, 0}, "host"}, ALL_SSD = {{1, 1, 1, 1}, "ssd"},
-                             MIXED = {{1, 0, 1, 0}, "mixed"}, GRADS = {{0, 1, 0, 1}, "grads+optim"};
+                             MIXED = {{1, 0, 1, 0}, "mixed"}, GRADS = {{0, 1, 0, 1}, "grads+optim"},
+                             /* fractions of 4 units and 4 checkpoint indices */
+                             HALF = {{0.5, 0.5, 0.5, 0.5}, "half of each"},
+                             SKEWED = {{0.25, 0.75, 0.75, 0.25}, "weights=0.25,optim=0.75,acts=0.75,grads=0.25"};
 
 static offload_config make_config(const train_config *tc, sched_kind k, double alpha, named_placement pl,
                                   const char *const *paths) {
@@ -151,6 +154,12 @@ static void test_executor_resumes_bit_for_bit(void **state) {
         {SCHED_HORIZONTAL, 0.0, 0.05f, GPT_FP32, ALL_SSD, MIXED, 0},
         {SCHED_HORIZONTAL, 1.0, 0.0f, GPT_MIXED_BF16, GRADS, ALL_SSD, 1},
         {SCHED_HORIZONTAL, 0.25, 0.0f, GPT_FP32, HOST, GRADS, 0},
+        /* fractional placements, and from and into them */
+        {SCHED_VERTICAL, 0.25, 0.0f, GPT_MIXED_BF16, HALF, HALF, 0},
+        {SCHED_VERTICAL, 0.25, 0.0f, GPT_MIXED_BF16, HALF, SKEWED, 0},
+        {SCHED_VERTICAL, 0.0, 0.05f, GPT_FP32, SKEWED, HALF, 1},
+        {SCHED_HORIZONTAL, 0.5, 0.0f, GPT_FP32, ALL_SSD, SKEWED, 0},
+        {SCHED_HORIZONTAL, 0.0, 0.05f, GPT_MIXED_BF16, SKEWED, HOST, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const resume_case *c = &cases[i];

@@ -178,6 +178,14 @@ void layout_free(run_layout *l);
  * O_DIRECT, plus room to align it. */
 uint64_t layout_io_bytes(uint64_t bytes);
 
+/* 1 when part i of kind k is on the SSD in this layout's placement (unit i;
+ * for acts, checkpoint index i): placement_on_ssd with the layout's units. */
+int layout_on_ssd(const run_layout *l, place_kind k, int i);
+/* weights, optim, grads: elements of the parameter vector memory keeps of
+ * kind k, from element 0 (placement_memory_units' units). Host arrays of a
+ * kind are this long and indexed by a unit's offset. */
+size_t layout_memory_elems(const run_layout *l, place_kind k);
+
 /* Elements [lo, hi) of part `part` of unit u, and of its segment j. */
 void layout_part_range(const run_layout *l, int u, int part, size_t *lo, size_t *hi);
 void layout_segment_range(const run_layout *l, int u, int part, size_t j, size_t *lo, size_t *hi);
@@ -211,14 +219,14 @@ typedef struct layout_traffic {
 } layout_traffic;
 st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_error *err);
 
-/* --offload auto: of the placements (the first n_candidates of
- * placement_at's order: 1 for a machine without an SSD, else
- * PLACEMENT_COUNT), the one whose layout `fits` accepts with the least SSD
- * traffic per steady iteration; ties go to fewer kinds of state on the SSD,
- * then to the earlier placement. base gives everything but the placement.
- * ST_ENOENT when none fits. The executor (budgets against the buffer plan)
- * and the simulator (a described machine's memory) choose with this one
- * rule. */
+/* --offload auto: of the placements (the whole ones among the first
+ * n_candidates of placement_at's order: 1 for a machine without an SSD,
+ * else PLACEMENT_COUNT, each with memory then filled with its kinds' parts
+ * in every order: placement_fill), the one whose layout `fits` accepts with
+ * the least SSD traffic per steady iteration; ties go to less state on the
+ * SSD. base gives everything but the placement. ST_ENOENT when none fits.
+ * The executor (budgets against the buffer plan) and the simulator (a
+ * described machine's memory) choose with this one rule. */
 typedef int (*layout_fit_fn)(const run_layout *l, void *ctx);
 st_status layout_least_traffic_placement(const layout_params *base, int n_candidates, layout_fit_fn fits, void *ctx,
                                          placement *out, st_error *err);

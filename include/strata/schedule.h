@@ -84,25 +84,69 @@ typedef struct sched_task {
     int deps[SCHED_MAX_DEPS];
 } sched_task;
 
-/* Where each kind of training state lives: 1 in the SSD store, 0 in host
- * memory. The one placement type of the engine: the executor, the
- * simulator, the planner and the command line all pass this. */
+/* Where each kind of training state lives: for each kind, the share of its
+ * n parts that is in the SSD store (0: all in host memory, 1: all on the
+ * SSD), a part being a unit (L + 1 of them: the embedding unit and the
+ * blocks) or, for checkpoints, a checkpoint index of every micro-batch
+ * (1..L + 1: each block's input and the head's). The share is of parts,
+ * not bytes; placement_units says how many parts it is, and which parts
+ * are on the SSD is fixed by the kind (placement_on_ssd):
+ *
+ *   weights, optim, grads: the last units (u >= n - k). Memory keeps the
+ *     units an iteration starts and ends with (the embedding unit first),
+ *     whose steps end backward right before the next forward needs them,
+ *     so that their loads cannot be read ahead; what memory holds of them
+ *     is one prefix of the parameter vector.
+ *   acts: the first checkpoints (1..k). Memory keeps the last blocks',
+ *     read back first at the turn from forward to backward.
+ *
+ * The one placement type of the engine: the executor, the simulator, the
+ * planner and the command line all pass this. Today's whole placements
+ * are the shares 0 and 1. */
 typedef struct placement {
-    int weights;   /* compute weights: loaded per use from the SSD, or kept in host memory */
-    int optim;     /* master weights and Adam moments (read and written inside TASK_OPTIMIZE) */
-    int acts;      /* activation checkpoints */
-    int grads;     /* gradients kept between their completion and their step */
+    double weights;   /* compute weights: loaded per use from the SSD, or kept in host memory */
+    double optim;     /* master weights and Adam moments (read and written inside TASK_OPTIMIZE) */
+    double acts;      /* activation checkpoints */
+    double grads;     /* gradients kept between their completion and their step */
 } placement;
 
-/* The 16 placements, numbered so that bit 0 is weights, 1 optim, 2 acts,
- * 3 grads: index 0 keeps everything in memory, 15 puts everything on the SSD. */
+typedef enum place_kind { PLACE_WEIGHTS, PLACE_OPTIM, PLACE_ACTS, PLACE_GRADS, PLACE_KINDS } place_kind;
+double placement_share(placement p, place_kind k);
+void placement_set_share(placement *p, place_kind k, double share);
+/* How many of a kind's n parts are on the SSD: the share of n, rounded to
+ * the nearest part within 0.01 of one and up otherwise, so that every
+ * share above 0 puts a part there and a printed share reads back exactly. */
+int placement_units(placement p, place_kind k, int n);
+/* 1 when part i of a kind is on the SSD: unit i (0..n-1) for weights,
+ * optim and grads, checkpoint index i (1..n) for acts. */
+int placement_on_ssd(placement p, place_kind k, int i, int n);
+/* weights, optim, grads: how many units, from unit 0, stay in memory. */
+int placement_memory_units(placement p, place_kind k, int n);
+
+/* The 16 whole placements, numbered so that bit 0 is weights, 1 optim, 2
+ * acts, 3 grads: index 0 keeps everything in memory, 15 puts everything
+ * on the SSD. */
 #define PLACEMENT_COUNT 16
 placement placement_at(int index);
 /* 1 when anything is on the SSD. */
 int placement_any_ssd(placement p);
-/* 1 when every kind a has on the SSD, b has there too. */
+/* 1 when every kind a has on the SSD, b has there too (as large a share). */
 int placement_within(placement a, placement b);
-/* "weights,optim" or "none", for messages and run.json. */
+/* Fills memory: of a placement that fits, the kinds in `order` (n_order of
+ * them) in turn keep as many more of their n parts in memory as `fits`
+ * still accepts, whole parts, the rest of the placement as it is. Memory
+ * grows with each part kept (the search assumes so), and the placements
+ * tried are each kind's share of whole parts. */
+typedef int (*placement_fit_fn)(placement p, void *ctx);
+placement placement_fill(placement p, const place_kind *order, int n_order, int n, placement_fit_fn fits, void *ctx);
+/* Every order of the kinds p has (partly) on the SSD, for placement_fill:
+ * each row of out holds one (its first `*n_kinds` entries); returns the
+ * number of rows (at most PLACEMENT_FILL_ORDERS, 1 when none is). */
+#define PLACEMENT_FILL_ORDERS 24
+int placement_fill_orders(placement p, place_kind out[PLACEMENT_FILL_ORDERS][PLACE_KINDS], int *n_kinds);
+
+/* "weights,optim", "optim=0.6,acts" or "none": the --offload spelling,
+ * for messages and run.json. */
 const char *placement_name(placement p, char *buf, size_t n);
 
 typedef struct sched_params {

@@ -130,14 +130,27 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
     char list[256];
     if (strlen(s) >= sizeof list) return st_fail(err, ST_EINVAL, "--offload: '%.40s...' is too long", s);
     snprintf(list, sizeof list, "%s", s);
-    int *fields[4] = {&out->weights, &out->optim, &out->acts, &out->grads};
-    static const char *names[4] = {"weights", "optim", "acts", "grads"};
-    int any = 0;
+    static const char *names[PLACE_KINDS] = {"weights", "optim", "acts", "grads"};
+    int any = 0, given[PLACE_KINDS] = {0};
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        int found = 0;
-        for (int k = 0; k < 4; k++)
-            if (!strcmp(tok, names[k])) *fields[k] = found = 1;
-        if (!found) return st_fail(err, ST_EINVAL, "--offload: unknown state '%s' (%s)", tok, choices);
+        char *eq = strchr(tok, '=');
+        double share = 1;
+        if (eq) {   /* KIND=SHARE: the share of its parts on the SSD */
+            *eq = '\0';
+            char *end;
+            errno = 0;
+            share = strtod(eq + 1, &end);
+            if (eq[1] == '\0' || *end || errno || !(share >= 0 && share <= 1))
+                return st_fail(err, ST_EINVAL, "--offload %s=%s: the share on the SSD must be a number from 0 to 1",
+                               tok, eq + 1);
+        }
+        int found = -1;
+        for (int k = 0; k < PLACE_KINDS; k++)
+            if (!strcmp(tok, names[k])) found = k;
+        if (found < 0) return st_fail(err, ST_EINVAL, "--offload: unknown state '%s' (%s, or KIND=SHARE)", tok, choices);
+        if (given[found]) return st_fail(err, ST_EINVAL, "--offload: %s is given twice", tok);
+        given[found] = 1;
+        placement_set_share(out, (place_kind)found, share);
         any = 1;
     }
     if (!any) return st_fail(err, ST_EINVAL, "--offload: empty list (%s)", choices);

@@ -38,8 +38,9 @@ static const cli_flag simulate_flags[] = {
     CLI_DOUBLE("alpha", O(alpha), 0, 1, "A", "share of each unit's optimizer step deferred to the next forward (default 0)"),
     CLI_DOUBLE("clip", O(clip), 0, 1e9, "X", "gradient clipping as in train (default 1.0; 0 = off; vertical then defers all)"),
     CLI_STRING("offload", O(offload), "LIST",
-               "state on the SSD: weights,optim,acts,grads or none (default none); auto:\n"
-               "the placement with the least SSD traffic that fits the machine's memory"),
+               "state on the SSD: weights,optim,acts,grads, KIND=SHARE (optim=0.6) or\n"
+               "none (default none); auto: the placement with the least SSD traffic\n"
+               "that fits the machine's memory, memory filled with whole units"),
     CLI_INT("devices", O(devices), 1, 4096, "N",
             "data-parallel devices on a gpu backend (default: the description's\n"
             "node.devices); each runs B x M sequences, state sharded ZeRO-3 style"),
@@ -53,7 +54,7 @@ static const cli_spec simulate_spec = {
     .usage = "usage: strata simulate --hw FILE [--model NAME | --n-layer N --n-head N --d-model N]\n"
              "                       [--micro-batch B] [--seq T] [--grad-accum M | --global-batch G]\n"
              "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
-             "                       [--offload weights,optim,acts,grads|none|auto] [--devices N] [--iterations N]\n"
+             "                       [--offload weights,optim=0.6,acts,grads|none|auto] [--devices N] [--iterations N]\n"
              "                       [--trace FILE] [--json]",
     .about = "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
              "against a hardware description ('strata probe' writes one for this machine) and\n"
@@ -335,7 +336,7 @@ int cmd_simulate(int argc, char **argv) {
                              have, need, hw.n_ssd > 0 ? " (everything on the SSD)" : " (the description has no SSD)");
         }
     }
-    char where[64];
+    char where[128];
     placement_name(c.place, where, sizeof where);
     if (auto_placement) strncat(where, " (auto)", sizeof where - strlen(where) - 1);
     sim_memory_need(&hw, &c, &mem, &fd, &fh);

@@ -69,8 +69,9 @@ static const cli_flag train_flags[] = {
                "executor: share of each unit's optimizer step deferred to the next\nforward (default 0)"),
     CLI_STRING("offload", O(offload), "LIST",
                "executor: state kept on the SSD store: weights,optim,acts,grads,\n"
-               "none, or auto (default: the least SSD traffic that fits\n"
-               "the budgets)"),
+               "a share of a kind's units as KIND=SHARE (optim=0.6), none, or\n"
+               "auto (default: the least SSD traffic that fits the budgets,\n"
+               "memory filled with whole units)"),
     CLI_STRING("store", O(store), "DIRS", "store directories, comma separated, one per drive (default RUN_DIR/store)"),
     CLI_STRING("mem-device", O(mem_device), "SIZE",
                "executor: budget for the compute working set (e.g. 512M; default none)"),
@@ -344,7 +345,7 @@ typedef struct session {
     store_scrub_result checked;   /* --resume: the last commit, read back before the first step */
     double check_seconds;
     int32_t *tokens;              /* one batch */
-    char store_abs[4200], data_abs[PATH_MAX], plan_list[64];
+    char store_abs[4200], data_abs[PATH_MAX], plan_list[128];
 } session;
 
 /* Flag values a run cannot start with: a usage error (exit 2) naming them,
@@ -710,15 +711,42 @@ static void print_memory_need(const train_run_config *rc) {
            (unsigned long long)need);
 }
 
+/* Where each kind of state is, when a kind is split between memory and
+ * the SSD: which parts, and their share of the kind's bytes. */
+static void print_split(const offload_config *oc) {
+    static const char *what[PLACE_KINDS] = {"compute weights", "optimizer state", "checkpoints", "gradients"};
+    int split = 0;
+    for (int k = 0; k < PLACE_KINDS; k++) {
+        const double share = placement_share(oc->place, (place_kind)k);
+        split |= share > 0 && share < 1;
+    }
+    run_layout l;
+    if (!split || offload_layout(oc, &l, NULL) != ST_OK) return;
+    printf("placement:");
+    for (int k = 0; k < PLACE_KINDS; k++) {
+        const int n = l.n_units, units = placement_units(oc->place, (place_kind)k, n);
+        const double bytes = k == PLACE_ACTS ? (double)units / n
+                                             : 1.0 - (double)layout_memory_elems(&l, (place_kind)k) / (double)l.n_params;
+        printf("%s %s ", k ? ";" : "", what[k]);
+        if (units == 0) printf("in memory");
+        else if (units == n) printf("on the SSD");
+        else if (k == PLACE_ACTS) printf("%.0f%% on the SSD (blocks 1-%d's inputs)", 100 * bytes, units);
+        else printf("%.0f%% on the SSD (units %d-%d of 0-%d)", 100 * bytes, n - units, n - 1, n - 1);
+    }
+    printf("\n");
+    layout_free(&l);
+}
+
 /* The executor's plan, as the run starts: memory, schedule, SSD traffic. */
 static void print_executor_plan(const session *s) {
     const train_run_config *rc = &s->rc;
     const offload_config oc = train_run_executor_config(rc);
-    char placed[64];
+    char placed[128];
     print_memory_need(rc);
     const int any_ssd = placement_any_ssd(rc->place);
     printf("schedule: %s, alpha %.2f, on the SSD: %s; commits to %s\n", s->o.schedule, s->o.alpha,
            any_ssd ? placement_name(rc->place, placed, sizeof placed) : "nothing", s->dirs.list);
+    print_split(&oc);
     layout_traffic traffic;
     st_error err = {0};
     if (any_ssd && offload_traffic_per_step(&oc, &traffic, &err) == ST_OK) {

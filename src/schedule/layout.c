@@ -21,23 +21,37 @@ static void plan(run_layout *l, layout_buffer_id id, const char *what, layout_ti
                                  .bytes = io ? layout_io_bytes(bytes) : bytes, .io = io};
 }
 
+int layout_on_ssd(const run_layout *l, place_kind k, int i) { return placement_on_ssd(l->p.place, k, i, l->n_units); }
+
+size_t layout_memory_elems(const run_layout *l, place_kind k) {
+    const int units = placement_memory_units(l->p.place, k, l->n_units);
+    return units >= l->n_units ? l->n_params : l->units[units].offset;
+}
+
 /* Every buffer the executor allocates for this configuration. */
 static void plan_buffers(run_layout *l) {
     const layout_params *p = &l->p;
     const gpt_config *c = &p->model;
     const placement pl = p->place;
-    const uint64_t P = l->n_params, M = (uint64_t)p->micro_batches, NC = l->act_elems, wsz = l->weight_size;
+    const int n = l->n_units;
+    const uint64_t M = (uint64_t)p->micro_batches, NC = l->act_elems, wsz = l->weight_size;
     const uint64_t seg = l->segment, max_unit = l->max_unit;
     uint64_t scratch = gpt_block_scratch_numel(c, p->B, p->T), head = gpt_head_scratch_numel(c, p->B, p->T);
     if (head > scratch) scratch = head;
     const int mixed = wsz == 2, sep = p->separate_device;
+    /* what memory keeps of each kind: a prefix of the parameter vector (units
+     * from 0), or the checkpoints of the last blocks */
+    const uint64_t mem_weights = layout_memory_elems(l, PLACE_WEIGHTS), mem_optim = layout_memory_elems(l, PLACE_OPTIM);
+    const uint64_t mem_grads = layout_memory_elems(l, PLACE_GRADS);
+    const int ssd_weights = pl.weights > 0, ssd_optim = pl.optim > 0, ssd_acts = pl.acts > 0, ssd_grads = pl.grads > 0;
+    const uint64_t mem_acts = (uint64_t)(n - placement_units(pl, PLACE_ACTS, n));
     /* I/O buffers that compute reads are device memory on a unified backend,
      * host memory (and copied) on a separate device */
     const layout_tier io_tier = sep ? LAYOUT_HOST : LAYOUT_DEVICE;
     /* the device: one unit's weights, one block's activations, the gradient
      * flowing down for every micro-batch, the tokens, checkpoint buffers */
     plan(l, BUF_WEIGHTS_IO, "unit weights read from the SSD", io_tier, sep ? USE_STAGING : USE_UNIT_WEIGHTS,
-         pl.weights ? 2 : 0, max_unit * wsz, 1);
+         ssd_weights ? 2 : 0, max_unit * wsz, 1);
     plan(l, BUF_UNIT_F32, "unit weights widened to f32", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, mixed, max_unit * 4, 0);
     plan(l, BUF_BLOCK_ACTS, "block activations", LAYOUT_DEVICE, USE_ACTIVATIONS, 1,
          gpt_block_acts_numel(c, p->B, p->T) * 4, 0);
@@ -47,7 +61,7 @@ static void plan_buffers(run_layout *l) {
     plan(l, BUF_TOKENS, "input and target tokens", LAYOUT_DEVICE, USE_ACTIVATIONS, 2,
          M * (uint64_t)p->B * (uint64_t)p->T * sizeof(int32_t), 0);
     plan(l, BUF_ACT_IO, "checkpoint buffers", io_tier, sep ? USE_CHECKPOINTS : USE_ACTIVATIONS,
-         pl.acts ? LAYOUT_ACT_BUFFERS : 0, NC * 4, 1);
+         ssd_acts ? LAYOUT_ACT_BUFFERS : 0, NC * 4, 1);
     plan(l, BUF_UNIT_DEVICE, "unit weights copied to the device", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, sep, max_unit * wsz,
          0);
     plan(l, BUF_ACT_DEVICE, "block input and output on the device", LAYOUT_DEVICE, USE_ACTIVATIONS, sep ? 2 : 0,
@@ -56,23 +70,24 @@ static void plan_buffers(run_layout *l) {
     plan(l, BUF_TOKENS_HOST, "tokens before their copy in", LAYOUT_HOST, USE_STAGING, sep ? 2 : 0,
          M * (uint64_t)p->B * (uint64_t)p->T * sizeof(int32_t), 0);
     /* the host: the state placed there, gradients, I/O staging */
-    plan(l, BUF_MASTER, "master weights", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
-    plan(l, BUF_ADAM_M, "Adam first moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
-    plan(l, BUF_ADAM_V, "Adam second moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, !pl.optim, P * 4, 0);
+    plan(l, BUF_MASTER, "master weights", LAYOUT_HOST, USE_OPTIMIZER_STATE, mem_optim > 0, mem_optim * 4, 0);
+    plan(l, BUF_ADAM_M, "Adam first moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, mem_optim > 0, mem_optim * 4, 0);
+    plan(l, BUF_ADAM_V, "Adam second moments", LAYOUT_HOST, USE_OPTIMIZER_STATE, mem_optim > 0, mem_optim * 4, 0);
     plan(l, BUF_OPT_STATE_IO, "optimizer segment slots", LAYOUT_HOST, USE_OPTIMIZER_STATE,
-         pl.optim ? 3 * LAYOUT_OPT_SLOTS : 0, seg * 4, 1);
-    /* fp32 with the master in memory: the compute weights are the master itself */
+         ssd_optim ? 3 * LAYOUT_OPT_SLOTS : 0, seg * 4, 1);
+    /* fp32 with the master of every unit whose weights memory keeps also in
+     * memory: the compute weights are the master itself */
     plan(l, BUF_WEIGHTS_HOST, "compute weights", LAYOUT_HOST, USE_COMPUTE_WEIGHTS,
-         !pl.weights && (mixed || pl.optim), P * wsz, 0);
-    plan(l, BUF_CHECKPOINTS, "activation checkpoints", LAYOUT_HOST, USE_CHECKPOINTS, !pl.acts,
-         (uint64_t)l->n_units * M * NC * 4, 0);
-    plan(l, BUF_GRADS, "gradients", LAYOUT_HOST, USE_GRADIENTS, !pl.grads, P * 4, 0);
-    plan(l, BUF_GRAD_IO_EMBED, "embedding unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS, pl.grads,
-         gpt_unit_numel(c, 0) * 4, 1);
+         mem_weights > 0 && (mixed || mem_weights > mem_optim), mem_weights * wsz, 0);
+    plan(l, BUF_CHECKPOINTS, "activation checkpoints", LAYOUT_HOST, USE_CHECKPOINTS, mem_acts > 0,
+         mem_acts * M * NC * 4, 0);
+    plan(l, BUF_GRADS, "gradients", LAYOUT_HOST, USE_GRADIENTS, mem_grads > 0, mem_grads * 4, 0);
+    plan(l, BUF_GRAD_IO_EMBED, "embedding unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS,
+         layout_on_ssd(l, PLACE_GRADS, 0), gpt_unit_numel(c, 0) * 4, 1);
     plan(l, BUF_GRAD_IO_BLOCK, "block gradient buffers", LAYOUT_HOST, USE_GRADIENTS,
-         pl.grads ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
+         ssd_grads ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
     plan(l, BUF_OPT_WEIGHTS_IO, "stepped segments' compute weights", LAYOUT_HOST, USE_STAGING,
-         pl.weights ? LAYOUT_OPT_SLOTS : 0, seg * wsz, 1);
+         ssd_weights ? LAYOUT_OPT_SLOTS : 0, seg * wsz, 1);
     plan(l, BUF_SEGMENT_IO, "segment staging", LAYOUT_HOST, USE_STAGING, placement_any_ssd(pl) || p->has_store,
          seg * 4, 1);
     plan(l, BUF_INIT_UNIT, "initialization unit", LAYOUT_HOST, USE_STAGING, 1, max_unit * 4, 0);
@@ -197,34 +212,34 @@ void layout_task_traffic(const run_layout *l, const sched_task *t, uint64_t rd[S
                          uint64_t wr[STORE_KIND_COUNT]) {
     memset(rd, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
     memset(wr, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
-    const placement pl = l->p.place;
+    int (*on)(const run_layout *, place_kind, int) = layout_on_ssd;
     const int u = t->unit;   /* checkpoints act[u][m] go up to u = n_units (the head's input) */
     if (u >= l->n_units && t->op != TASK_SAVE_ACT && t->op != TASK_LOAD_ACT) return;
     double lo, hi;
     share_of(t, &lo, &hi);
     switch (t->op) {
     case TASK_LOAD_WEIGHTS:
-        if (pl.weights && u >= 0) rd[STORE_WEIGHTS] = layout_segment_bytes(l, u, 0, l->units[u].n, l->weight_size);
+        if (u >= 0 && on(l, PLACE_WEIGHTS, u)) rd[STORE_WEIGHTS] = layout_segment_bytes(l, u, 0, l->units[u].n, l->weight_size);
         break;
     case TASK_SAVE_ACT:
-        if (pl.acts) wr[STORE_ACTIVATIONS] = layout_act_bytes(l);
+        if (on(l, PLACE_ACTS, u)) wr[STORE_ACTIVATIONS] = layout_act_bytes(l);
         break;
     case TASK_LOAD_ACT:
-        if (pl.acts) rd[STORE_ACTIVATIONS] = layout_act_bytes(l);
+        if (on(l, PLACE_ACTS, u)) rd[STORE_ACTIVATIONS] = layout_act_bytes(l);
         break;
     case TASK_SAVE_GRAD:
-        if (pl.grads && u >= 0) wr[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
+        if (u >= 0 && on(l, PLACE_GRADS, u)) wr[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
         break;
     case TASK_LOAD_GRAD:
-        if (pl.grads && u >= 0) rd[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
+        if (u >= 0 && on(l, PLACE_GRADS, u)) rd[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
         break;
     case TASK_OPTIMIZE: {
         if (u < 0) break;
         const size_t a = layout_bound(l, u, lo), b = layout_bound(l, u, hi);
-        if (pl.optim)
+        if (on(l, PLACE_OPTIM, u))
             for (int kind = STORE_MASTER; kind <= STORE_ADAM_V; kind++)
                 rd[kind] = wr[kind] = layout_segment_bytes(l, u, a, b, 4);
-        if (pl.weights) wr[STORE_WEIGHTS] = layout_segment_bytes(l, u, a, b, l->weight_size);
+        if (on(l, PLACE_WEIGHTS, u)) wr[STORE_WEIGHTS] = layout_segment_bytes(l, u, a, b, l->weight_size);
         break;
     }
     default:
@@ -252,30 +267,65 @@ st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_e
     return s;
 }
 
-static int kinds_on_ssd(placement p) { return p.weights + p.optim + p.acts + p.grads; }
+static double kinds_on_ssd(placement p) { return p.weights + p.optim + p.acts + p.grads; }
+
+/* placement_fill's test: the layout of base with placement p, by `fits`. */
+typedef struct fill_ctx {
+    const layout_params *base;
+    layout_fit_fn fits;
+    void *ctx;
+    st_status status;
+    st_error *err;
+} fill_ctx;
+
+static int layout_fits(placement p, void *ctx) {
+    fill_ctx *f = ctx;
+    layout_params lp = *f->base;
+    lp.place = p;
+    run_layout l;
+    if (f->status != ST_OK || (f->status = layout_build(&lp, &l, f->err)) != ST_OK) return 0;
+    const int ok = f->fits(&l, f->ctx);
+    layout_free(&l);
+    return ok;
+}
+
+static st_status traffic_of(const layout_params *base, placement p, uint64_t *bytes, st_error *err) {
+    layout_params lp = *base;
+    lp.place = p;
+    run_layout l;
+    layout_traffic traffic = {0};
+    st_status s = layout_build(&lp, &l, err);
+    if (s == ST_OK) s = layout_traffic_per_step(&l, &traffic, err);
+    layout_free(&l);
+    *bytes = traffic.total_read + traffic.total_written;
+    return s;
+}
 
 st_status layout_least_traffic_placement(const layout_params *base, int n_candidates, layout_fit_fn fits, void *ctx,
                                          placement *out, st_error *err) {
-    int found = -1;
+    int found = 0;
     uint64_t best = 0;
+    const int n = base->model.n_layer + 1;
+    fill_ctx fc = {.base = base, .fits = fits, .ctx = ctx, .status = ST_OK, .err = err};
     for (int i = 0; i < n_candidates && i < PLACEMENT_COUNT; i++) {
-        layout_params p = *base;
-        p.place = placement_at(i);
-        run_layout l;
-        layout_traffic traffic;
-        st_status s = layout_build(&p, &l, err);
-        if (s != ST_OK) return s;
-        const int ok = fits(&l, ctx);
-        s = ok ? layout_traffic_per_step(&l, &traffic, err) : ST_OK;
-        layout_free(&l);
-        if (s != ST_OK) return s;
-        if (!ok) continue;
-        const uint64_t bytes = traffic.total_read + traffic.total_written;
-        if (found < 0 || bytes < best ||
-            (bytes == best && kinds_on_ssd(p.place) < kinds_on_ssd(placement_at(found))))
-            best = bytes, found = i;
+        const placement whole = placement_at(i);
+        if (!layout_fits(whole, &fc)) {
+            if (fc.status != ST_OK) return fc.status;
+            continue;
+        }
+        /* the whole placement, then memory filled with its kinds' parts in every order */
+        place_kind orders[PLACEMENT_FILL_ORDERS][PLACE_KINDS];
+        int n_kinds;
+        const int rows = placement_fill_orders(whole, orders, &n_kinds);
+        for (int r = 0; r < rows; r++) {
+            const placement p = placement_fill(whole, orders[r], n_kinds, n, layout_fits, &fc);
+            uint64_t bytes;
+            st_status s = fc.status != ST_OK ? fc.status : traffic_of(base, p, &bytes, err);
+            if (s != ST_OK) return s;
+            if (!found || bytes < best || (bytes == best && kinds_on_ssd(p) < kinds_on_ssd(*out)))
+                best = bytes, *out = p, found = 1;
+        }
     }
-    if (found < 0) return st_fail(err, ST_ENOENT, "no placement fits");
-    *out = placement_at(found);
+    if (!found) return st_fail(err, ST_ENOENT, "no placement fits");
     return ST_OK;
 }

@@ -134,13 +134,14 @@ static int alloc_parts(offload_trainer *t) {
     ALLOC(hs->v, BUF_ADAM_V);
     if (mixed) ALLOC(hs->w16, BUF_WEIGHTS_HOST);
     else ALLOC(hs->w32, BUF_WEIGHTS_HOST);
-    if (!pl.weights && !mixed && !pl.optim) hs->w32 = hs->master;   /* fp32: the compute weights are the master */
+    /* fp32: the compute weights memory keeps are the master, where it keeps that */
+    if (!mixed && !hs->w32 && layout_memory_elems(&t->lay, PLACE_WEIGHTS) > 0) hs->w32 = hs->master;
     for (int i = 0; i < LAYOUT_OPT_SLOTS; i++) {
-        for (int k = 0; pl.optim && k < 3; k++) ALLOC(t->opt.slot[i].buf[k], BUF_OPT_STATE_IO);
+        for (int k = 0; pl.optim > 0 && k < 3; k++) ALLOC(t->opt.slot[i].buf[k], BUF_OPT_STATE_IO);
         ALLOC(t->opt.slot[i].wout, BUF_OPT_WEIGHTS_IO);
     }
     weight_loader *wl = &t->wl;
-    for (int b = 0; pl.weights && b < 2; b++) {
+    for (int b = 0; pl.weights > 0 && b < 2; b++) {
         ALLOC(wl->buf[b], BUF_WEIGHTS_IO);
         ok &= (wl->op[b] = calloc((size_t)t->lay.max_segs, sizeof(store_op))) != NULL;
     }
@@ -148,15 +149,18 @@ static int alloc_parts(offload_trainer *t) {
     ALLOC(wl->dev, BUF_UNIT_DEVICE);
     act_pool *ap = &t->acts;
     ok &= (ap->slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *))) != NULL;
-    for (int i = 0; pl.acts && i < LAYOUT_ACT_BUFFERS; i++) {
+    for (int i = 0; pl.acts > 0 && i < LAYOUT_ACT_BUFFERS; i++) {
         ALLOC(ap->buf[i], BUF_ACT_IO);
         ap->free_list[ap->n_free++] = i;
     }
     ALLOC(ap->host, BUF_CHECKPOINTS);
-    for (size_t i = 0; ok && ap->host && i < (size_t)t->L1 * (size_t)t->M; i++) ap->slot[i] = ap->host + i * t->NC;
+    /* the checkpoints memory keeps: those of the last blocks, in order */
+    const size_t first_in_memory = (size_t)placement_units(pl, PLACE_ACTS, t->L1) * (size_t)t->M;
+    for (size_t i = first_in_memory; ok && ap->host && i < (size_t)t->L1 * (size_t)t->M; i++)
+        ap->slot[i] = ap->host + (i - first_in_memory) * t->NC;
     grad_pool *gp = &t->grads;
     ALLOC(gp->all, BUF_GRADS);
-    if (pl.grads) {
+    if (pl.grads > 0) {
         ok &= (gp->of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
         for (int u = 0; ok && u < t->L1; u++) gp->of[u] = -1;
         ALLOC(gp->buf[0].data, BUF_GRAD_IO_EMBED);
@@ -227,7 +231,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->env = (exec_env){.be = train_config_backend(&cfg.train), .lay = &t->lay, .model = &t->c,
                         .n_paths = cfg.n_store_paths};
     t->wl = (weight_loader){.env = &t->env, .hs = &t->hs, .unit = {-1, -1}};
-    t->acts = (act_pool){.env = &t->env, .M = t->M, .on_ssd = cfg.place.acts};
+    t->acts = (act_pool){.env = &t->env, .M = t->M};
     t->grads.env = &t->env;
     t->grads.n_units = t->L1;
     t->opt = (opt_stream){.env = &t->env, .hs = &t->hs, .adam = &t->cfg.train.adam};
@@ -316,7 +320,7 @@ st_status offload_trainer_read_unit(offload_trainer *t, int u, float *out, st_er
     st_status s = opt_worker_wait(&t->worker, u, err);
     if (s != ST_OK) return s;
     const layout_unit *un = &t->lay.units[u];
-    if (t->hs.master) {
+    if (!layout_on_ssd(&t->lay, PLACE_OPTIM, u)) {
         memcpy(out, t->hs.master + un->offset, un->n * sizeof(float));
         return ST_OK;
     }

@@ -30,7 +30,7 @@ static int buf_index(const act_pool *ap, const float *buf) {
 
 st_status acts_make(act_pool *ap, int u, int m, float **out, st_error *err) {
     float **s = slot(ap, u, m);
-    if (!ap->on_ssd || *s) {
+    if (!layout_on_ssd(ap->env->lay, PLACE_ACTS, u) || *s) {
         *out = *s;
         return ST_OK;
     }
@@ -45,7 +45,7 @@ st_status acts_make(act_pool *ap, int u, int m, float **out, st_error *err) {
 
 void acts_drop(act_pool *ap, int u, int m) {
     float **s = slot(ap, u, m);
-    if (!ap->on_ssd || !*s) return;
+    if (!layout_on_ssd(ap->env->lay, PLACE_ACTS, u) || !*s) return;
     int i = buf_index(ap, *s);
     if (i >= 0) ap->free_list[ap->n_free++] = i;
     *s = NULL;

@@ -7,8 +7,11 @@
 
 #include "schedule/offload_internal.h"
 
+/* Unit u's gradients stay in memory (in `all`) for the whole iteration. */
+static int in_memory(const grad_pool *gp, int u) { return !layout_on_ssd(gp->env->lay, PLACE_GRADS, u); }
+
 float *grads_of(const grad_pool *gp, int u) {
-    if (gp->all) return gp->all + gp->env->lay->units[u].offset;
+    if (in_memory(gp, u)) return gp->all + gp->env->lay->units[u].offset;
     return gp->of[u] >= 0 ? gp->buf[gp->of[u]].data : NULL;
 }
 
@@ -73,7 +76,7 @@ static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error 
 st_status grads_touch(grad_pool *gp, int u, st_error *err) {
     if (gp->fresh[u])
         return grads_of(gp, u) ? ST_OK : st_fail(err, ST_EINVAL, "unit %d's gradients are not in memory (a schedule bug)", u);
-    if (!gp->all) {
+    if (!in_memory(gp, u)) {
         int got;
         if (gp->of[u] >= 0) return st_fail(err, ST_EINVAL, "unit %d's gradient buffer is still taken (a schedule bug)", u);
         st_status s = acquire(gp, u, 1, &got, err);
@@ -85,7 +88,7 @@ st_status grads_touch(grad_pool *gp, int u, st_error *err) {
 }
 
 void grads_release(grad_pool *gp, int u) {
-    if (gp->all || gp->of[u] < 0) return;
+    if (in_memory(gp, u) || gp->of[u] < 0) return;
     pthread_mutex_lock(&gp->lock);
     gp->buf[gp->of[u]].held = 0;
     pthread_cond_broadcast(&gp->freed);
@@ -94,7 +97,7 @@ void grads_release(grad_pool *gp, int u) {
 }
 
 int grads_ref(grad_pool *gp, int u) {
-    if (gp->all) return -1;
+    if (in_memory(gp, u)) return -1;
     const int b = gp->of[u];
     pthread_mutex_lock(&gp->lock);
     gp->buf[b].jobs++;

@@ -169,7 +169,6 @@ void weights_drain(weight_loader *wl);
 typedef struct act_pool {
     exec_env *env;
     int M;
-    int on_ssd;                /* checkpoints live in the store, a few buffers in memory */
     float *host;               /* else every checkpoint, in memory */
     float **slot;              /* [(L+1) * M]: where act[u][m] is now, NULL if only on the SSD */
     float *buf[LAYOUT_ACT_BUFFERS];

@@ -37,7 +37,7 @@ static st_status slot_read(opt_stream *os, opt_slot *sl, int u, int part, size_t
     size_t lo, hi;
     layout_segment_range(e->lay, u, part, j, &lo, &hi);
     sl->u = u, sl->part = part, sl->seg = j, sl->rd_t0 = st_now();
-    for (int i = 0; e->lay->p.place.optim && i < 3; i++) {
+    for (int i = 0; layout_on_ssd(e->lay, PLACE_OPTIM, u) && i < 3; i++) {
         const uint64_t bytes = store_padded_bytes((hi - lo) * 4);
         st_status s = store_read_async(e->st, layout_segment_key(optim_kinds[i], u, part, j), sl->buf[i], bytes,
                                        &sl->rd[sl->n_rd], err);
@@ -50,7 +50,7 @@ static st_status slot_read(opt_stream *os, opt_slot *sl, int u, int part, size_t
 /* Starts writing a stepped segment back: state, then new compute weights. */
 static st_status slot_write(opt_stream *os, opt_slot *sl, st_error *err) {
     exec_env *e = os->env;
-    const placement pl = e->lay->p.place;
+    const int optim_ssd = layout_on_ssd(e->lay, PLACE_OPTIM, sl->u), weights_ssd = layout_on_ssd(e->lay, PLACE_WEIGHTS, sl->u);
     size_t lo, hi;
     layout_segment_range(e->lay, sl->u, sl->part, sl->seg, &lo, &hi);
     sl->wr_t0 = st_now();
@@ -59,10 +59,10 @@ static st_status slot_write(opt_stream *os, opt_slot *sl, st_error *err) {
         const void *buf;
         uint64_t bytes;
         if (i < 3) {
-            if (!pl.optim) continue;
+            if (!optim_ssd) continue;
             k = layout_segment_key(optim_kinds[i], sl->u, sl->part, sl->seg), buf = sl->buf[i], bytes = (hi - lo) * 4;
         } else {
-            if (!pl.weights) continue;
+            if (!weights_ssd) continue;
             k = layout_segment_key(STORE_WEIGHTS, sl->u, sl->part, sl->seg), buf = sl->wout;
             bytes = (hi - lo) * e->lay->weight_size;
         }
@@ -77,20 +77,20 @@ static st_status slot_write(opt_stream *os, opt_slot *sl, st_error *err) {
 /* AdamW on elements [lo, hi) of unit u, from and to host memory or a slot. */
 static void step_elements(opt_stream *os, const opt_job *job, const float *grads, opt_slot *sl, size_t lo, size_t hi) {
     const run_layout *l = os->env->lay;
-    const placement pl = l->p.place;
     host_state *hs = os->hs;
     const int u = job->task.unit;
+    const int optim_ssd = layout_on_ssd(l, PLACE_OPTIM, u), weights_ssd = layout_on_ssd(l, PLACE_WEIGHTS, u);
     const size_t off = l->units[u].offset, len = hi - lo;
     const float *g = grads + lo;
-    float *p = sl && pl.optim ? sl->buf[0] : hs->master + off + lo;
-    float *mm = sl && pl.optim ? sl->buf[1] : hs->m + off + lo;
-    float *vv = sl && pl.optim ? sl->buf[2] : hs->v + off + lo;
+    float *p = optim_ssd ? sl->buf[0] : hs->master + off + lo;
+    float *mm = optim_ssd ? sl->buf[1] : hs->m + off + lo;
+    float *vv = optim_ssd ? sl->buf[2] : hs->v + off + lo;
     /* the new bf16 compute weights are written in the optimizer's pass */
     st_bf16 *out16 = NULL;
-    if (l->weight_size == 2) out16 = pl.weights ? (st_bf16 *)sl->wout : hs->w16 + off + lo;
+    if (l->weight_size == 2) out16 = weights_ssd ? (st_bf16 *)sl->wout : hs->w16 + off + lo;
     adamw_step_range(os->env->model, u, lo, hi, os->adam, job->lr, job->scale, job->step_t, p, g, mm, vv, out16);
     if (l->weight_size == 4) {   /* fp32: the compute weights are a copy of the master */
-        if (pl.weights) memcpy(sl->wout, p, len * 4);
+        if (weights_ssd) memcpy(sl->wout, p, len * 4);
         else if (hs->w32 != hs->master) memcpy(hs->w32 + off + lo, p, len * 4);
     }
 }
@@ -101,7 +101,7 @@ st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_
     const int u = k->unit;
     const size_t a = layout_bound(l, u, k->lo), b = layout_bound(l, u, k->hi);
     if (a >= b) return ST_OK;
-    if (!l->p.place.optim && !l->p.place.weights) {
+    if (!layout_on_ssd(l, PLACE_OPTIM, u) && !layout_on_ssd(l, PLACE_WEIGHTS, u)) {
         step_elements(os, job, g, NULL, a, b);
         return ST_OK;
     }

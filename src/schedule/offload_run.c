@@ -155,7 +155,7 @@ static void grad_norm(offload_trainer *t) {
 }
 
 static st_status optimize(offload_trainer *t, const sched_task *k, float lr, long step_t, st_error *err) {
-    if (!t->grads.all && t->grads.of[k->unit] < 0)
+    if (layout_on_ssd(&t->lay, PLACE_GRADS, k->unit) && t->grads.of[k->unit] < 0)
         return st_fail(err, ST_EINVAL, "step of unit %d, whose gradients are not in memory (a schedule bug)", k->unit);
     opt_job job = {.task = *k, .grad_buf = grads_ref(&t->grads, k->unit)};
     if (k->deferred) job.lr = t->prev_lr, job.scale = t->prev_scale, job.step_t = t->prev_t;
@@ -172,12 +172,12 @@ static st_status read_ahead(offload_trainer *t, const sched_list *l, int i, st_e
     const placement pl = t->lay.p.place;
     st_status s = ST_OK;
     int j;
-    if (pl.weights && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_WEIGHTS)) >= 0 &&
-        opt_worker_pending(&t->worker, l->tasks[j].unit) == 0)
+    if (pl.weights > 0 && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_WEIGHTS)) >= 0 &&
+        layout_on_ssd(&t->lay, PLACE_WEIGHTS, l->tasks[j].unit) && opt_worker_pending(&t->worker, l->tasks[j].unit) == 0)
         s = weights_read_ahead(&t->wl, l->tasks[j].unit, err);
-    if (s == ST_OK && pl.acts && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_ACTS)) >= 0)
+    if (s == ST_OK && pl.acts > 0 && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_ACTS)) >= 0)
         s = acts_read_ahead(&t->acts, l->tasks[j].unit, l->tasks[j].mb, err);
-    if (s == ST_OK && pl.grads && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_GRADS)) >= 0)
+    if (s == ST_OK && pl.grads > 0 && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_GRADS)) >= 0)
         s = grads_read_ahead(&t->grads, &l->tasks[j], err);
     return s;
 }

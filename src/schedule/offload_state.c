@@ -51,15 +51,15 @@ static st_status ensure_tensor(store *st, store_key k, uint64_t bytes, st_error 
  * first slot is the staging (nothing runs on the worker yet). */
 static st_status init_unit(offload_trainer *t, int u, const state_source *src, st_error *err) {
     const run_layout *l = &t->lay;
-    const placement pl = l->p.place;
     host_state *hs = &t->hs;
     store *st = t->env.st;
     const size_t off = l->units[u].offset, wsz = l->weight_size;
+    const int optim_mem = !layout_on_ssd(l, PLACE_OPTIM, u), weights_ssd = layout_on_ssd(l, PLACE_WEIGHTS, u);
     st_status s = ST_OK;
     for (int part = 0; part < 2 && s == ST_OK; part++) {
         size_t plo, phi;
         layout_part_range(l, u, part, &plo, &phi);
-        if (plo < phi && pl.grads)
+        if (plo < phi && layout_on_ssd(l, PLACE_GRADS, u))
             s = store_create_tensor(st, (store_key){STORE_GRADS, u, part}, (phi - plo) * 4, STORE_TIER_SSD,
                                     STORE_VOLATILE, err);
         for (size_t j = 0; j < l->units[u].segs[part] && s == ST_OK; j++) {
@@ -67,20 +67,20 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
             layout_segment_range(l, u, part, j, &lo, &hi);
             const size_t len = hi - lo;
             float *state[3];
-            for (int k = 0; k < 3; k++) state[k] = hs->master ? host_state_of(hs, k) + off + lo : t->opt.slot[0].buf[k];
+            for (int k = 0; k < 3; k++) state[k] = optim_mem ? host_state_of(hs, k) + off + lo : t->opt.slot[0].buf[k];
             /* in place on the SSD only the master weights are read: for the compute weights */
-            const int n_read = hs->master || !src->in_place ? 3 : 1;
+            const int n_read = optim_mem || !src->in_place ? 3 : 1;
             for (int k = 0; k < n_read && s == ST_OK; k++) s = source_read(src, k, u, lo, hi, state[k], err);
-            for (int k = 0; !hs->master && k < 3 && s == ST_OK; k++) {
+            for (int k = 0; !optim_mem && k < 3 && s == ST_OK; k++) {
                 store_key sk = layout_segment_key(optim_kinds[k], u, part, j);
                 s = ensure_tensor(st, sk, len * 4, err);
                 if (s == ST_OK && !src->in_place)
                     s = env_store_io(&t->env, 1, sk, state[k], store_padded_bytes(len * 4), 0, err);
             }
             if (s != ST_OK) break;
-            if (hs->w16) gpt_f32_to_bf16(state[0], hs->w16 + off + lo, len);
-            if (hs->w32 && hs->w32 != hs->master) memcpy(hs->w32 + off + lo, state[0], len * sizeof(float));
-            if (pl.weights) {
+            if (!weights_ssd && hs->w16) gpt_f32_to_bf16(state[0], hs->w16 + off + lo, len);
+            if (!weights_ssd && hs->w32 && hs->w32 != hs->master) memcpy(hs->w32 + off + lo, state[0], len * sizeof(float));
+            if (weights_ssd) {
                 store_key sk = layout_segment_key(STORE_WEIGHTS, u, part, j);
                 unsigned char *w = t->opt.slot[0].wout;
                 if (wsz == 2) gpt_f32_to_bf16(state[0], (st_bf16 *)w, len);
@@ -129,13 +129,16 @@ static st_status check_in_place(offload_trainer *t, store_key key, int u, int k,
                    t->cfg.store_paths[0], store_key_name(key, name, sizeof name));
 }
 
-/* Compute weights the store keeps from an earlier placement that this one
- * holds in memory: removed at the next commit. */
-static st_status drop_stale_weights(store *st, st_error *err) {
+/* Compute weights the store keeps from an earlier placement of units this
+ * one holds in memory: removed at the next commit. */
+static st_status drop_stale_weights(offload_trainer *t, st_error *err) {
+    store *st = t->env.st;
     for (int i = store_tensor_count(st) - 1; i >= 0; i--) {
         store_tensor_info info;
         st_status s = store_tensor_info_at(st, i, &info, err);
-        if (s == ST_OK && info.key.kind == STORE_WEIGHTS) s = store_delete_tensor(st, info.key, err);
+        if (s == ST_OK && info.key.kind == STORE_WEIGHTS &&
+            (info.key.block < 0 || info.key.block >= t->L1 || !layout_on_ssd(&t->lay, PLACE_WEIGHTS, info.key.block)))
+            s = store_delete_tensor(st, info.key, err);
         if (s != ST_OK) return s;
     }
     return ST_OK;
@@ -143,12 +146,11 @@ static st_status drop_stale_weights(store *st, st_error *err) {
 
 static st_status init_store_activations(offload_trainer *t, st_error *err) {
     st_status s;
-    if (t->lay.p.place.acts)
-        for (int u = 1; u <= t->L1; u++)
-            for (int m = 0; m < t->M; m++)
-                if ((s = store_create_tensor(t->env.st, (store_key){STORE_ACTIVATIONS, u, m}, t->NC * 4,
-                                             STORE_TIER_SSD, STORE_VOLATILE, err)))
-                    return s;
+    for (int u = 1; u <= t->L1; u++)
+        for (int m = 0; layout_on_ssd(&t->lay, PLACE_ACTS, u) && m < t->M; m++)
+            if ((s = store_create_tensor(t->env.st, (store_key){STORE_ACTIVATIONS, u, m}, t->NC * 4, STORE_TIER_SSD,
+                                         STORE_VOLATILE, err)))
+                return s;
     return store_commit(t->env.st, err);
 }
 
@@ -187,7 +189,7 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     st_status s = open_stores(t, &src.in_place, &from, err);
     if (s == ST_OK && resume) s = ckpt_reader_open(&src.ckpt, from ? from : t->env.st, &t->c, err);
     if (s == ST_OK && src.in_place) s = each_state_tensor(t, check_in_place, err);
-    if (s == ST_OK && src.in_place && !t->lay.p.place.weights) s = drop_stale_weights(t->env.st, err);
+    if (s == ST_OK && src.in_place) s = drop_stale_weights(t, err);
     for (int u = 0; s == ST_OK && u < t->L1; u++) {
         if (!resume) {
             src.unit = init ? init + t->lay.units[u].offset : unit_tmp;
@@ -205,11 +207,10 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
 /* One state tensor of what memory holds, into the store through sbuf. */
 static st_status write_host_tensor(offload_trainer *t, store_key key, int u, int k, size_t lo, size_t hi,
                                    st_error *err) {
+    if (layout_on_ssd(&t->lay, PLACE_OPTIM, u)) return ST_OK;   /* the store's tensors are the state */
     st_status s = ensure_tensor(t->env.st, key, (hi - lo) * 4, err);
     memcpy(t->sbuf, host_state_of(&t->hs, k) + t->lay.units[u].offset + lo, (hi - lo) * 4);
     return s == ST_OK ? env_store_io(&t->env, 1, key, t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err) : s;
 }
 
-st_status state_write_host(offload_trainer *t, st_error *err) {
-    return t->hs.master ? each_state_tensor(t, write_host_tensor, err) : ST_OK;
-}
+st_status state_write_host(offload_trainer *t, st_error *err) { return each_state_tensor(t, write_host_tensor, err); }

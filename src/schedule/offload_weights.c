@@ -31,7 +31,7 @@ st_status weights_load(weight_loader *wl, int u, const float **out, st_error *er
     const size_t off = l->units[u].offset, n = l->units[u].n, wsz = l->weight_size;
     const void *src;
     st_status s;
-    if (l->p.place.weights) {
+    if (layout_on_ssd(l, PLACE_WEIGHTS, u)) {
         /* read ahead (or being read ahead) into one buffer? else read it now */
         int b = wl->unit[0] == u ? 0 : wl->unit[1] == u ? 1 : -1;
         if (b < 0) {

@@ -1,4 +1,5 @@
 /* sched.c - generates one training iteration as a task list (strata/schedule.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,7 @@ static int mb_at(gen *g, int i) { return g->pass % 2 == 0 ? i : g->M - 1 - i; }
  * is not the output of the compute task just before (the snake's turn). */
 static int need_act(gen *g, int u, int m) {
     int prod = *act_at(g, g->act_prod, u, m);
-    if (!g->p->place.acts || prod == g->last_compute) return prod;
+    if (!placement_on_ssd(g->p->place, PLACE_ACTS, u, g->L1) || prod == g->last_compute) return prod;
     int saved = *act_at(g, g->act_saved, u, m);
     int t = emit(g, TASK_LOAD_ACT, u, m, &saved, 1);
     *act_at(g, g->act_prod, u, m) = t;
@@ -88,7 +89,8 @@ static int need_act(gen *g, int u, int m) {
 static void made_act(gen *g, int u, int m, int producer) {
     *act_at(g, g->act_prod, u, m) = producer;
     *act_at(g, g->act_saved, u, m) = -1;
-    if (g->p->place.acts) *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
+    if (placement_on_ssd(g->p->place, PLACE_ACTS, u, g->L1))
+        *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
 }
 
 /* Sets a SAVE_GRAD or LOAD_GRAD task's share of the unit, [lo, hi). */
@@ -114,7 +116,7 @@ static int need_grads(gen *g, int u, double lo, double hi) {
 
 /* Parks the share [lo, hi) of unit u's gradients on the SSD until needed. */
 static void park_grads(gen *g, int u, double lo, double hi) {
-    if (!g->p->place.grads) return;
+    if (!placement_on_ssd(g->p->place, PLACE_GRADS, u, g->L1)) return;
     g->grad_saved[u] = with_share(g, emit(g, TASK_SAVE_GRAD, u, -1, &g->grad_last[u], 1), lo, hi);
 }
 
@@ -397,7 +399,7 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
             g.deferred_pending[u] = pending;
             /* the previous list parked these gradients on the SSD: loading
              * them depends on no task of this list */
-            g.grad_saved[u] = pending && p->place.grads ? GRADS_PARKED_EARLIER : -1;
+            g.grad_saved[u] = pending && placement_on_ssd(p->place, PLACE_GRADS, u, p->n_units) ? GRADS_PARKED_EARLIER : -1;
         }
         if (flush_only) {
             for (int u = 0; u < p->n_units; u++) emit_deferred(&g, u);
@@ -459,23 +461,92 @@ void sched_count(const sched_list *l, sched_counts *c) {
 
 /* ---- placements ------------------------------------------------------------------------ */
 
+double placement_share(placement p, place_kind k) {
+    return k == PLACE_WEIGHTS ? p.weights : k == PLACE_OPTIM ? p.optim : k == PLACE_ACTS ? p.acts : p.grads;
+}
+
+void placement_set_share(placement *p, place_kind k, double share) {
+    *(k == PLACE_WEIGHTS ? &p->weights : k == PLACE_OPTIM ? &p->optim : k == PLACE_ACTS ? &p->acts : &p->grads) = share;
+}
+
+int placement_units(placement p, place_kind k, int n) {
+    const double x = placement_share(p, k) * n;
+    if (x <= 0) return 0;
+    if (x >= n) return n;
+    const int units = (int)ceil(x - 0.01);
+    return units < 1 ? 1 : units;
+}
+
+int placement_on_ssd(placement p, place_kind k, int i, int n) {
+    const int units = placement_units(p, k, n);
+    return k == PLACE_ACTS ? i <= units : i >= n - units;
+}
+
+int placement_memory_units(placement p, place_kind k, int n) { return n - placement_units(p, k, n); }
+
 placement placement_at(int index) {
     return (placement){.weights = index & 1, .optim = index >> 1 & 1, .acts = index >> 2 & 1, .grads = index >> 3 & 1};
 }
 
-int placement_any_ssd(placement p) { return p.weights || p.optim || p.acts || p.grads; }
+int placement_any_ssd(placement p) { return p.weights > 0 || p.optim > 0 || p.acts > 0 || p.grads > 0; }
 
 int placement_within(placement a, placement b) {
-    return (!a.weights || b.weights) && (!a.optim || b.optim) && (!a.acts || b.acts) && (!a.grads || b.grads);
+    return a.weights <= b.weights && a.optim <= b.optim && a.acts <= b.acts && a.grads <= b.grads;
 }
 
 const char *placement_name(placement p, char *buf, size_t n) {
-    static const char *names[4] = {"weights", "optim", "acts", "grads"};
-    const int on[4] = {p.weights, p.optim, p.acts, p.grads};
+    static const char *names[PLACE_KINDS] = {"weights", "optim", "acts", "grads"};
     size_t len = 0;
     buf[0] = 0;
-    for (int k = 0; k < 4; k++)
-        if (on[k] && len < n) len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", names[k]);
+    for (int k = 0; k < PLACE_KINDS && len < n; k++) {
+        const double share = placement_share(p, (place_kind)k);
+        if (share >= 1) len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? "," : "", names[k]);
+        else if (share > 0) len += (size_t)snprintf(buf + len, n - len, "%s%s=%.6g", len ? "," : "", names[k], share);
+    }
     if (!buf[0]) snprintf(buf, n, "none");
     return buf;
+}
+
+placement placement_fill(placement p, const place_kind *order, int n_order, int n, placement_fit_fn fits, void *ctx) {
+    for (int i = 0; i < n_order; i++) {
+        const place_kind k = order[i];
+        /* the fewest parts on the SSD that fit, in [lo, hi]: hi does */
+        int lo = 0, hi = placement_units(p, k, n);
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            placement q = p;
+            placement_set_share(&q, k, (double)mid / n);
+            if (fits(q, ctx)) hi = mid;
+            else lo = mid + 1;
+        }
+        placement_set_share(&p, k, (double)hi / n);
+    }
+    return p;
+}
+
+int placement_fill_orders(placement p, place_kind out[PLACEMENT_FILL_ORDERS][PLACE_KINDS], int *n_kinds) {
+    place_kind kinds[PLACE_KINDS];
+    int n = 0, rows = 0;
+    for (int k = 0; k < PLACE_KINDS; k++)
+        if (placement_share(p, (place_kind)k) > 0) kinds[n++] = (place_kind)k;
+    *n_kinds = n;
+    /* the permutations of kinds[0..n), by index tuples */
+    int idx[PLACE_KINDS] = {0};
+    const int total = n == 0 ? 1 : n == 1 ? 1 : n == 2 ? 2 : n == 3 ? 6 : 24;
+    for (int r = 0; r < total; r++) {
+        int used = 0, x = r;
+        for (int i = 0; i < n; i++) {   /* r in the factorial number system picks each next kind */
+            int pick = x % (n - i);
+            x /= n - i;
+            for (int j = 0; j < n; j++)
+                if (!(used >> j & 1) && pick-- == 0) {
+                    idx[i] = j;
+                    used |= 1 << j;
+                    break;
+                }
+        }
+        for (int i = 0; i < n; i++) out[rows][i] = kinds[idx[i]];
+        rows++;
+    }
+    return rows;
 }

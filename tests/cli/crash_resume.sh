@@ -3,9 +3,10 @@
 # random moments (up to three times a trial, then lets it finish), resuming
 # with `strata train --resume` after each kill, and checks that the losses
 # of every step and the final weights are bit for bit those of a run that
-# was never interrupted. Trials cycle through three engines: vertical with
+# was never interrupted. Trials cycle through four engines: vertical with
 # weights, optimizer state and gradients on the SSD (alpha 0.25), horizontal
-# with checkpoints on the SSD, and the in-memory trainer. TRIALS (default 6)
+# with checkpoints on the SSD, the in-memory trainer, and vertical with half
+# of each kind of state on the SSD (fractional placement). TRIALS (default 6)
 # sets the number of trials; bench/crash_stress.sh runs 50 or more. A run
 # killed before its first commit cannot resume (it says so) and starts
 # over, as its user would.
@@ -19,7 +20,8 @@ COMMON=(--n-layer 3 --d-model 64 --n-head 2 --vocab 101 --data "$tmp/tokens.bin"
         --seq 16 --steps 24 --eval-batches 1 --threads 2 --clip 1 --commit-every 2 --save-every 3)
 MODES=("--schedule vertical --offload weights,optim,grads --alpha 0.25"
        "--schedule horizontal --offload acts"
-       "--schedule memory --offload none")
+       "--schedule memory --offload none"
+       "--schedule vertical --offload weights=0.5,optim=0.5,acts=0.5,grads=0.5 --alpha 0.25")
 losses() { grep -o '"step": [0-9]*, "loss": [^,]*' "$1/metrics.jsonl"; }
 
 declare -a ref_ms

@@ -18,17 +18,23 @@ sim --hw "$X4" --micro-batch 8 --global-batch 32 --offload auto --alpha 0.25 --j
 check "simulate: gpt-175b on four A100s" test $? -eq 0
 sim --hw "$X4" --devices 1 --micro-batch 8 --global-batch 32 --offload auto --alpha 0.25 --json >"$tmp/x4d1.json" 2>"$tmp/err"
 check "simulate: --devices 1 on the four-GPU node" test $? -eq 0
+for n in x1 x4; do   # one placement on both nodes: the whole optimizer state and gradients on the SSD
+  hw="$X1"; [ $n = x4 ] && hw="$X4"
+  sim --hw "$hw" --micro-batch 8 --global-batch 32 --offload optim,grads --alpha 0.25 --json >"$tmp/$n-whole.json" 2>"$tmp/err"
+done
 check "simulate: data parallel splits the batch, shards the state, adds collectives" "$PY" - "$tmp" <<'PY'
-import json, sys
+import json, re, sys
 d = sys.argv[1]
 one, four, d1 = (json.load(open(f"{d}/{n}.json")) for n in ("x1", "x4", "x4d1"))
 assert one["devices"] == 1 and four["devices"] == 4 and d1["devices"] == 1
 assert one["grad_accum"] == 4 and four["grad_accum"] == 1 and four["global_batch"] == 32
-assert one["offload"] == "optim,grads (auto)", one["offload"]   # 2.1 TB of optimizer state: not in 1 TB of host memory
+# 2.1 TB of optimizer state: not in 1 TB of host memory; the rest filled unit by unit
+assert re.fullmatch(r"optim=0\.\d+,grads(=0\.\d+)? \(auto\)", one["offload"]), one["offload"]
 assert one["interconnect_bytes"] == 0 and four["interconnect_bytes"] > 0
-assert four["tokens_per_s_node"] == 4 * four["tokens_per_s"]
+assert abs(four["tokens_per_s_node"] - 4 * four["tokens_per_s"]) <= 1e-12 * four["tokens_per_s_node"]
 # the sharded optimizer state crosses the node's SSDs once, whatever the devices
-assert four["bytes_read"]["master"] == one["bytes_read"]["master"]
+one_whole, four_whole = (json.load(open(f"{d}/{n}-whole.json")) for n in ("x1", "x4"))
+assert four_whole["bytes_read"]["master"] == one_whole["bytes_read"]["master"] > 0
 # the one-GPU node and the four-GPU node restricted to one device predict the same
 for k in ("iter_s", "tokens_per_s", "total_read", "total_written", "link_to_device"):
     assert one[k] == d1[k], k
@@ -50,7 +56,7 @@ expect_rc "simulate: --global-batch not a multiple of devices x micro-batch" 2 "
 expect_rc "simulate: --grad-accum and --global-batch together" 2 "either --grad-accum or --global-batch" \
   sim --hw "$X4" --grad-accum 2 --global-batch 8
 "$PY" - "$X1" "$tmp/cpu.json" <<'PY'
-import json, sys
+import json, re, sys
 d = json.load(open(sys.argv[1]))
 d["compute"]["backend"] = "cpu"; d["host_device_gbps"] = 0
 json.dump(d, open(sys.argv[2], "w"))

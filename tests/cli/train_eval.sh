@@ -141,10 +141,18 @@ auto() { "$STRATA" train --n-layer 8 --d-model 64 --n-head 4 --vocab 101 --data 
            >"$tmp/auto.log" 2>&1; }
 auto 8M
 check "auto placement with room: nothing on the SSD" grep -q "on the SSD: nothing" "$tmp/auto.log"
+# under a budget, the least traffic that fits with memory filled unit by
+# unit: shares of the kinds on the SSD, and the host's share within 1 MiB
+# of the budget (a unit here is 0.2 MiB of state)
+host_mib() { sed -n 's/^memory: device working set .*, host \([0-9.]*\) MiB;.*/\1/p' "$tmp/auto.log"; }
 auto 5M
-check "auto placement under 5M: optimizer state and gradients on the SSD" grep -q "on the SSD: optim,grads;" "$tmp/auto.log"
+check "auto placement under 5M: shares of the optimizer state and gradients on the SSD" \
+  grep -qE "on the SSD: optim=0\.[0-9]+,grads=0\.[0-9]+;" "$tmp/auto.log"
+check "  its host memory ($(host_mib) MiB) fills the budget" "$PY" -c "import sys; sys.exit(not 4 < $(host_mib) <= 5)"
 auto 4M
-check "auto placement under 4M: weights too" grep -q "on the SSD: weights,optim,grads;" "$tmp/auto.log"
+check "auto placement under 4M: shares of weights and checkpoints too" \
+  grep -qE "on the SSD: weights=0\.[0-9]+,optim=0\.[0-9]+,acts=0\.[0-9]+,grads=0\.[0-9]+;" "$tmp/auto.log"
+check "  its host memory ($(host_mib) MiB) fills the budget" "$PY" -c "import sys; sys.exit(not 3 < $(host_mib) <= 4)"
 check "  and it trains" grep -q "step 2/2" "$tmp/auto.log"
 auto 1000K
 check "auto placement: a budget nothing fits is refused with the smallest need" \
