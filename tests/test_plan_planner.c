@@ -43,7 +43,7 @@ static plan_request request(const char *model, int T, int global) {
     return q;
 }
 
-static int on_ssd(const sim_config *c) { return c->place.weights + c->place.optim + c->place.acts + c->place.grads; }
+static int on_ssd(const sim_config *c) { return placement_any_ssd(c->place); }
 
 /* The best is the fastest fitting candidate of the whole space. */
 static void test_best_is_fastest(void **state) {
@@ -84,6 +84,59 @@ static void test_best_is_fastest(void **state) {
     layout_memory m;
     offload_memory_need(&oc, &m);
     assert_true(m.host <= q.mem_host);
+}
+
+/* A host budget between the whole placements: the planner keeps part of a
+ * kind in memory (a fraction), which the simulator predicts faster than
+ * the fastest whole placement that fits; the choice fits the budget, and
+ * one more unit of the split kind in memory would not. */
+static void test_fractions_fill_the_budget(void **state) {
+    (void)state;
+    hw_desc hw = machine();
+    plan_request q = request("gpt2-124m", 32, 4);
+    q.mem_host = 1536ull << 20;   /* the whole state needs about 2.3 GB */
+    q.max_micro_batches = 4;
+    q.clipping = 0;
+    plan_result r;
+    st_error err = {0};
+    assert_int_equal(plan_search(&hw, &q, &r, &err), ST_OK);
+    const sim_config *b = &r.best[0].config;
+    int split = -1;
+    for (int k = 0; k < PLACE_KINDS; k++) {
+        const double share = placement_share(b->place, (place_kind)k);
+        if (share > 0 && share < 1) split = k;
+    }
+    assert_true(split >= 0);
+    assert_true(r.best[0].result.memory.host <= q.mem_host);
+    sim_config more = *b;   /* one more unit of the split kind in memory */
+    const int n = q.model.n_layer + 1;
+    placement_set_share(&more.place, (place_kind)split,
+                        (double)(placement_units(b->place, (place_kind)split, n) - 1) / n);
+    layout_memory m;
+    int fits_device, fits_host;
+    sim_memory_need(&hw, &more, &m, &fits_device, &fits_host);
+    assert_true(m.host > q.mem_host);
+    double fastest_whole = 1e30;
+    for (int k = 0; k < 2; k++)
+        for (int M = 1; M <= 4; M *= 2)
+            for (int p = 0; p < PLACEMENT_COUNT; p++)
+                for (int a = 0; a < 4; a++) {
+                    sim_config c = *b;
+                    c.B = 4 / M, c.micro_batches = M, c.schedule = (sched_kind)k, c.place = placement_at(p);
+                    c.alpha = a == 3 ? 1.0 : a * 0.25;
+                    sim_memory_need(&hw, &c, &m, &fits_device, &fits_host);
+                    if (m.host > q.mem_host || m.device > hw.device_bytes) continue;
+                    sim_result sr;
+                    assert_int_equal(sim_run(&hw, &c, &sr, &err), ST_OK);
+                    if (sr.iter_s < fastest_whole) fastest_whole = sr.iter_s;
+                }
+    char name[128];
+    printf("  best %s: %.4f s; the fastest whole placement that fits: %.4f s\n", placement_name(b->place, name, sizeof name),
+           r.best[0].result.iter_s, fastest_whole);
+    assert_true(r.best[0].result.iter_s < fastest_whole);
+    assert_true(r.has_runner_up);
+    assert_true(memcmp(&r.runner_up.config.place, &b->place, sizeof(placement)) != 0);
+    assert_true(r.runner_up.result.iter_s >= r.best[0].result.iter_s);
 }
 
 /* Room in memory: nothing goes to the SSD. A tight host budget: state moves
@@ -154,6 +207,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_best_is_fastest),
         cmocka_unit_test(test_placement_follows_the_budget),
+        cmocka_unit_test(test_fractions_fill_the_budget),
         cmocka_unit_test(test_vertical_wins_when_io_bound),
         cmocka_unit_test(test_refusals),
     };

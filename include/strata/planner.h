@@ -60,8 +60,12 @@ typedef struct plan_choice {
 typedef struct plan_result {
     plan_choice best[PLAN_MAX_BEST];   /* fastest first */
     int n_best;
-    int considered;             /* candidates whose memory was checked */
-    int simulated;              /* of them, those simulated (fitting, minimal placement) */
+    int considered;             /* candidates whose memory was checked: whole placements, and fills of them */
+    int simulated;              /* of them, those simulated: fitting, each whole placement with memory filled
+                                   by its kinds' parts in every order (placement_fill), a whole one itself
+                                   only when no fitting one is within it */
+    plan_choice runner_up;      /* the fastest whose placement is not best[0]'s (why that placement won) */
+    int has_runner_up;
 } plan_result;
 
 /* ST_EINVAL on a bad request (naming the field), ST_ENOMEM when no candidate

@@ -90,14 +90,15 @@ int cmd_plan(int argc, char **argv) {
     printf("hardware: %s (%s); budgets: device %s, host %s\n", hw.name, hw_path,
            mem_device ? st_format_bytes((double)mem_device, d, sizeof d) : "the machine's",
            mem_host ? st_format_bytes((double)mem_host, h, sizeof h) : "the machine's");
-    printf("searched %d candidates, simulated %d (those that fit, with the least state on the SSD)\n\n", r.considered,
-           r.simulated);
+    printf("searched %d candidates, simulated %d (those that fit: the whole placements with the least state on the "
+           "SSD, and every whole placement with as much of its state kept in memory as fits)\n\n",
+           r.considered, r.simulated);
     printf("%-4s %-10s %-12s %-5s %-25s %10s %12s %-10s %-22s %s\n", "rank", "schedule", "micro-batch", "alpha",
            "on the SSD", "tokens/s", "model GFLOP/s", "bound by", "SSD per iter (r / w)", "memory (device + host)");
     for (int i = 0; i < r.n_best; i++) {
         const plan_choice *ch = &r.best[i];
         const sim_config *c = &ch->config;
-        char where[64], mb[32], io[48];
+        char where[128], mb[32], io[48];
         placement_name(c->place, where, sizeof where);
         snprintf(mb, sizeof mb, "%d x %d", c->B, c->micro_batches);
         snprintf(io, sizeof io, "%s / %s", st_format_bytes((double)ch->result.total_read, rd, sizeof rd),
@@ -109,11 +110,26 @@ int cmd_plan(int argc, char **argv) {
                st_format_bytes((double)ch->result.memory.host, h, sizeof h));
     }
     const plan_choice *b = &r.best[0];
+    char where[128];
     printf("\nbest: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per iteration, %.0f%% of its "
            "roofline bound's speed (%s-bound at %.3f s)\n",
            b->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", b->config.B, b->config.alpha,
-           placement_name(b->config.place, d, sizeof d),
+           placement_name(b->config.place, where, sizeof where),
            b->result.iter_s, b->result.iter_s > 0 ? 100.0 * b->roofline.bound_s / b->result.iter_s : 0,
            sim_resource_name(b->roofline.limit), b->roofline.bound_s);
+    if (r.has_runner_up) {   /* why this placement: the best of any other */
+        const plan_choice *u = &r.runner_up;
+        const double moved_b = (double)(b->result.total_read + b->result.total_written);
+        const double moved_u = (double)(u->result.total_read + u->result.total_written);
+        printf("runner-up of another placement: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per "
+               "iteration, %.0f%% slower; it moves %s through the SSD per iteration against %s, and is %s-bound\n",
+               u->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", u->config.B, u->config.alpha,
+               placement_name(u->config.place, where, sizeof where), u->result.iter_s,
+               b->result.iter_s > 0 ? 100.0 * (u->result.iter_s / b->result.iter_s - 1) : 0,
+               st_format_bytes(moved_u, rd, sizeof rd), st_format_bytes(moved_b, wr, sizeof wr),
+               sim_resource_name(u->result.bottleneck));
+    } else {
+        printf("no other placement fits the budgets\n");
+    }
     return 0;
 }

@@ -46,8 +46,33 @@ static int fits(const hw_desc *hw, const plan_request *q, const sim_config *c, l
     return m->device <= dev && m->host <= host;
 }
 
+/* placement_fill's test: the candidate with placement p fits. */
+typedef struct fill_ctx {
+    const hw_desc *hw;
+    const plan_request *q;
+    sim_config c;
+} fill_ctx;
+
+static int placement_fits(placement p, void *ctx) {
+    fill_ctx *f = ctx;
+    sim_config c = f->c;
+    c.place = p;
+    layout_memory m;
+    return fits(f->hw, f->q, &c, &m);
+}
+
 /* Keeps out->best sorted by iteration time, then by SSD traffic. */
 static void keep(plan_result *out, int n_best, const plan_choice *c) {
+    /* the runner-up: the fastest of another placement than the best's */
+    if (out->n_best > 0) {
+        const plan_choice *best = &out->best[0];
+        const int same = !memcmp(&best->config.place, &c->config.place, sizeof(placement));
+        if (c->result.iter_s < best->result.iter_s) {
+            if (!same) out->runner_up = *best, out->has_runner_up = 1;
+        } else if (!same && (!out->has_runner_up || c->result.iter_s < out->runner_up.result.iter_s)) {
+            out->runner_up = *c, out->has_runner_up = 1;
+        }
+    }
     const uint64_t bytes = c->result.total_read + c->result.total_written;
     int at = out->n_best;
     while (at > 0) {
@@ -78,7 +103,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
             const int n_alpha = q->clipping && k == SCHED_VERTICAL ? 1 : 4;
             for (int a = 0; a < n_alpha; a++) {
                 placement fitting[PLACEMENT_COUNT];
-                int n_fitting = 0;
+                placement tried[PLACEMENT_COUNT * PLACEMENT_FILL_ORDERS];   /* of this schedule, M and alpha */
+                int n_fitting = 0, n_tried = 0;
                 for (int p = 0; p < placements; p++) {
                     sim_config c = sim_default_config();
                     c.model = q->model;
@@ -94,17 +120,32 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     if (m.device < least_device) least_device = m.device;
                     if (m.host < least_host) least_host = m.host;
                     if (!ok) continue;
-                    /* a placement that contains a fitting one only adds traffic */
+                    /* a whole placement that contains a fitting one only adds traffic; with memory
+                     * filled by its kinds' parts it is another trade-off (some of one kind on the SSD
+                     * to keep more of another in memory), tried in every order */
                     int minimal = 1;
                     for (int f = 0; f < n_fitting && minimal; f++)
                         if (placement_within(fitting[f], c.place)) minimal = 0;
                     fitting[n_fitting++] = c.place;
-                    if (!minimal) continue;
-                    plan_choice ch = {.config = c};
-                    if ((s = sim_run(hw, &c, &ch.result, err)) != ST_OK) return s;
-                    if ((s = sim_roofline_bound(hw, &c, &ch.roofline, err)) != ST_OK) return s;
-                    out->simulated++;
-                    keep(out, q->n_best, &ch);
+                    place_kind orders[PLACEMENT_FILL_ORDERS][PLACE_KINDS];
+                    int n_kinds;
+                    const int rows = placement_fill_orders(c.place, orders, &n_kinds);
+                    fill_ctx fc = {.hw = hw, .q = q, .c = c};
+                    for (int r = 0; r < rows; r++) {
+                        plan_choice ch = {.config = c};
+                        ch.config.place = placement_fill(c.place, orders[r], n_kinds, q->model.n_layer + 1,
+                                                         placement_fits, &fc);
+                        int seen = !minimal && !memcmp(&ch.config.place, &c.place, sizeof(placement));
+                        for (int t = 0; t < n_tried && !seen; t++)
+                            seen = !memcmp(&tried[t], &ch.config.place, sizeof(placement));
+                        if (seen) continue;
+                        out->considered += memcmp(&ch.config.place, &c.place, sizeof(placement)) != 0;   /* a fill */
+                        tried[n_tried++] = ch.config.place;
+                        if ((s = sim_run(hw, &ch.config, &ch.result, err)) != ST_OK) return s;
+                        if ((s = sim_roofline_bound(hw, &ch.config, &ch.roofline, err)) != ST_OK) return s;
+                        out->simulated++;
+                        keep(out, q->n_best, &ch);
+                    }
                 }
             }
         }
