@@ -222,7 +222,7 @@ st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_e
 /* --offload auto: of the placements (the whole ones among the first
  * n_candidates of placement_at's order: 1 for a machine without an SSD,
  * else PLACEMENT_COUNT, each with memory then filled with its kinds' parts
- * in every order: placement_fill), the one whose layout `fits` accepts with
+ * in every order: placement_fills), the one whose layout `fits` accepts with
  * the least SSD traffic per steady iteration; ties go to less state on the
  * SSD. base gives everything but the placement. ST_ENOENT when none fits.
  * The executor (budgets against the buffer plan) and the simulator (a

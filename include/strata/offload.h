@@ -24,8 +24,8 @@
  * started when its inputs are final, and saves of checkpoints and gradients
  * are written behind compute.
  *
- * Gradients on the SSD (place.grads) means memory holds gradient buffers
- * for a few units, not for the model: the embedding unit's, and three
+ * Gradients on the SSD (place.grads; for a share, of the units there)
+ * means memory holds gradient buffers for a few units, not for them all: the embedding unit's, and three
  * shared by the blocks (the one being accumulated, one read ahead, one that
  * a queued optimizer step still reads). A gradient that must outlive its
  * buffer (horizontal's accumulators between micro-batches, the deferred

@@ -62,7 +62,7 @@ typedef struct plan_result {
     int n_best;
     int considered;             /* candidates whose memory was checked: whole placements, and fills of them */
     int simulated;              /* of them, those simulated: fitting, each whole placement with memory filled
-                                   by its kinds' parts in every order (placement_fill), a whole one itself
+                                   by its kinds' parts in every order (placement_fills), a whole one itself
                                    only when no fitting one is within it */
     plan_choice runner_up;      /* the fastest whose placement is not best[0]'s (why that placement won) */
     int has_runner_up;

@@ -132,18 +132,16 @@ placement placement_at(int index);
 int placement_any_ssd(placement p);
 /* 1 when every kind a has on the SSD, b has there too (as large a share). */
 int placement_within(placement a, placement b);
-/* Fills memory: of a placement that fits, the kinds in `order` (n_order of
- * them) in turn keep as many more of their n parts in memory as `fits`
- * still accepts, whole parts, the rest of the placement as it is. Memory
- * grows with each part kept (the search assumes so), and the placements
- * tried are each kind's share of whole parts. */
+/* Fills memory: from a placement that fits, each kind it has on the SSD in
+ * turn keeps as many more of its n parts in memory as `fits` still
+ * accepts (whole parts; the search assumes memory grows with each part
+ * kept), the other kinds as they are; in every order of the kinds, since
+ * the first to fill takes the room. Writes the distinct placements found
+ * to out (at most PLACEMENT_FILLS; p itself when nothing is on the SSD)
+ * and returns their count. */
 typedef int (*placement_fit_fn)(placement p, void *ctx);
-placement placement_fill(placement p, const place_kind *order, int n_order, int n, placement_fit_fn fits, void *ctx);
-/* Every order of the kinds p has (partly) on the SSD, for placement_fill:
- * each row of out holds one (its first `*n_kinds` entries); returns the
- * number of rows (at most PLACEMENT_FILL_ORDERS, 1 when none is). */
-#define PLACEMENT_FILL_ORDERS 24
-int placement_fill_orders(placement p, place_kind out[PLACEMENT_FILL_ORDERS][PLACE_KINDS], int *n_kinds);
+#define PLACEMENT_FILLS 24   /* 4! orders */
+int placement_fills(placement p, int n, placement_fit_fn fits, void *ctx, placement out[PLACEMENT_FILLS]);
 
 /* "weights,optim", "optim=0.6,acts" or "none": the --offload spelling,
  * for messages and run.json. */

@@ -122,7 +122,7 @@ int cmd_plan(int argc, char **argv) {
         const double moved_b = (double)(b->result.total_read + b->result.total_written);
         const double moved_u = (double)(u->result.total_read + u->result.total_written);
         printf("runner-up of another placement: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per "
-               "iteration, %.0f%% slower; it moves %s through the SSD per iteration against %s, and is %s-bound\n",
+               "iteration, %.1f%% slower; it moves %s through the SSD per iteration against %s, and is %s-bound\n",
                u->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", u->config.B, u->config.alpha,
                placement_name(u->config.place, where, sizeof where), u->result.iter_s,
                b->result.iter_s > 0 ? 100.0 * (u->result.iter_s / b->result.iter_s - 1) : 0,

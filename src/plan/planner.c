@@ -46,7 +46,7 @@ static int fits(const hw_desc *hw, const plan_request *q, const sim_config *c, l
     return m->device <= dev && m->host <= host;
 }
 
-/* placement_fill's test: the candidate with placement p fits. */
+/* placement_fills' test: the candidate with placement p fits. */
 typedef struct fill_ctx {
     const hw_desc *hw;
     const plan_request *q;
@@ -103,7 +103,7 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
             const int n_alpha = q->clipping && k == SCHED_VERTICAL ? 1 : 4;
             for (int a = 0; a < n_alpha; a++) {
                 placement fitting[PLACEMENT_COUNT];
-                placement tried[PLACEMENT_COUNT * PLACEMENT_FILL_ORDERS];   /* of this schedule, M and alpha */
+                placement tried[PLACEMENT_COUNT * PLACEMENT_FILLS];   /* of this schedule, M and alpha */
                 int n_fitting = 0, n_tried = 0;
                 for (int p = 0; p < placements; p++) {
                     sim_config c = sim_default_config();
@@ -127,14 +127,12 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     for (int f = 0; f < n_fitting && minimal; f++)
                         if (placement_within(fitting[f], c.place)) minimal = 0;
                     fitting[n_fitting++] = c.place;
-                    place_kind orders[PLACEMENT_FILL_ORDERS][PLACE_KINDS];
-                    int n_kinds;
-                    const int rows = placement_fill_orders(c.place, orders, &n_kinds);
+                    placement filled[PLACEMENT_FILLS];
                     fill_ctx fc = {.hw = hw, .q = q, .c = c};
-                    for (int r = 0; r < rows; r++) {
+                    const int n_filled = placement_fills(c.place, q->model.n_layer + 1, placement_fits, &fc, filled);
+                    for (int r = 0; r < n_filled; r++) {
                         plan_choice ch = {.config = c};
-                        ch.config.place = placement_fill(c.place, orders[r], n_kinds, q->model.n_layer + 1,
-                                                         placement_fits, &fc);
+                        ch.config.place = filled[r];
                         int seen = !minimal && !memcmp(&ch.config.place, &c.place, sizeof(placement));
                         for (int t = 0; t < n_tried && !seen; t++)
                             seen = !memcmp(&tried[t], &ch.config.place, sizeof(placement));

@@ -212,34 +212,34 @@ void layout_task_traffic(const run_layout *l, const sched_task *t, uint64_t rd[S
                          uint64_t wr[STORE_KIND_COUNT]) {
     memset(rd, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
     memset(wr, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
-    int (*on)(const run_layout *, place_kind, int) = layout_on_ssd;
     const int u = t->unit;   /* checkpoints act[u][m] go up to u = n_units (the head's input) */
     if (u >= l->n_units && t->op != TASK_SAVE_ACT && t->op != TASK_LOAD_ACT) return;
     double lo, hi;
     share_of(t, &lo, &hi);
     switch (t->op) {
     case TASK_LOAD_WEIGHTS:
-        if (u >= 0 && on(l, PLACE_WEIGHTS, u)) rd[STORE_WEIGHTS] = layout_segment_bytes(l, u, 0, l->units[u].n, l->weight_size);
+        if (u >= 0 && layout_on_ssd(l, PLACE_WEIGHTS, u))
+            rd[STORE_WEIGHTS] = layout_segment_bytes(l, u, 0, l->units[u].n, l->weight_size);
         break;
     case TASK_SAVE_ACT:
-        if (on(l, PLACE_ACTS, u)) wr[STORE_ACTIVATIONS] = layout_act_bytes(l);
+        if (layout_on_ssd(l, PLACE_ACTS, u)) wr[STORE_ACTIVATIONS] = layout_act_bytes(l);
         break;
     case TASK_LOAD_ACT:
-        if (on(l, PLACE_ACTS, u)) rd[STORE_ACTIVATIONS] = layout_act_bytes(l);
+        if (layout_on_ssd(l, PLACE_ACTS, u)) rd[STORE_ACTIVATIONS] = layout_act_bytes(l);
         break;
     case TASK_SAVE_GRAD:
-        if (u >= 0 && on(l, PLACE_GRADS, u)) wr[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
+        if (u >= 0 && layout_on_ssd(l, PLACE_GRADS, u)) wr[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
         break;
     case TASK_LOAD_GRAD:
-        if (u >= 0 && on(l, PLACE_GRADS, u)) rd[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
+        if (u >= 0 && layout_on_ssd(l, PLACE_GRADS, u)) rd[STORE_GRADS] = layout_grad_share_bytes(l, u, lo, hi);
         break;
     case TASK_OPTIMIZE: {
         if (u < 0) break;
         const size_t a = layout_bound(l, u, lo), b = layout_bound(l, u, hi);
-        if (on(l, PLACE_OPTIM, u))
+        if (layout_on_ssd(l, PLACE_OPTIM, u))
             for (int kind = STORE_MASTER; kind <= STORE_ADAM_V; kind++)
                 rd[kind] = wr[kind] = layout_segment_bytes(l, u, a, b, 4);
-        if (on(l, PLACE_WEIGHTS, u)) wr[STORE_WEIGHTS] = layout_segment_bytes(l, u, a, b, l->weight_size);
+        if (layout_on_ssd(l, PLACE_WEIGHTS, u)) wr[STORE_WEIGHTS] = layout_segment_bytes(l, u, a, b, l->weight_size);
         break;
     }
     default:
@@ -269,7 +269,7 @@ st_status layout_traffic_per_step(const run_layout *l, layout_traffic *out, st_e
 
 static double kinds_on_ssd(placement p) { return p.weights + p.optim + p.acts + p.grads; }
 
-/* placement_fill's test: the layout of base with placement p, by `fits`. */
+/* placement_fills' test: the layout of base with placement p, by `fits`. */
 typedef struct fill_ctx {
     const layout_params *base;
     layout_fit_fn fits;
@@ -313,12 +313,11 @@ st_status layout_least_traffic_placement(const layout_params *base, int n_candid
             if (fc.status != ST_OK) return fc.status;
             continue;
         }
-        /* the whole placement, then memory filled with its kinds' parts in every order */
-        place_kind orders[PLACEMENT_FILL_ORDERS][PLACE_KINDS];
-        int n_kinds;
-        const int rows = placement_fill_orders(whole, orders, &n_kinds);
-        for (int r = 0; r < rows; r++) {
-            const placement p = placement_fill(whole, orders[r], n_kinds, n, layout_fits, &fc);
+        /* the whole placement with memory filled by its kinds' parts */
+        placement filled[PLACEMENT_FILLS];
+        const int n_filled = placement_fills(whole, n, layout_fits, &fc, filled);
+        for (int r = 0; r < n_filled; r++) {
+            const placement p = filled[r];
             uint64_t bytes;
             st_status s = fc.status != ST_OK ? fc.status : traffic_of(base, p, &bytes, err);
             if (s != ST_OK) return s;

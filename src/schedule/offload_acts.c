@@ -1,6 +1,7 @@
-/* offload_acts.c - activation checkpoints (offload_internal.h): every
- * act[u][m] in memory, or a few buffers whose contents are saved to the
- * store behind compute and read back ahead of their use. */
+/* offload_acts.c - activation checkpoints (offload_internal.h): each
+ * act[u][m] in memory, or, for the checkpoint indices on the SSD, in a few
+ * buffers whose contents are saved to the store behind compute and read
+ * back ahead of their use. */
 #include "schedule/offload_internal.h"
 
 static float **slot(const act_pool *ap, int u, int m) { return &ap->slot[(size_t)(u - 1) * ap->M + m]; }

@@ -1,5 +1,5 @@
-/* offload_grads.c - gradient accumulators (offload_internal.h): every
- * unit's in memory, or, with gradients on the SSD, four buffers: the
+/* offload_grads.c - gradient accumulators (offload_internal.h): the units'
+ * that memory keeps in memory; for the units on the SSD, four buffers: the
  * embedding unit's, and three shared by the blocks (the one being
  * accumulated, one read ahead, one a queued optimizer step still reads). A
  * gradient that must outlive its buffer is parked in the store. */

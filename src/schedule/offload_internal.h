@@ -10,7 +10,7 @@
  *   weight_loader  offload_weights.c  a unit's compute weights for compute, one read ahead
  *   act_pool       offload_acts.c     where each activation checkpoint is now; saves written
  *                                     behind compute, one load read ahead
- *   grad_pool      offload_grads.c    gradient accumulators: all in memory, or a few buffers whose
+ *   grad_pool      offload_grads.c    gradient accumulators: in memory, or (units on the SSD) a few buffers whose
  *                                     contents are parked in the store between uses
  *   opt_stream     offload_optim.c    one optimizer job: its share of a unit streamed through
  *                                     segment slots (read ahead, step, write behind)
@@ -93,7 +93,7 @@ typedef struct opt_job {
     sched_task task;
     float lr, scale;
     long step_t;
-    int grad_buf;              /* the grad_pool buffer it reads, or -1 (all gradients in memory) */
+    int grad_buf;              /* the grad_pool buffer it reads, or -1 (the unit's gradients stay in memory) */
 } opt_job;
 
 /* Runs one job on the worker thread. */
@@ -169,7 +169,7 @@ void weights_drain(weight_loader *wl);
 typedef struct act_pool {
     exec_env *env;
     int M;
-    float *host;               /* else every checkpoint, in memory */
+    float *host;               /* the checkpoints memory keeps (the last blocks', placement_on_ssd) */
     float **slot;              /* [(L+1) * M]: where act[u][m] is now, NULL if only on the SSD */
     float *buf[LAYOUT_ACT_BUFFERS];
     int free_list[LAYOUT_ACT_BUFFERS], n_free;
@@ -201,7 +201,7 @@ typedef struct grad_buf {
 typedef struct grad_pool {
     exec_env *env;
     int n_units;
-    float *all;                /* every unit's gradients, when they stay in memory; else NULL */
+    float *all;                /* the gradients of the units memory keeps (from unit 0), by offset; else NULL */
     grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the embedding unit's, then the blocks' */
     exec_transfers rd[LAYOUT_GRAD_BUFFERS];   /* a read ahead into buf[i] (its parts) */
     exec_transfers wr[LAYOUT_GRAD_BUFFERS];   /* saves from buf[i] (its parts), of unit wr[i].unit */

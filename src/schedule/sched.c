@@ -507,46 +507,53 @@ const char *placement_name(placement p, char *buf, size_t n) {
     return buf;
 }
 
-placement placement_fill(placement p, const place_kind *order, int n_order, int n, placement_fit_fn fits, void *ctx) {
-    for (int i = 0; i < n_order; i++) {
-        const place_kind k = order[i];
-        /* the fewest parts on the SSD that fit, in [lo, hi]: hi does */
-        int lo = 0, hi = placement_units(p, k, n);
-        while (lo < hi) {
-            const int mid = lo + (hi - lo) / 2;
-            placement q = p;
-            placement_set_share(&q, k, (double)mid / n);
-            if (fits(q, ctx)) hi = mid;
-            else lo = mid + 1;
-        }
-        placement_set_share(&p, k, (double)hi / n);
+/* Kind k keeps as many more parts in memory as fit: the fewest on the SSD
+ * that fit, in [0, its count now], which fits. */
+static placement fill_kind(placement p, place_kind k, int n, placement_fit_fn fits, void *ctx) {
+    int lo = 0, hi = placement_units(p, k, n);
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        placement q = p;
+        placement_set_share(&q, k, (double)mid / n);
+        if (fits(q, ctx)) hi = mid;
+        else lo = mid + 1;
     }
+    placement_set_share(&p, k, (double)hi / n);
     return p;
 }
 
-int placement_fill_orders(placement p, place_kind out[PLACEMENT_FILL_ORDERS][PLACE_KINDS], int *n_kinds) {
-    place_kind kinds[PLACE_KINDS];
-    int n = 0, rows = 0;
-    for (int k = 0; k < PLACE_KINDS; k++)
-        if (placement_share(p, (place_kind)k) > 0) kinds[n++] = (place_kind)k;
-    *n_kinds = n;
-    /* the permutations of kinds[0..n), by index tuples */
-    int idx[PLACE_KINDS] = {0};
-    const int total = n == 0 ? 1 : n == 1 ? 1 : n == 2 ? 2 : n == 3 ? 6 : 24;
-    for (int r = 0; r < total; r++) {
-        int used = 0, x = r;
-        for (int i = 0; i < n; i++) {   /* r in the factorial number system picks each next kind */
-            int pick = x % (n - i);
-            x /= n - i;
-            for (int j = 0; j < n; j++)
-                if (!(used >> j & 1) && pick-- == 0) {
-                    idx[i] = j;
-                    used |= 1 << j;
-                    break;
-                }
-        }
-        for (int i = 0; i < n; i++) out[rows][i] = kinds[idx[i]];
-        rows++;
+/* The fills of p in every order of the kinds in left[0..n_left): each kind
+ * in turn first, then the orders of the rest. */
+typedef struct fills {
+    int n;
+    placement_fit_fn fits;
+    void *ctx;
+    placement *out;
+    int count;
+} fills;
+
+static void fill_orders(fills *f, placement p, const place_kind *left, int n_left) {
+    if (n_left == 0) {
+        for (int i = 0; i < f->count; i++)
+            if (!memcmp(&f->out[i], &p, sizeof p)) return;
+        f->out[f->count++] = p;
+        return;
     }
-    return rows;
+    for (int i = 0; i < n_left; i++) {
+        place_kind rest[PLACE_KINDS];
+        int r = 0;
+        for (int j = 0; j < n_left; j++)
+            if (j != i) rest[r++] = left[j];
+        fill_orders(f, fill_kind(p, left[i], f->n, f->fits, f->ctx), rest, r);
+    }
+}
+
+int placement_fills(placement p, int n, placement_fit_fn fits, void *ctx, placement out[PLACEMENT_FILLS]) {
+    place_kind kinds[PLACE_KINDS];
+    int n_kinds = 0;
+    for (int k = 0; k < PLACE_KINDS; k++)
+        if (placement_share(p, (place_kind)k) > 0) kinds[n_kinds++] = (place_kind)k;
+    fills f = {.n = n, .fits = fits, .ctx = ctx, .out = out, .count = 0};
+    fill_orders(&f, p, kinds, n_kinds);
+    return f.count;
 }
