@@ -83,8 +83,11 @@ claim("waiting = on the SSD + for the optimizer", abs(ssd + opt - wait) <= 0.002
 m = find(r"^optimizer worker, beside it: busy ([\d.]+) s \((\d+)% of the iteration\), of it waiting on the SSD ([\d.]+) s$")
 busy, busy_pct, wio = float(m[1]), int(m[2]), float(m[3])
 claim("the worker's SSD waits are part of its busy time", wio <= busy + 0.0005, f"{wio} > {busy}")
-claim("the worker's share is its seconds over the iteration's", abs(busy_pct - 100 * busy / it) <= 1.5,
-      f"{busy_pct}% != 100 x {busy} / {it}")
+# both seconds are printed to 0.001 s: the share lies between the ratios of their interval's ends (CI: 173% of a
+# printed 0.067 / 0.038, which is 176%, failed a fixed 1.5-point bound)
+claim("the worker's share is its seconds over the iteration's",
+      100 * (busy - 0.0005) / (it + 0.0005) - 0.5 <= busy_pct <= 100 * (busy + 0.0005) / max(it - 0.0005, 1e-9) + 0.5,
+      f"{busy_pct}% != 100 x {busy} / {it} (each +-0.0005)")
 m = find(r"^SSD traffic per step of this schedule and placement: .* \((\d+), (\d+) bytes\)$")
 plan_r, plan_w = int(m[1]), int(m[2])
 m = find(r"^SSD per iteration: .*; total .* read, .* written \((\d+), (\d+) bytes\)$")
