@@ -257,6 +257,7 @@ static void test_weight_load_waits_for_the_optimizer(void **state) {
     /* four segments (the executor's grain is a multiple of 2048 elements):
      * the middle I/O runs beside AdamW; each segment is padded on its own */
     c.optimizer_segment = (size_t)ceil(n / 4 / 2048) * 2048;
+    c.opt_io = OPT_IO_INTERLEAVED;
     const double seg = (double)c.optimizer_segment, last = n - 3 * seg;
     assert_true(last > 0 && last <= seg);
     const double rd4 = (double)read_bytes(&c, &l.tasks[0]), wr4 = (double)written_bytes(&c, &l.tasks[0]);
@@ -265,6 +266,47 @@ static void test_weight_load_waits_for_the_optimizer(void **state) {
     const double stream = fmax(fmax((rd4 - fill) / R, (wr4 - drain) / W), n / A);
     r = run1(&hw, &c, &l);
     assert_close(r.iter_s, fill / R + stream + drain / W + load);
+    /* phased: every read (AdamW beside them, but for the last segment of
+     * each group of three: segments 3 and 4), then every write */
+    c.opt_io = OPT_IO_PHASED;
+    assert_true(n / A / 2 < rd4 / R);   /* the stepping beside the reads hides under them */
+    r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, rd4 / R + (seg + last) / A + wr4 / W + load);
+    sched_list_free(&l);
+}
+
+/* Which order of the optimizer's I/O the model prefers follows the disk: where
+ * reads and writes together run as fast as each alone, interleaving overlaps
+ * them and wins; where mixing slows both a lot, phases win. */
+static void test_optimizer_io_order_follows_the_disk(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 2, 32, 1);
+    c.place.optim = 1;
+    sched_list l = {0};
+    add(&l, TASK_OPTIMIZE, 1, -1, -1);
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, 0);   /* waits for the job (the weights are in memory: no read) */
+    c.optimizer_segment = (size_t)ceil((double)gpt_unit_numel(&c.model, 1) / 8 / 2048) * 2048;
+    hw_desc hw = machine(1);
+    double t[2][OPT_IO_ALTERNATING];   /* [mixing slows][order] */
+    for (int slow = 0; slow < 2; slow++) {
+        hw.ssd[0].mixed_read_gbps = hw.ssd[0].read_gbps * (slow ? 0.25 : 1);
+        hw.ssd[0].mixed_write_gbps = hw.ssd[0].write_gbps * (slow ? 0.25 : 1);
+        for (int o = 0; o < OPT_IO_ALTERNATING; o++) {
+            c.opt_io = (opt_io_order)o;
+            t[slow][o] = run1(&hw, &c, &l).iter_s;
+        }
+    }
+    printf("  optimizer job: mixing free %.4f s interleaved, %.4f s phased; mixing at a quarter %.4f s, %.4f s\n",
+           t[0][OPT_IO_INTERLEAVED], t[0][OPT_IO_PHASED], t[1][OPT_IO_INTERLEAVED], t[1][OPT_IO_PHASED]);
+    assert_true(t[0][OPT_IO_INTERLEAVED] < t[0][OPT_IO_PHASED]);
+    assert_true(t[1][OPT_IO_PHASED] < t[1][OPT_IO_INTERLEAVED]);
+    assert_close(t[0][OPT_IO_PHASED], t[1][OPT_IO_PHASED]);   /* phased never mixes its own reads and writes */
+    /* the executor's measuring aid is not a model */
+    c.opt_io = OPT_IO_ALTERNATING;
+    sim_result r;
+    st_error err = {0};
+    const sched_list *lists[1] = {&l};
+    assert_int_equal(sim_run_lists(&hw, &c, lists, 1, &r, &err), ST_EINVAL);
     sched_list_free(&l);
 }
 
@@ -557,6 +599,7 @@ int main(void) {
         cmocka_unit_test(test_prefetch_hides_a_shorter_read),
         cmocka_unit_test(test_saves_are_written_behind),
         cmocka_unit_test(test_weight_load_waits_for_the_optimizer),
+        cmocka_unit_test(test_optimizer_io_order_follows_the_disk),
         cmocka_unit_test(test_contention_slows_compute),
         cmocka_unit_test(test_weight_reads_vertical_vs_horizontal),
         cmocka_unit_test(test_bytes_match_the_executor),

@@ -101,10 +101,13 @@ static void remove_store(enum test_placement pl) {
     assert_int_equal(system(cmd), 0);
 }
 
+/* How run_offload's optimizer jobs order their SSD I/O (the default unless a test sets it). */
+static opt_io_order run_opt_io = OPT_IO_PHASED;
+
 /* Runs the executor; returns its final (flushed) weights, fills losses. */
 static float *run_offload(const train_config *tc, sched_kind k, double alpha, enum test_placement pl, const int32_t *tok,
                           float *losses) {
-    offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha};
+    offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha, .opt_io = run_opt_io};
     use_store(&oc, pl);
     if (pl != ALL_HOST) oc.segment_elems = 2048;
     offload_trainer *t;
@@ -201,6 +204,30 @@ static void test_deterministic(void **state) {
     assert_memory_equal(l1, l2, sizeof l1);
     free(a);
     free(b);
+    free(tok);
+}
+
+/* The order of the optimizer's SSD reads and writes changes the speed, not
+ * the math: phased, interleaved and alternating runs agree bit for bit. */
+static void test_optimizer_io_orders_agree(void **state) {
+    (void)state;
+    train_config tc = small_config(GPT_MIXED_BF16, 0);
+    int32_t *tok = make_tokens(&tc);
+    const size_t n = gpt_num_params(&tc.model);
+    for (int pl = ALL_SSD; pl <= FRAC_HALF; pl += FRAC_HALF - ALL_SSD) {
+        float ref_loss[STEPS], loss[STEPS];
+        run_opt_io = OPT_IO_PHASED;
+        float *ref = run_offload(&tc, SCHED_VERTICAL, 0.25, (enum test_placement)pl, tok, ref_loss);
+        for (int o = OPT_IO_INTERLEAVED; o < OPT_IO_ORDERS; o++) {
+            run_opt_io = (opt_io_order)o;
+            float *w = run_offload(&tc, SCHED_VERTICAL, 0.25, (enum test_placement)pl, tok, loss);
+            assert_memory_equal(w, ref, n * sizeof(float));
+            assert_memory_equal(loss, ref_loss, sizeof loss);
+            free(w);
+        }
+        free(ref);
+    }
+    run_opt_io = OPT_IO_PHASED;
     free(tok);
 }
 
@@ -390,7 +417,9 @@ static void test_traffic_estimate_is_exact(void **state) {
     const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int k = 0; k < 2; k++)
         for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
-            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048};
+            /* every order of the optimizer's I/O moves the planned bytes */
+            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048,
+                                 .opt_io = (opt_io_order)((pl + k) % OPT_IO_ORDERS)};
             use_store(&oc, (enum test_placement)pl);
             layout_traffic want;
             st_error err = {0};
@@ -430,7 +459,9 @@ static void test_stats_add_up(void **state) {
     float *w = malloc(gpt_num_params(&tc.model) * sizeof *w);
     for (int k = 0; k < 2; k++)
         for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
-            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048};
+            /* every order of the optimizer's I/O moves the planned bytes */
+            offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048,
+                                 .opt_io = (opt_io_order)((pl + k) % OPT_IO_ORDERS)};
             use_store(&oc, (enum test_placement)pl);
             layout_traffic want;
             st_error err = {0};
@@ -491,6 +522,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_in_memory_trainer),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_optimizer_io_orders_agree),
         cmocka_unit_test(test_eval_matches),
         cmocka_unit_test(test_separate_device_plan),
         cmocka_unit_test(test_direct_device_write_faults),

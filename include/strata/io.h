@@ -276,6 +276,10 @@ typedef struct io_bench_config {
     int allow_buffered;        /* a directory without O_DIRECT: buffered, with a warning (else an error) */
     int write, read, mixed;    /* which passes run; read alone needs the file from an earlier run */
     int keep;                  /* leave the test files behind */
+    int steady;                /* as the store's steady state sees the drive: an untimed write pass first, so
+                                  that the timed one overwrites written blocks, and no sync before the read
+                                  pass (the executor rewrites its state in place and reads it back with no
+                                  sync between commits); 0: fio's way, a fresh file made durable first */
 } io_bench_config;
 
 /* file "strata-iobench.dat", 1 GiB, 1 MiB blocks, queue depth 8, io_uring

@@ -58,6 +58,24 @@ extern "C" {
 #define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: one read ahead, one stepped, one
                                                   written behind */
 
+/* How an optimizer job orders its reads and writes of state on the SSD.
+ * Disks like this machine's serve reads and writes at once slower than
+ * either alone, and the engine queues an op's chunks first in, first out,
+ * so a read queued behind writes waits for them (docs/BENCHMARKS.md,
+ * "Optimizer I/O order", has the measurements that chose the default). */
+typedef enum opt_io_order {
+    OPT_IO_PHASED,        /* the default: read LAYOUT_OPT_SLOTS segments, step each as it arrives, write
+                             them all back, wait: the job's reads and writes are never queued together */
+    OPT_IO_INTERLEAVED,   /* segment j+1 read ahead while j is stepped and j-1 written behind */
+    OPT_IO_ALTERNATING,   /* phased on even Adam steps, interleaved on odd: the two side by side in one
+                             run, to measure them on a disk whose rates drift (executor only) */
+    OPT_IO_ORDERS
+} opt_io_order;
+
+const char *opt_io_order_name(opt_io_order o);
+/* "phased", "interleaved" or "alternating"; ST_EINVAL otherwise. */
+st_status opt_io_order_parse(const char *s, opt_io_order *out, st_error *err);
+
 typedef struct layout_params {
     gpt_config model;
     gpt_precision precision;   /* mixed: bf16 compute weights (2 bytes), else f32 (4) */
@@ -68,6 +86,7 @@ typedef struct layout_params {
     int clipping;              /* global-norm clipping (vertical then defers every step) */
     placement place;
     size_t segment_elems;      /* 0: LAYOUT_SEGMENT_DEFAULT; else a multiple of LAYOUT_SPLIT_ALIGN */
+    opt_io_order opt_io;       /* how an optimizer job orders its SSD reads and writes */
     int has_store;             /* the run has store directories: commits stage through a segment buffer */
     int resuming;              /* the state is read back from a commit at start */
     int separate_device;       /* the compute backend's memory is not host memory (strata/backend.h's

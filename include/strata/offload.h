@@ -90,6 +90,7 @@ typedef struct offload_config {
     const char *trace_path;   /* write a Chrome trace here (lanes: compute, optimizer, each SSD path), or NULL */
     size_t segment_elems;     /* elements per store segment of weights and optimizer state, a multiple of
                                  2048 (0: 2M, 8 MiB of f32); the optimizer streams one segment at a time */
+    opt_io_order opt_io;      /* how an optimizer job orders its SSD reads and writes (default phased) */
 } offload_config;
 
 /* The layout of this configuration (strata/layout.h): its parts, segments,

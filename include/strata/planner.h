@@ -44,11 +44,15 @@ typedef struct plan_request {
     int clipping;               /* global-norm clipping on */
     uint64_t mem_device, mem_host;   /* budgets in bytes; 0: the machine's (hw.device_bytes, hw.host_bytes) */
     int schedule;               /* -1: both; else only SCHED_VERTICAL or SCHED_HORIZONTAL */
+    int micro_batches;          /* 0: every divisor of the global batch up to max_micro_batches; else only this M */
+    double alpha;               /* < 0: 0, 0.25, 0.5 and 1; else only this share */
     int max_micro_batches;      /* largest M tried (default 64) */
     int n_best;                 /* how many to keep, at most PLAN_MAX_BEST (default 5) */
+    int whole_placements;       /* only whole placements (each kind all in memory or all on the SSD), the
+                                   minimal fitting ones: what the best binary split achieves */
 } plan_request;
 
-/* Both schedules, mixed precision, clipping on, the machine's memory, M up to 64, 5 kept. */
+/* Both schedules, every M up to 64 and alpha, mixed precision, clipping on, the machine's memory, 5 kept. */
 plan_request plan_default_request(void);
 
 typedef struct plan_choice {

@@ -32,8 +32,13 @@
  *     share in segments (sim_config.optimizer_segment elements): it reads
  *     master weights and moments when they are on the SSD, runs AdamW, and
  *     writes them back plus the new compute weights when those are on the
- *     SSD, with read-ahead and write-behind: the first segment's read, then
- *     the rest of the I/O beside AdamW, then the last segment's writes.
+ *     SSD, in the order sim_config.opt_io names. Phased (the default): all
+ *     its reads, AdamW beside them but for the last segment of each group
+ *     of LAYOUT_OPT_SLOTS, then all its writes (the executor alternates
+ *     groups of reads and writes; the model merges them, which moves the
+ *     same bytes at the same rates). Interleaved: read-ahead and
+ *     write-behind: the first segment's read, then the rest of the I/O
+ *     beside AdamW, then the last segment's writes.
  *   - Each SSD path serves its share of every transfer (tensors are striped
  *     over all paths in proportion to sim_config.stripe, equal by default).
  *     Transfers on a path share it equally; while reads and writes both run
@@ -116,6 +121,8 @@ typedef struct sim_config {
     placement place;           /* which kinds of state live on the SSD */
     int iterations;            /* steady iterations after the first (default 3; the last is reported) */
     size_t optimizer_segment;  /* elements the optimizer streams at a time (default 2M) */
+    opt_io_order opt_io;       /* how an optimizer job orders its SSD reads and writes: phased (the
+                                  executor's default) or interleaved (strata/layout.h) */
     double stripe[HW_MAX_SSD]; /* relative share of each SSD path in a transfer; all 0: equal */
     int prefetch_eager;        /* read ahead as soon as inputs are final (0: the executor's policy) */
     int devices;               /* data-parallel devices (GPU backend); 0: hw.devices_per_node (1 on a CPU backend) */

@@ -14,7 +14,7 @@ typedef struct iobench_opts {
     const char *path, *engine, *rw, *file;
     uint64_t size, block;
     long qd;
-    int keep, no_register, buffered;
+    int keep, no_register, buffered, steady;
 } iobench_opts;
 
 #define O(field) offsetof(iobench_opts, field)
@@ -26,6 +26,8 @@ static const cli_flag iobench_flags[] = {
     CLI_STRING("engine", O(engine), "E", "auto (default: io_uring if available), uring, psync"),
     CLI_STRING("rw", O(rw), "MODE", "write, read (of an existing file), or both (default)"),
     CLI_ON("keep", O(keep), "keep the test files (for fio on the same files)"),
+    CLI_ON("steady", O(steady), "as the store sees the drive (strata probe's way): the timed write\n"
+                                "overwrites a written file, the read follows it with no sync"),
     CLI_ON("no-register", O(no_register), "do not register buffers with io_uring"),
     CLI_ON("buffered", O(buffered), "allow buffered I/O where O_DIRECT is unsupported"),
     CLI_STRING("file", O(file), "NAME", "test file name in each directory (default strata-iobench.dat)"),
@@ -35,7 +37,7 @@ static const cli_spec iobench_spec = {
     .command = "iobench",
     .usage = "usage: strata iobench --path DIR[,DIR...] [--size BYTES] [--block BYTES] [--qd N]\n"
              "                      [--engine auto|uring|psync] [--rw write|read|both] [--keep]\n"
-             "                      [--no-register] [--buffered] [--file NAME]",
+             "                      [--steady] [--no-register] [--buffered] [--file NAME]",
     .about = "Writes, then reads back, a file of --size bytes in each directory with\n"
              "sequential --block transfers, --qd in flight per directory, all directories\n"
              "at once, and reports GB/s (10^9 bytes/s) per directory and combined.",
@@ -87,6 +89,7 @@ int cmd_iobench(int argc, char **argv) {
     bc.write = do_write;
     bc.read = do_read;
     bc.keep = o.keep;
+    bc.steady = o.steady;
     const int n = dirs.n;
     io_bench_result r;
     st_status s = io_bench(&bc, &r, &err);

@@ -14,6 +14,7 @@ typedef struct plan_opts {
     const char *hw, *precision, *schedule;
     cli_model_flags shape;
     long global_batch, max_micro_batches, top;
+    int whole;
     double clip;
     uint64_t mem_device, mem_host;
 } plan_opts;
@@ -34,13 +35,15 @@ static const cli_flag plan_flags[] = {
     CLI_STRING("schedule", O(schedule), "S", "search only vertical or only horizontal (default both)"),
     CLI_INT("max-micro-batches", O(max_micro_batches), 1, 1 << 16, "M", "largest micro-batch count tried (default 64)"),
     CLI_INT("top", O(top), 1, PLAN_MAX_BEST, "K", "how many to print (default 5, at most " NUMBER_TEXT(PLAN_MAX_BEST) ")"),
+    CLI_ON("whole", O(whole), "only whole placements (each kind all in memory or all on the SSD)"),
 };
 
 static const cli_spec plan_spec = {
     .command = "plan",
     .usage = "usage: strata plan --hw FILE --global-batch N [--model NAME | --n-layer N --n-head N --d-model N]\n"
              "                   [--seq T] [--precision fp32|mixed] [--clip X] [--mem-device SIZE] [--mem-host SIZE]\n"
-             "                   [--schedule vertical|horizontal] [--max-micro-batches M] [--top K]",
+             "                   [--schedule vertical|horizontal] [--max-micro-batches M] [--top K]\n"
+             "                   [--whole]",
     .about = "Searches the schedule, the micro-batch size and count making up the global batch,\n"
              "the placement of each kind of state (host memory or SSD) and alpha, simulating\n"
              "every candidate that fits the budgets against the hardware description, and\n"
@@ -76,6 +79,7 @@ int cmd_plan(int argc, char **argv) {
     q.mem_host = mem_host;
     q.max_micro_batches = (int)o.max_micro_batches;
     q.n_best = (int)o.top;
+    q.whole_placements = o.whole;
     hw_desc hw;
     if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
     plan_result r;
@@ -91,8 +95,9 @@ int cmd_plan(int argc, char **argv) {
            mem_device ? st_format_bytes((double)mem_device, d, sizeof d) : "the machine's",
            mem_host ? st_format_bytes((double)mem_host, h, sizeof h) : "the machine's");
     printf("searched %d candidates, simulated %d (those that fit: the whole placements with the least state on the "
-           "SSD, and every whole placement with as much of its state kept in memory as fits)\n\n",
-           r.considered, r.simulated);
+           "SSD%s)\n\n",
+           r.considered, r.simulated,
+           q.whole_placements ? "; --whole: no kind split" : ", and every whole placement with as much of its state kept in memory as fits");
     printf("%-4s %-10s %-12s %-5s %-25s %10s %12s %-10s %-22s %s\n", "rank", "schedule", "micro-batch", "alpha",
            "on the SSD", "tokens/s", "model GFLOP/s", "bound by", "SSD per iter (r / w)", "memory (device + host)");
     for (int i = 0; i < r.n_best; i++) {
@@ -129,7 +134,7 @@ int cmd_plan(int argc, char **argv) {
                st_format_bytes(moved_u, rd, sizeof rd), st_format_bytes(moved_b, wr, sizeof wr),
                sim_resource_name(u->result.bottleneck));
     } else {
-        printf("no other placement fits the budgets\n");
+        printf("no other %splacement fits the budgets\n", q.whole_placements ? "whole " : "");
     }
     return 0;
 }

@@ -16,7 +16,7 @@
 #include "strata/sim.h"
 
 typedef struct simulate_opts {
-    const char *hw, *precision, *schedule, *offload, *trace;
+    const char *hw, *precision, *schedule, *offload, *optimizer_io, *trace;
     cli_model_flags shape;
     long micro_batch, grad_accum, global_batch, devices, iterations;
     double alpha, clip;
@@ -41,6 +41,9 @@ static const cli_flag simulate_flags[] = {
                "state on the SSD: weights,optim,acts,grads, KIND=SHARE (optim=0.6) or\n"
                "none (default none); auto: the placement with the least SSD traffic\n"
                "that fits the machine's memory, memory filled with whole units"),
+    CLI_STRING("optimizer-io", O(optimizer_io), "ORDER",
+               "how an optimizer job orders its SSD reads and writes: phased\n"
+               "(default, as train) or interleaved"),
     CLI_INT("devices", O(devices), 1, 4096, "N",
             "data-parallel devices on a gpu backend (default: the description's\n"
             "node.devices); each runs B x M sequences, state sharded ZeRO-3 style"),
@@ -55,7 +58,7 @@ static const cli_spec simulate_spec = {
              "                       [--micro-batch B] [--seq T] [--grad-accum M | --global-batch G]\n"
              "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
              "                       [--offload weights,optim=0.6,acts,grads|none|auto] [--devices N] [--iterations N]\n"
-             "                       [--trace FILE] [--json]",
+             "                       [--optimizer-io phased|interleaved] [--trace FILE] [--json]",
     .about = "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
              "against a hardware description ('strata probe' writes one for this machine) and\n"
              "predicts the steady iteration: time and tokens/s, where the compute thread's\n"
@@ -84,10 +87,11 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
                "over the interconnect at %.0f GB/s\n",
                r->devices, r->devices * c->B * c->micro_batches, hw->interconnect_gbps);
     sched_params sp = {.kind = c->schedule, .alpha = c->alpha, .clipping = c->clipping};
-    printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s\n",
+    const int opt_streams = placement_share(c->place, PLACE_OPTIM) > 0 || placement_share(c->place, PLACE_WEIGHTS) > 0;
+    printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s%s%s\n",
            c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", c->alpha,
            sched_deferred_share(&sp) != c->alpha ? " (clipping defers every step: 1.00)" : "", c->clipping ? "on" : "off",
-           where);
+           where, opt_streams ? ", optimizer I/O " : "", opt_streams ? opt_io_order_name(c->opt_io) : "");
     printf("hardware: %s (%s): %s, %d cores, %d SSD path%s\n", hw->name, hw_path, hw_backend_name(hw->backend),
            hw->cores, hw->n_ssd, hw->n_ssd == 1 ? "" : "s");
     printf("iteration: %.3f s steady (first %.3f s): %.1f tokens/s, %.2f model GFLOP/s%s\n", r->iter_s,
@@ -171,6 +175,7 @@ static void print_json(const char *hw_path, const hw_desc *hw, const sim_config 
     cJSON_AddNumberToObject(o, "grad_accum", c->micro_batches);
     cJSON_AddNumberToObject(o, "alpha", c->alpha);
     cJSON_AddStringToObject(o, "offload", where);
+    cJSON_AddStringToObject(o, "optimizer_io", opt_io_order_name(c->opt_io));
     cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
     cJSON_AddNumberToObject(o, "first_iter_s", r->first_iter_s);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
@@ -289,8 +294,12 @@ int cmd_simulate(int argc, char **argv) {
     sim_config c = sim_default_config();
     int auto_placement;
     if (cli_parse_schedule(o.schedule, &c.schedule, &err) != ST_OK || gpt_precision_parse(o.precision, &c.precision, &err) != ST_OK ||
-        cli_parse_offload(o.offload, 1, &c.place, &auto_placement, &err) != ST_OK || cli_model_config(&o.shape, &c.model, &err) != ST_OK)
+        cli_parse_offload(o.offload, 1, &c.place, &auto_placement, &err) != ST_OK || cli_model_config(&o.shape, &c.model, &err) != ST_OK ||
+        (o.optimizer_io && opt_io_order_parse(o.optimizer_io, &c.opt_io, &err) != ST_OK))
         return cli_usage_error("simulate", "%s", err.msg);
+    if (c.opt_io == OPT_IO_ALTERNATING)
+        return cli_usage_error("simulate", "--optimizer-io alternating is a way to measure the two orders in one run; "
+                               "simulate phased and interleaved each");
 
     hw_desc hw;
     if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);

@@ -34,7 +34,7 @@ typedef struct train_opts {
     long eval_every, eval_batches, log_every, save_every;
     const char *commit_every;
     uint64_t seed;
-    const char *mem_device, *mem_host, *trace, *plan, *hw, *resume;
+    const char *mem_device, *mem_host, *optimizer_io, *trace, *plan, *hw, *resume;
     int recompute, overwrite;
 } train_opts;
 
@@ -71,10 +71,16 @@ static const cli_flag train_flags[] = {
                "executor: state kept on the SSD store: weights,optim,acts,grads,\n"
                "a share of a kind's units as KIND=SHARE (optim=0.6), none, or\n"
                "auto (default: the least SSD traffic that fits the budgets,\n"
-               "memory filled with whole units)"),
+               "memory filled with whole units; with --hw FILE, the placement\n"
+               "the simulator predicts fastest)"),
     CLI_STRING("store", O(store), "DIRS", "store directories, comma separated, one per drive (default RUN_DIR/store)"),
     CLI_STRING("mem-device", O(mem_device), "SIZE",
                "executor: budget for the compute working set (e.g. 512M; default none)"),
+    CLI_STRING("optimizer-io", O(optimizer_io), "ORDER",
+               "executor: how an optimizer job orders its SSD reads and writes:\n"
+               "phased (default: groups of segments read, stepped, written back),\n"
+               "interleaved (read ahead, step, write behind), or alternating\n"
+               "(phased on even steps, interleaved on odd: to compare the two)"),
     CLI_STRING("trace", O(trace), "FILE", "executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"),
     CLI_STRING("mem-host", O(mem_host), "SIZE", "executor: budget for state kept in host memory (e.g. 2G; default none)"),
     CLI_STRING("plan", O(plan), "auto",
@@ -388,8 +394,11 @@ static int check_flags(session *s) {
     if ((o->mem_device && cli_parse_size("--mem-device", o->mem_device, &rc->mem_device, &err) != ST_OK) ||
         (o->mem_host && cli_parse_size("--mem-host", o->mem_host, &rc->mem_host, &err) != ST_OK))
         return cli_usage_error("train", "%s", err.msg);
-    if ((rc->mem_device || rc->mem_host || o->trace) && !rc->executor)
-        return cli_usage_error("train", "--mem-device, --mem-host and --trace need --schedule vertical or horizontal");
+    if ((rc->mem_device || rc->mem_host || o->trace || o->optimizer_io) && !rc->executor)
+        return cli_usage_error("train", "--mem-device, --mem-host, --optimizer-io and --trace need --schedule vertical or "
+                                        "horizontal");
+    if (o->optimizer_io && opt_io_order_parse(o->optimizer_io, &rc->opt_io, &err) != ST_OK)
+        return cli_usage_error("train", "--optimizer-io: %s", err.msg);
     rc->trace_path = o->trace;
     if (o->threads > 0) omp_set_num_threads((int)o->threads);
     o->threads = omp_get_max_threads();   /* recorded: a resumed run computes with as many */
@@ -447,6 +456,22 @@ static st_status build_train_config(session *s, st_error *err) {
     return train_config_check(tc, err);
 }
 
+/* What the planner is asked for this run: its model, batch, precision,
+ * clipping and budgets, the best candidate only. */
+static plan_request run_plan_request(const session *s) {
+    const train_run_config *rc = &s->rc;
+    plan_request q = plan_default_request();
+    q.model = rc->train.model;
+    q.T = rc->train.T;
+    q.global_batch = (int)s->o.batch;
+    q.precision = rc->train.precision;
+    q.clipping = rc->train.clip > 0;
+    q.mem_device = rc->mem_device;
+    q.mem_host = rc->mem_host;
+    q.n_best = 1;
+    return q;
+}
+
 /* --plan auto: the planner decides the schedule, micro-batch, placement and alpha. */
 static st_status plan_auto(session *s, st_error *err) {
     train_opts *o = &s->o;
@@ -459,15 +484,7 @@ static st_status plan_auto(session *s, st_error *err) {
     hw_desc hw;
     st_status st = hw_load_json(o->hw, &hw, err);
     if (st != ST_OK) return st;
-    plan_request q = plan_default_request();
-    q.model = rc->train.model;
-    q.T = rc->train.T;
-    q.global_batch = (int)o->batch;
-    q.precision = rc->train.precision;
-    q.clipping = rc->train.clip > 0;
-    q.mem_device = rc->mem_device;
-    q.mem_host = rc->mem_host;
-    q.n_best = 1;
+    const plan_request q = run_plan_request(s);
     plan_result pr;
     if ((st = plan_search(&hw, &q, &pr, err)) != ST_OK) return st;
     const plan_choice *best = &pr.best[0];
@@ -484,6 +501,33 @@ static st_status plan_auto(session *s, st_error *err) {
            hw.name, pr.simulated, o->schedule, rc->train.B, o->alpha, o->offload, best->result.iter_s,
            best->result.tokens_per_s, sim_resource_name(best->result.bottleneck));
     return train_config_check(&rc->train, err);
+}
+
+/* --offload auto with --hw FILE (and no --plan): the placement, fractions
+ * included, that the simulator predicts fastest within the budgets for the
+ * run's schedule, micro-batch and alpha (without a description the executor
+ * takes the least traffic, train_run_auto_placement). */
+static st_status offload_auto_by_time(session *s, st_error *err) {
+    train_opts *o = &s->o;
+    train_run_config *rc = &s->rc;
+    hw_desc hw;
+    st_status st = hw_load_json(o->hw, &hw, err);
+    if (st != ST_OK) return st;
+    plan_request q = run_plan_request(s);
+    q.micro_batches = q.max_micro_batches = rc->train.micro_batches;
+    q.schedule = (int)rc->schedule;
+    q.alpha = rc->alpha;
+    plan_result pr;
+    if ((st = plan_search(&hw, &q, &pr, err)) != ST_OK) return st;
+    const plan_choice *best = &pr.best[0];
+    rc->place = best->config.place;
+    o->offload = placement_name(rc->place, s->plan_list, sizeof s->plan_list);
+    s->auto_offload = 0;
+    printf("offload auto (%s, %d placements simulated): --offload %s; predicted %.2f s per step (%.0f tokens/s), "
+           "bound by %s\n",
+           hw.name, pr.simulated, o->offload, best->result.iter_s, best->result.tokens_per_s,
+           sim_resource_name(best->result.bottleneck));
+    return ST_OK;
 }
 
 /* The training and validation files, each checked now rather than at its
@@ -744,8 +788,10 @@ static void print_executor_plan(const session *s) {
     char placed[128];
     print_memory_need(rc);
     const int any_ssd = placement_any_ssd(rc->place);
-    printf("schedule: %s, alpha %.2f, on the SSD: %s; commits to %s\n", s->o.schedule, s->o.alpha,
-           any_ssd ? placement_name(rc->place, placed, sizeof placed) : "nothing", s->dirs.list);
+    const int opt_streams = placement_share(rc->place, PLACE_OPTIM) > 0 || placement_share(rc->place, PLACE_WEIGHTS) > 0;
+    printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s; commits to %s\n", s->o.schedule, s->o.alpha,
+           any_ssd ? placement_name(rc->place, placed, sizeof placed) : "nothing",
+           opt_streams ? ", optimizer I/O " : "", opt_streams ? opt_io_order_name(rc->opt_io) : "", s->dirs.list);
     print_split(&oc);
     layout_traffic traffic;
     st_error err = {0};
@@ -1032,6 +1078,8 @@ static int run_session(session *s) {
     signal(SIGTERM, on_signal);
     st_status st = build_train_config(s, &err);
     if (st == ST_OK && s->o.plan) st = plan_auto(s, &err);
+    else if (st == ST_OK && s->o.hw && s->auto_offload && s->rc.executor && (s->rc.mem_host || s->rc.mem_device))
+        st = offload_auto_by_time(s, &err);
     if (st == ST_OK) st = open_data(s, &err);
     if (st == ST_OK) st = open_run_dir(s, &err);
     if (st == ST_OK) {

@@ -145,10 +145,11 @@ static st_status run_passes(bench *b, io_bench_result *out, st_error *err) {
     const io_bench_config *c = b->cfg;
     st_status s;
     if (c->write) {
+        if (c->steady && (s = run_pass(b, PASS_WRITE, &out->write_total_s, err)) != ST_OK) return s;
         if ((s = run_pass(b, PASS_WRITE, &out->write_total_s, err)) != ST_OK) return s;
         for (int p = 0; p < c->n_dirs; p++) out->write_s[p] = b->bp[p].t_done - b->bp[p].t_start;
         /* Make the written data durable before timing reads (not timed, as fio). */
-        for (int p = 0; p < c->n_dirs; p++) {
+        for (int p = 0; p < c->n_dirs && !c->steady; p++) {
             io_request sy = {.op = IO_OP_SYNC, .file = b->bp[p].file};
             if ((s = io_run(b->eng, &sy, err)) != ST_OK) return s;
         }

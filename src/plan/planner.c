@@ -11,6 +11,7 @@ plan_request plan_default_request(void) {
     q.clipping = 1;
     q.schedule = -1;
     q.max_micro_batches = 64;
+    q.alpha = -1;
     q.n_best = 5;
     return q;
 }
@@ -27,6 +28,10 @@ static st_status check_request(const hw_desc *hw, const plan_request *q, st_erro
         return st_fail(err, ST_EINVAL, "plan: n_best %d must be in [1, %d]", q->n_best, PLAN_MAX_BEST);
     if (q->max_micro_batches < 1)
         return st_fail(err, ST_EINVAL, "plan: max_micro_batches %d must be at least 1", q->max_micro_batches);
+    if (q->micro_batches < 0 || (q->micro_batches > 0 && q->global_batch % q->micro_batches))
+        return st_fail(err, ST_EINVAL, "plan: %d micro-batches do not divide the global batch %d", q->micro_batches,
+                       q->global_batch);
+    if (q->alpha > 1 || q->alpha != q->alpha) return st_fail(err, ST_EINVAL, "plan: alpha %g must be at most 1", q->alpha);
     if (q->schedule != -1 && q->schedule != SCHED_VERTICAL && q->schedule != SCHED_HORIZONTAL)
         return st_fail(err, ST_EINVAL, "plan: unknown schedule %d", q->schedule);
     if (hw->n_ssd < 1 && (q->mem_host || q->mem_device))
@@ -98,9 +103,9 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
     for (int k = 0; k < 2; k++) {
         if (q->schedule != -1 && q->schedule != k) continue;
         for (int M = 1; M <= q->global_batch && M <= q->max_micro_batches; M++) {
-            if (q->global_batch % M) continue;
+            if (q->global_batch % M || (q->micro_batches && M != q->micro_batches)) continue;
             /* with clipping, vertical defers every step: alpha does not change its list */
-            const int n_alpha = q->clipping && k == SCHED_VERTICAL ? 1 : 4;
+            const int n_alpha = q->alpha >= 0 || (q->clipping && k == SCHED_VERTICAL) ? 1 : 4;
             for (int a = 0; a < n_alpha; a++) {
                 placement fitting[PLACEMENT_COUNT];
                 placement tried[PLACEMENT_COUNT * PLACEMENT_FILLS];   /* of this schedule, M and alpha */
@@ -111,7 +116,7 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     c.B = q->global_batch / M, c.T = q->T, c.micro_batches = M;
                     c.precision = q->precision;
                     c.schedule = (sched_kind)k;
-                    c.alpha = alphas[a];
+                    c.alpha = q->alpha >= 0 ? q->alpha : alphas[a];
                     c.clipping = q->clipping;
                     c.place = placement_at(p);
                     layout_memory m;
@@ -129,7 +134,10 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     fitting[n_fitting++] = c.place;
                     placement filled[PLACEMENT_FILLS];
                     fill_ctx fc = {.hw = hw, .q = q, .c = c};
-                    const int n_filled = placement_fills(c.place, q->model.n_layer + 1, placement_fits, &fc, filled);
+                    if (q->whole_placements && !minimal) continue;
+                    const int n_filled = q->whole_placements ? (filled[0] = c.place, 1)
+                                                             : placement_fills(c.place, q->model.n_layer + 1,
+                                                                               placement_fits, &fc, filled);
                     for (int r = 0; r < n_filled; r++) {
                         plan_choice ch = {.config = c};
                         ch.config.place = filled[r];

@@ -456,7 +456,7 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
     for (int p = 0; p < cfg->n_ssd; p++) {
         const char *dir = cfg->ssd_dirs[p];
         char size[32];
-        say(cfg, "SSD %s: O_DIRECT write, read, both at once (%s)...", dir,
+        say(cfg, "SSD %s: O_DIRECT overwrite, read back unsynced, both at once (%s)...", dir,
             st_format_bytes((double)cfg->ssd_bytes, size, sizeof size));
         io_bench_config bc = io_bench_default_config();
         bc.dirs = &dir;
@@ -464,6 +464,7 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
         bc.file_name = "strata-probe.dat";
         bc.size = cfg->ssd_bytes;
         bc.mixed = 1;
+        bc.steady = 1;   /* the rates the executor's store sees between commits */
         io_bench_result r;
         st_status s = io_bench(&bc, &r, err);
         if (s != ST_OK) return s;

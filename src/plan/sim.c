@@ -14,7 +14,9 @@
 enum { KIND_WEIGHTS = SCHED_LOAD_WEIGHTS, KIND_ACTS = SCHED_LOAD_ACTS, KIND_GRADS = SCHED_LOAD_GRADS,
        N_KINDS = SCHED_LOAD_KINDS };
 enum { C_READY, C_RUNNING, C_WAITING, C_DONE };
-enum { W_IDLE, W_FILL, W_STREAM, W_DRAIN };   /* optimizer job phases: first read, I/O beside AdamW, last write */
+/* optimizer job phases: the first read (phased: every read, AdamW beside), I/O beside AdamW (phased: the
+ * AdamW left), the last write (phased: every write) */
+enum { W_IDLE, W_FILL, W_STREAM, W_DRAIN };
 
 #define LINK HW_MAX_SSD         /* index of the link in a transfer's parts */
 #define IC (HW_MAX_SSD + 1)     /* index of the interconnect (data-parallel collectives) */
@@ -43,7 +45,7 @@ typedef struct job {
     int after;                     /* the transfer bringing its gradients to the host (GPU backend), or -1 */
     double lo, hi;
     double fill_read, stream_read, stream_write, drain_write;   /* SSD bytes per phase */
-    double adamw_s;                /* at full speed */
+    double fill_adamw_s, adamw_s;  /* AdamW beside the first read, and in the stream: at full speed */
 } job;
 
 typedef struct list_stats {
@@ -252,7 +254,7 @@ static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const
 
 /* ---- the optimizer worker ------------------------------------------------------------- */
 
-static int adamw_active(const sim *s) { return s->wphase == W_STREAM && s->adamw_left > 0; }
+static int adamw_active(const sim *s) { return (s->wphase == W_FILL || s->wphase == W_STREAM) && s->adamw_left > 0; }
 
 /* What the worker's current job waits on now. */
 static sim_resource worker_blame(const sim *s, const int *nr, const int *nw, const int *nl, double adamw_rate) {
@@ -284,9 +286,15 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
     job j = {.seq = s->seq, .task = task, .unit = t->unit, .deferred = t->deferred, .lo = t->lo, .hi = t->hi,
              .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1};
     if (len > 0) {
-        /* the executor streams the share in the layout's segments: the first
-         * is read before AdamW starts, the last written after it ends */
-        double first = 0, last = 0;
+        /* the executor streams the share in the layout's segments. Interleaved:
+         * the first is read before AdamW starts, the last written after it
+         * ends, and the rest moves beside AdamW. Phased: groups of
+         * LAYOUT_OPT_SLOTS segments are read (AdamW stepping each segment as
+         * it arrives, so only a group's last segment is stepped after its
+         * reads), then written back; modelled as the job's reads, then its
+         * writes: the same bytes at the same rates, in two phases rather than
+         * one pair per group, which keeps the events per job few */
+        double first = 0, last = 0, segs = 0, exposed = 0;   /* exposed: elements of each group's last segment */
         const size_t a = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->lo : 0.0);
         const size_t b = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->hi : 1.0);
         for (int part = 0; part < 2; part++)
@@ -296,12 +304,22 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
                 if (lo < a || hi > b) continue;
                 if (first == 0) first = (double)(hi - lo);
                 last = (double)(hi - lo);
+                if ((size_t)segs % LAYOUT_OPT_SLOTS == LAYOUT_OPT_SLOTS - 1) exposed += last;
+                segs++;
             }
-        j.fill_read = first > 0 ? read * first / len : read;
-        j.stream_read = read - j.fill_read;
-        j.drain_write = last > 0 ? write * last / len : write;
-        j.stream_write = write - j.drain_write;
-        j.adamw_s = len / s->adamw_rate;
+        if ((size_t)segs % LAYOUT_OPT_SLOTS) exposed += last;
+        const double adamw = len / s->adamw_rate;
+        if (s->lay.p.opt_io == OPT_IO_PHASED) {
+            j.fill_read = read, j.drain_write = write;
+            j.adamw_s = segs > 0 ? adamw * exposed / len : adamw;
+            j.fill_adamw_s = adamw - j.adamw_s;
+        } else {
+            j.fill_read = first > 0 ? read * first / len : read;
+            j.stream_read = read - j.fill_read;
+            j.drain_write = last > 0 ? write * last / len : write;
+            j.stream_write = write - j.drain_write;
+            j.adamw_s = adamw;
+        }
     }
     s->jobs[s->njobs++] = j;
     s->unit_jobs[t->unit]++;
@@ -318,12 +336,13 @@ static int step_worker(sim *s) {
         s->job_start = s->t;
         s->wx[0] = xfer_start(s, j->fill_read, 0, 0, 0);
         s->wx[1] = -1;
+        s->adamw_left = j->fill_adamw_s;
         xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
         return 1;
     }
     const job *j = &s->jobs[s->job_head];
     if (s->wphase == W_FILL) {
-        if (!xfer_done(s, s->wx[0])) return 0;
+        if (!xfer_done(s, s->wx[0]) || s->adamw_left > 0) return 0;
         s->wphase = W_STREAM;
         s->wx[0] = xfer_start(s, j->stream_read, 0, 0, 0);
         s->wx[1] = xfer_start(s, j->stream_write, 1, 0, 0);
@@ -699,6 +718,9 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
         return st_fail(err, ST_EINVAL, "hw: ssd: the description has no SSD path, but the configuration places state on "
                        "the SSD");
     if (c->optimizer_segment == 0) c->optimizer_segment = (size_t)2 << 20;
+    if (c->opt_io != OPT_IO_PHASED && c->opt_io != OPT_IO_INTERLEAVED)
+        return st_fail(err, ST_EINVAL, "optimizer I/O order %s: the simulator models phased and interleaved (simulate "
+                       "each of what alternating runs)", opt_io_order_name(c->opt_io));
     if (c->devices < 0) return st_fail(err, ST_EINVAL, "devices %d must be >= 1 (0: the description's node.devices)", c->devices);
     if (hw->backend != HW_BACKEND_GPU) {
         if (c->devices > 1)

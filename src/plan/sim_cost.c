@@ -24,7 +24,7 @@ layout_params sim_layout_params(const sim_config *c) {
     return (layout_params){.model = c->model, .precision = c->precision, .B = c->B, .T = c->T,
                            .micro_batches = c->micro_batches, .schedule = c->schedule, .alpha = c->alpha,
                            .clipping = c->clipping, .place = c->place, .segment_elems = c->optimizer_segment,
-                           .has_store = 1};
+                           .opt_io = c->opt_io, .has_store = 1};
 }
 
 st_status sim_layout(const sim_config *c, run_layout *out, st_error *err) {
@@ -51,6 +51,7 @@ offload_config sim_offload_config(const sim_config *c) {
     oc.alpha = c->alpha;
     oc.place = c->place;
     oc.segment_elems = c->optimizer_segment;
+    oc.opt_io = c->opt_io;
     oc.n_store_paths = 1;   /* strata train always has a store to commit to: its staging buffer counts */
     return oc;
 }

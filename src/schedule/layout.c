@@ -11,6 +11,16 @@ sched_params layout_sched_params(const layout_params *p) {
                           .separate_device = p->separate_device};
 }
 
+static const char *const opt_io_names[OPT_IO_ORDERS] = {"phased", "interleaved", "alternating"};
+
+const char *opt_io_order_name(opt_io_order o) { return o >= 0 && o < OPT_IO_ORDERS ? opt_io_names[o] : "?"; }
+
+st_status opt_io_order_parse(const char *s, opt_io_order *out, st_error *err) {
+    for (int o = 0; o < OPT_IO_ORDERS; o++)
+        if (s && !strcmp(s, opt_io_names[o])) return *out = (opt_io_order)o, ST_OK;
+    return st_fail(err, ST_EINVAL, "optimizer I/O order '%s': must be phased, interleaved or alternating", s ? s : "");
+}
+
 uint64_t layout_io_bytes(uint64_t bytes) { return store_padded_bytes(bytes) + 4096; }
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }

@@ -14,7 +14,7 @@ layout_params offload_layout_params(const offload_config *cfg) {
     const train_config *tc = &cfg->train;
     return (layout_params){.model = tc->model, .precision = tc->precision, .B = tc->B, .T = tc->T,
                            .micro_batches = tc->micro_batches, .schedule = cfg->schedule, .alpha = cfg->alpha,
-                           .clipping = tc->clip > 0, .place = cfg->place, .segment_elems = cfg->segment_elems,
+                           .clipping = tc->clip > 0, .place = cfg->place, .segment_elems = cfg->segment_elems, .opt_io = cfg->opt_io,
                            .has_store = cfg->n_store_paths > 0, .resuming = cfg->n_resume_paths > 0,
                            .separate_device = !train_config_backend(tc)->unified};
 }

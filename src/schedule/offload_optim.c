@@ -1,7 +1,8 @@
 /* offload_optim.c - one optimizer job (offload_internal.h): AdamW on a
  * share of a unit, from and to host memory, or with the state on the SSD
- * streamed through LAYOUT_OPT_SLOTS slots: segment j+1 is read ahead while
- * j is stepped, and j-1 is still being written behind. Runs on the worker. */
+ * streamed through LAYOUT_OPT_SLOTS slots in the layout's opt_io order:
+ * phased (groups of segments read, stepped, written back) or interleaved
+ * (read ahead, step, write behind). Runs on the worker. */
 #include <stdio.h>
 #include <string.h>
 
@@ -95,17 +96,11 @@ static void step_elements(opt_stream *os, const opt_job *job, const float *grads
     }
 }
 
-st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_error *err) {
+/* Interleaved: segment j+1 is read ahead while j is stepped, and j-1 is
+ * still being written behind. */
+static st_status stream_interleaved(opt_stream *os, const opt_job *job, const float *g, int part, st_error *err) {
     const run_layout *l = os->env->lay;
-    const sched_task *k = &job->task;
-    const int u = k->unit;
-    const size_t a = layout_bound(l, u, k->lo), b = layout_bound(l, u, k->hi);
-    if (a >= b) return ST_OK;
-    if (!layout_on_ssd(l, PLACE_OPTIM, u) && !layout_on_ssd(l, PLACE_WEIGHTS, u)) {
-        step_elements(os, job, g, NULL, a, b);
-        return ST_OK;
-    }
-    const int part = a < l->units[u].split ? 0 : 1;
+    const int u = job->task.unit;
     const size_t nseg = l->units[u].segs[part];
     st_status s = slot_read(os, &os->slot[0], u, part, 0, err);
     for (size_t j = 0; j < nseg && s == ST_OK; j++) {
@@ -121,7 +116,48 @@ st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_
         step_elements(os, job, g, cur, lo, hi);
         s = slot_write(os, cur, err);
     }
-    /* the job is done when its writes are: the unit's next weight load reads them */
+    return s;
+}
+
+/* Phased: a group of LAYOUT_OPT_SLOTS segments is read, each stepped as it
+ * arrives, then the group is written back and waited for before the next
+ * group's reads: the job never has reads and writes queued together. */
+static st_status stream_phased(opt_stream *os, const opt_job *job, const float *g, int part, st_error *err) {
+    const run_layout *l = os->env->lay;
+    const int u = job->task.unit;
+    const size_t nseg = l->units[u].segs[part];
+    st_status s = ST_OK;
+    for (size_t j0 = 0; j0 < nseg && s == ST_OK; j0 += LAYOUT_OPT_SLOTS) {
+        const size_t n = nseg - j0 < LAYOUT_OPT_SLOTS ? nseg - j0 : LAYOUT_OPT_SLOTS;
+        for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_read(os, &os->slot[i], u, part, j0 + i, err);
+        for (size_t i = 0; i < n && s == ST_OK; i++) {
+            if ((s = slot_wait(os, &os->slot[i], 0, err)) != ST_OK) break;
+            size_t lo, hi;
+            layout_segment_range(l, u, part, j0 + i, &lo, &hi);
+            step_elements(os, job, g, &os->slot[i], lo, hi);
+        }
+        for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_write(os, &os->slot[i], err);
+        for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_wait(os, &os->slot[i], 1, err);
+    }
+    return s;
+}
+
+st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_error *err) {
+    const run_layout *l = os->env->lay;
+    const sched_task *k = &job->task;
+    const int u = k->unit;
+    const size_t a = layout_bound(l, u, k->lo), b = layout_bound(l, u, k->hi);
+    if (a >= b) return ST_OK;
+    if (!layout_on_ssd(l, PLACE_OPTIM, u) && !layout_on_ssd(l, PLACE_WEIGHTS, u)) {
+        step_elements(os, job, g, NULL, a, b);
+        return ST_OK;
+    }
+    const int part = a < l->units[u].split ? 0 : 1;
+    const opt_io_order order = l->p.opt_io;
+    const int phased = order == OPT_IO_PHASED || (order == OPT_IO_ALTERNATING && job->step_t % 2 == 0);
+    st_status s = phased ? stream_phased(os, job, g, part, err) : stream_interleaved(os, job, g, part, err);
+    /* the job is done when its writes are: the unit's next weight load reads
+     * them (after an error too: no op may outlive its slot's buffers) */
     for (int i = 0; i < LAYOUT_OPT_SLOTS; i++) {
         s = first_error(s, slot_wait(os, &os->slot[i], 0, s == ST_OK ? err : NULL));
         s = first_error(s, slot_wait(os, &os->slot[i], 1, s == ST_OK ? err : NULL));

@@ -74,6 +74,15 @@ assert v["iter_s"] > 0 and h["iter_s"] > 0 and v["tokens_per_s"] > 0
 assert h["bytes_read"]["weights"] == 4 * v["bytes_read"]["weights"], (v["bytes_read"], h["bytes_read"])
 assert v["bytes_read"]["master"] == h["bytes_read"]["master"]
 PY
+sim --grad-accum 4 --offload weights,optim --optimizer-io interleaved --json >"$tmp/i.json" 2>"$tmp/err"
+check "simulate --optimizer-io: the order is the JSON's, phased by default" "$PY" - "$tmp/v.json" "$tmp/i.json" <<'PY'
+import json, sys
+p, i = (json.load(open(f)) for f in sys.argv[1:3])
+assert p["optimizer_io"] == "phased" and i["optimizer_io"] == "interleaved", (p["optimizer_io"], i["optimizer_io"])
+assert p["bytes_read"] == i["bytes_read"] and p["iter_s"] != i["iter_s"]
+PY
+expect_rc "simulate: --optimizer-io alternating is the executor's measuring aid" 2 "simulate phased and interleaved each" \
+  sim --optimizer-io alternating
 sim --trace "$tmp/sim.trace.json" >/dev/null 2>"$tmp/err"
 check "simulate --trace writes a Chrome trace" "$PY" -c \
   "import json,sys; d=json.load(open('$tmp/sim.trace.json')); assert any(e.get('ph')=='X' for e in d['traceEvents'])"

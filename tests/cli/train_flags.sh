@@ -25,6 +25,10 @@ expect_rc "--eval-batches 0 is a usage error, not NaN in metrics" 2 "--eval-batc
 expect_rc "--seq past INT_MAX is out of range, not truncated to 16" 2 "--seq 4294967312: must be in \[1, " \
   run --seq 4294967312 --run-dir "$tmp/r3"
 expect_rc "--seed ' -1' is refused, not wrapped" 2 "--seed" run --seed " -1" --run-dir "$tmp/r3b"
+expect_rc "--optimizer-io names the orders it knows" 2 "phased, interleaved or alternating" \
+  run --optimizer-io sideways --run-dir "$tmp/r3c"
+expect_rc "--optimizer-io needs the executor" 2 "need --schedule vertical or horizontal" \
+  run --optimizer-io phased --schedule memory --run-dir "$tmp/r3d"
 printf '{"steps": 2}\n' >"$tmp/c1.json"
 expect_rc "--config twice is a usage error" 2 "--config" \
   run --config "$tmp/c1.json" --config "$tmp/c1.json" --run-dir "$tmp/r4"

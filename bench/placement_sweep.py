@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""placement_sweep.py - bench/placement_sweep.sh's helper (stdlib only).
+
+  smallest FILE               the smallest host share in strata plan's failure message, in whole MiB (rounded up)
+  budgets SMALL_MIB WHOLE_BYTES POINTS
+                              the sweep's budgets in MiB, one a line: POINTS evenly spaced from SMALL_MIB to
+                              the whole state (rounded up), and half the state if not among them ("MIB half")
+  placements FILE N           the first N distinct placements of a strata plan table, in rank order, each with
+                              the schedule, micro-batch and alpha ranked first for it: "SCHED B ALPHA OFFLOAD"
+  best FILE                   strata plan's best line: "SCHED B ALPHA OFFLOAD SECONDS"
+  json FILE KEY[.KEY...]      one value of a JSON file (strata simulate --json, strata probe)
+  steptime RUN_DIR            the mean step time of steps 2.. of RUN_DIR/metrics.jsonl
+  report OUT MODEL SEQ STEPS  the markdown report from OUT/sweep.tsv, the runs' logs and metrics
+"""
+import json
+import math
+import os
+import re
+import sys
+
+MIB = 1 << 20
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def smallest(path):
+    text = open(path).read()
+    m = re.search(r"the smallest host share ([\d.]+) (B|KiB|MiB|GiB|TiB)", text)
+    if not m:
+        sys.exit(f"no 'smallest host share' in {path}:\n{text}")
+    print(math.ceil(float(m.group(1)) * UNITS[m.group(2)] / MIB))
+
+
+def budgets(small, whole_bytes, points):
+    small, whole_bytes, points = int(small), int(whole_bytes), int(points)
+    whole = math.ceil(whole_bytes / MIB)
+    half = round(whole_bytes / 2 / MIB)
+    if points < 2 or whole <= small:
+        sys.exit(f"no sweep: {points} points from {small} MiB to the whole state, {whole} MiB")
+    out = sorted({small + round(i * (whole - small) / (points - 1)) for i in range(points)})
+    if half >= small and half not in out:
+        out = sorted(out + [half])
+    for b in out:
+        print(b, "half" if b == half else "")
+
+
+def table(path):
+    """Rows of a strata plan table: (schedule, B, alpha, offload)."""
+    rows = []
+    for line in open(path):
+        f = line.split()
+        # rank schedule B x M alpha offload tokens/s ...
+        if len(f) >= 7 and f[0].isdigit() and f[1] in ("vertical", "horizontal") and f[3] == "x":
+            rows.append((f[1], f[2], f[5], f[6]))
+    return rows
+
+
+def placements(path, n):
+    seen = []
+    for sched, b, alpha, offload in table(path):
+        if offload not in [s[3] for s in seen]:
+            seen.append((sched, b, alpha, offload))
+    if not seen:
+        sys.exit(f"no ranked configurations in {path}")
+    for p in seen[:int(n)]:
+        print(*p)
+
+
+def best(path):
+    text = open(path).read()
+    m = re.search(r"^best: --schedule (\S+) --micro-batch (\d+) --alpha (\S+) --offload (\S+): ([\d.]+) s per iteration",
+                  text, re.M)
+    if not m:
+        sys.exit(f"no 'best:' line in {path}")
+    print(*m.groups())
+
+
+def get(path, key):
+    v = json.load(open(path))
+    for k in key.split("."):
+        v = v[int(k)] if isinstance(v, list) else v[k]
+    print(v)
+
+
+def steptime(run_dir):
+    rows = [json.loads(l) for l in open(f"{run_dir}/metrics.jsonl") if '"step_s"' in l]
+    times = [r["step_s"] for r in rows if r["step"] >= 2]
+    print(f"{sum(times) / len(times):.3f}")
+
+
+# ---------------------------------------------------------------- report
+
+def run(out, name, steps):
+    """Measured figures of run NAME, or None when it did not finish."""
+    log = f"{out}/run-{name}.log"
+    if not os.path.exists(log) or not re.search(r"^done:", open(log).read(), re.M):
+        return None
+    text = open(log).read()
+    rows = [json.loads(l) for l in open(f"{out}/run-{name}/metrics.jsonl") if '"step_s"' in l]
+    times = [r["step_s"] for r in rows if r["step"] >= 2]
+    r = {"step_s": sum(times) / len(times), "steps": times}
+    m = re.search(r"SSD traffic per step of this schedule and placement: .* \((\d+), (\d+) bytes\)", text)
+    r["read"], r["written"] = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+    m = re.search(r"peak resident ([\d.]+ \S+)", text)
+    r["rss"] = m.group(1) if m else "?"
+    m = re.search(r"compute thread: computing ([\d.]+) s, waiting ([\d.]+) s \(on the SSD ([\d.]+) s, "
+                  r"the optimizer ([\d.]+) s\)", text)
+    r["wait"] = f"{m.group(1)} / {m.group(3)} / {m.group(4)}" if m else "?"
+    return r
+
+
+def sim(out, name, which):
+    path = f"{out}/run-{name}.sim-{which}.json"
+    try:
+        return json.load(open(path))["iter_s"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def disk(path):
+    try:
+        s = json.load(open(path))["ssd"][0]
+        return f"read {s['read_gbps']:.3f} GB/s, write {s['write_gbps']:.3f} GB/s"
+    except (OSError, ValueError, KeyError, IndexError):
+        return "not measured"
+
+
+def report(out, model, seq, steps):
+    steps = int(steps)
+    meta = dict(l.rstrip("\n").split("\t", 1) for l in open(f"{out}/sweep.meta"))
+    whole_bytes = int(meta["whole_bytes"])
+    points = {}          # budget MiB -> {"half": bool, "binary": [row...], "fractional": row}
+    for line in open(f"{out}/sweep.tsv"):
+        mib, half, role, name, sched, b, alpha, offload, plan_s = line.rstrip("\n").split("\t")
+        p = points.setdefault(int(mib), {"half": half == "half", "binary": [], "fractional": None})
+        row = {"name": name, "sched": sched, "b": b, "alpha": alpha, "offload": offload,
+               "plan_s": float(plan_s) if plan_s != "-" else None, "role": role,
+               "run": run(out, name, steps), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end")}
+        if role.startswith("binary"):
+            p["binary"].append(row)
+        else:
+            p["fractional"] = row
+    mem = run(out, "memory", steps)
+
+    def place(r):
+        return f"{r['offload']} ({r['sched'][0]}, a {float(r['alpha']):.2f})"
+
+    def s(x):
+        return f"{x:.3f}" if x is not None else "-"
+
+    def err(r):
+        if r["run"] is None or r["pred"] is None:
+            return None
+        return 100 * (r["pred"] - r["run"]["step_s"]) / r["run"]["step_s"]
+
+    def pct(x):
+        return f"{x:+.1f}" if x is not None else "-"
+
+    L = []
+    L.append(f"{model}, mixed precision, batch 1 x {seq} tokens, clipping off; step time = mean of steps 2..{steps}; "
+             f"disk (strata probe): at the start {disk(out + '/hw.json')}, at the end {disk(out + '/hw-end.json')}")
+    L.append("")
+    L.append(f"whole state in memory (strata simulate --offload none, host): {whole_bytes} bytes "
+             f"({whole_bytes / MIB:.1f} MiB); smallest budget that plans (strata plan's smallest host share, "
+             f"rounded up to a MiB): {meta['small_mib']} MiB. Predictions: strata simulate --json iter_s, same flags, "
+             f"with this machine probed at the start at the sweep's shape (OUT/hw.json) and its disk re-measured right before "
+             f"each run (OUT/run-NAME.hw.json). Every executor run had --mem-host = its budget. "
+             f"Placement = what is on the SSD (schedule v/h, alpha); err % = (predicted - measured) / measured.")
+    L.append("")
+    L.append("| budget GiB | % of state | best binary placement | measured s | predicted s | err % | other binary: placement, "
+             "measured s | fractional placement (plan's best) | measured s | predicted s | err % | speed-up frac/bin | "
+             "in-memory s |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    curve = []           # (budget, fractional measured s)
+    half_speedup = None
+    for mib in sorted(points):
+        p = points[mib]
+        done = [r for r in p["binary"] if r["run"]]
+        bb = min(done, key=lambda r: r["run"]["step_s"]) if done else (p["binary"][0] if p["binary"] else None)
+        others = [r for r in p["binary"] if r is not bb]
+        fr = p["fractional"]
+        other = "; ".join(f"{place(o)}, {s(o['run']['step_s']) if o['run'] else 'failed'}" for o in others) or "(plan --whole ranks one)"
+        speed = None
+        if bb and bb["run"] and fr and fr["run"]:
+            speed = bb["run"]["step_s"] / fr["run"]["step_s"]
+            curve.append((mib, fr["run"]["step_s"]))
+        if p["half"]:
+            half_speedup = speed
+        fr_place = "-"
+        if fr:
+            fr_place = place(fr) + (" = the best binary" if fr["role"] == "fractional-whole" and bb and fr["name"] == bb["name"]
+                                    else " (whole)" if fr["role"] == "fractional-whole" else "")
+        label = f"{mib / 1024:.3f}" + (" (half)" if p["half"] else "")
+        L.append(f"| {label} | {100 * mib * MIB / whole_bytes:.0f}% | {place(bb) if bb else '-'} | "
+                 f"{s(bb['run']['step_s']) if bb and bb['run'] else 'failed'} | {s(bb['pred']) if bb else '-'} | "
+                 f"{pct(err(bb)) if bb else '-'} | {other} | {fr_place} | "
+                 f"{s(fr['run']['step_s']) if fr and fr['run'] else 'failed'} | {s(fr['pred']) if fr else '-'} | "
+                 f"{pct(err(fr)) if fr else '-'} | {f'{speed:.2f}x' if speed else '-'} | "
+                 f"{s(mem['step_s']) if mem else 'failed'} |")
+    L.append("")
+
+    # Target checks
+    L.append("Targets:")
+    half = [m for m in points if points[m]["half"]]
+    if half_speedup is None:
+        L.append(f"- half the state ({half[0] if half else '-'} MiB): no speed-up measured -> not checked")
+    else:
+        L.append(f"- half the state ({half[0]} MiB): fractional {half_speedup:.2f}x the best binary placement's speed "
+                 f"(target >= 1.4x): {'PASS' if half_speedup >= 1.4 else 'FAIL'}")
+    steps_txt, monotone = [], True
+    desc = sorted(curve, reverse=True)
+    for (b1, t1), (b0, t0) in zip(desc, desc[1:]):
+        growth = 100 * (t0 / t1 - 1)
+        steps_txt.append(f"{b1}->{b0} MiB {growth:+.0f}%")
+        if t0 < t1 * 0.95:
+            monotone = False
+    if len(desc) >= 2:
+        L.append(f"- fractional time as the budget shrinks (each step down): {', '.join(steps_txt)}; "
+                 f"monotone within 5% noise: {'PASS' if monotone else 'FAIL'}; largest step "
+                 f"{max(t0 / t1 for (_, t1), (_, t0) in zip(desc, desc[1:])):.2f}x")
+    else:
+        L.append("- fractional curve: fewer than two measured points -> not checked")
+    runs, seen = [], set()
+    for mib in points:
+        for r in points[mib]["binary"] + ([points[mib]["fractional"]] if points[mib]["fractional"] else []):
+            if r["name"] not in seen and r["run"] and r["pred"] is not None:
+                seen.add(r["name"])
+                runs.append(r)
+    within = [r for r in runs if abs(err(r)) <= 10]
+    if runs:
+        share = len(within) / len(runs)
+        L.append(f"- predictions within 10% of measured: {len(within)} of {len(runs)} executor runs ({100 * share:.0f}%, "
+                 f"target >= 80%): {'PASS' if share >= 0.8 else 'FAIL'}")
+    plan_off = [r for r in runs if r["plan_s"] and abs(r["pred"] / r["plan_s"] - 1) > 0.01]
+    if plan_off:
+        L.append(f"- note: strata simulate and strata plan disagree by more than 1% for "
+                 f"{', '.join(r['name'] for r in plan_off)}")
+    L.append("")
+
+    # Every run
+    L.append("| run | measured s (steps 2..) | predicted s (disk before the run / machine at the end) | err % (before / after) | "
+             "SSD per step r / w MiB | compute: computing / waiting on SSD / on optimizer s | peak RSS |")
+    L.append("|---|---|---|---|---|---|---|")
+    failed = [r for mib in sorted(points) for r in points[mib]["binary"] + [points[mib]["fractional"]]
+              if r and r["run"] is None and r["name"] not in seen]
+    for r in runs + failed:
+        m = r["run"]
+        if m is None:
+            L.append(f"| {r['name']} | failed | {s(r['pred'])} / {s(r['pred_end'])} | - | - | - | - |")
+            continue
+        e_end = 100 * (r["pred_end"] - m["step_s"]) / m["step_s"] if r["pred_end"] else None
+        per_step = ", ".join(f"{t:.2f}" for t in m["steps"])
+        traffic = f"{m['read'] / MIB:.0f} / {m['written'] / MIB:.0f}"
+        L.append(f"| {r['name']} | {s(m['step_s'])} ({per_step}) | {s(r['pred'])} / {s(r['pred_end'])} | "
+                 f"{pct(err(r))} / {pct(e_end)} | {traffic} | {m['wait']} | {m['rss']} |")
+    if mem:
+        L.append(f"| memory (in-memory trainer) | {s(mem['step_s'])} ({', '.join(f'{t:.2f}' for t in mem['steps'])}) | - | - | "
+                 f"0 / 0 | - | {mem['rss']} |")
+    print("\n".join(L))
+
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "json": get, "steptime": steptime,
+     "report": report}[cmd](*args)

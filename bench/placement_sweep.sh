@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# placement_sweep.sh - issue 13's benchmark: fractional against binary
+# placement over a host-memory budget sweep. gpt2-350m, mixed precision, no
+# clipping, a batch where the SSD matters (1 x 128 tokens); host budgets
+# from the smallest that plans (everything on the SSD) to the whole state in
+# memory, POINTS evenly spaced plus half the state (the target point).
+#
+#   bench/placement_sweep.sh [STRATA] [OUT_DIR] [STEPS]
+#   defaults: build/strata bench/results/placement 4
+#   env: POINTS (7) budgets evenly spaced; MODEL (gpt2-350m) and SEQ (128) to
+#   try the script on a small model (MODEL=gpt2-mini SEQ=64 POINTS=5);
+#   PROBE_SIZE (2G) the probe's test file per disk measurement; RESUME=1 keeps the
+#   runs (and the first disk measurement, so that the plans come out the
+#   same) that finished in OUT_DIR before and runs the rest.
+#
+# Per budget (every executor run gets --mem-host = the budget, so that the
+# executor enforces it too):
+#   - binary: strata plan --whole (each kind of state all in memory or all
+#     on the SSD), its first two distinct placements in rank order, each with
+#     the schedule and alpha ranked first for it, both measured; the best
+#     binary placement is the faster measured one;
+#   - fractional: strata plan's best (kinds may be split, optim=0.56); when
+#     that is a whole placement already measured it is not run again;
+#   - for every run the simulator's prediction: strata simulate --json with
+#     the same flags, against this machine measured at the start (compute at
+#     the sweep's shape) with the disk re-measured right before the run (and,
+#     for comparison, against the description measured at the end).
+# Once: the in-memory trainer (--schedule memory), the bound.
+# Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
+# iteration warms buffers up). The machine is probed (strata probe at the
+# sweep's model and batch: compute, AdamW, contention, the disk) at the
+# start into OUT_DIR/hw.json and at the end into OUT_DIR/hw-end.json, and
+# the disk again (strata probe --update) before each run: this machine's
+# compute and disk rates drift by tens of percent within minutes.
+#
+# Output: OUT_DIR/placement_sweep.md (also printed), one row per budget and
+# the issue's three target checks, then every run; raw logs in
+# OUT_DIR/run-*.log, plans in OUT_DIR/plan-*.txt, predictions in
+# OUT_DIR/run-*.sim-{start,end}.json. Stores and weights are deleted after
+# each run.
+set -euo pipefail
+STRATA=${1:-build/strata}
+OUT=${2:-bench/results/placement}
+STEPS=${3:-4}
+POINTS=${POINTS:-7}
+MODEL=${MODEL:-gpt2-350m}
+SEQ=${SEQ:-128}
+PROBE_SIZE=${PROBE_SIZE:-2G}
+BINARY=2                       # binary placements measured per budget
+DATA=data/corpus-gpt2
+PY=/usr/bin/python3
+HELP="$PY $(dirname "$0")/placement_sweep.py"
+SHAPE=(--model "$MODEL" --seq "$SEQ" --precision mixed --clip 0)
+
+[ -x "$STRATA" ] || { echo "no strata binary at $STRATA (build first)" >&2; exit 1; }
+[ -d "$DATA" ] || { echo "no dataset at $DATA: run scripts/demo.sh or scripts/make_corpus.sh + strata prepare" >&2; exit 1; }
+[ "$STEPS" -ge 2 ] || { echo "STEPS must be at least 2 (step 1 is left out)" >&2; exit 1; }
+mkdir -p "$OUT"
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+started=$SECONDS
+
+# This machine now, into FILE: everything (no FROM), or the disk of FROM
+# again (the rest of FROM kept).
+probe() {
+    local file=$1 from=${2:-}
+    rm -rf "$OUT/probe"
+    mkdir -p "$OUT/probe"
+    if [ -z "$from" ]; then
+        log "probe: this machine at ${MODEL} 1 x ${SEQ} into $file"
+        "$STRATA" probe --store "$OUT/probe" --size "$PROBE_SIZE" --model "$MODEL" --micro-batch 1 --seq "$SEQ" \
+            --out "$file" >"$file.log" 2>&1
+    else
+        "$STRATA" probe --update "$from" --store "$OUT/probe" --size "$PROBE_SIZE" --out "$file" >"$file.log" 2>&1
+    fi || { echo "probe failed:" >&2; tail -3 "$file.log" >&2; exit 1; }
+    rm -rf "$OUT/probe"
+}
+
+# One training run; its log and metrics stay in $OUT/run-NAME, its store
+# (as large as the model's state) and weights are deleted afterwards. A run that already
+# finished in $OUT is kept (RESUME=1), and so is one this sweep ran already.
+# A failed run is reported and the sweep goes on (the report says 'failed').
+declare -A ran=()
+failures=0
+train() {
+    local name=$1; shift
+    [ -z "${ran[$name]:-}" ] || return 0
+    ran[$name]=1
+    if [ "${RESUME:-0}" = 1 ] && grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
+        log "run $name: kept from before"
+        return
+    fi
+    log "run $name"
+    if ! "$STRATA" train "${SHAPE[@]}" --data "$DATA" --batch 1 --steps "$STEPS" --eval-batches 1 --eval-every 0 \
+        --run-dir "$OUT/run-$name" --overwrite "$@" </dev/null >"$OUT/run-$name.log" 2>&1; then
+        echo "run $name failed:" >&2
+        tail -5 "$OUT/run-$name.log" >&2
+        failures=$((failures + 1))
+    else
+        log "  $($HELP steptime "$OUT/run-$name") s per step (steps 2..$STEPS)"
+    fi
+    rm -rf "$OUT/run-$name/store" "$OUT/run-$name/model.safetensors"    # gpt2-350m: 1.4 GB a run
+}
+
+# strata simulate's prediction of a configuration against HW_FILE, into
+# $OUT/run-NAME.sim-WHEN.json.
+predict() {
+    local name=$1 when=$2 hw=$3 sched=$4 mb=$5 alpha=$6 offload=$7
+    "$STRATA" simulate --hw "$hw" "${SHAPE[@]}" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" \
+        --offload "$offload" --json </dev/null >"$OUT/run-$name.sim-$when.json"
+}
+
+# A run's name: budget, schedule, alpha, placement (weights=0.5,optim -> weights0.5_optim).
+run_name() {
+    local mib=$1 sched=$2 alpha=$3 offload=$4
+    offload=${offload//,/_}
+    echo "b$mib-$sched-a$alpha-${offload//=/}"
+}
+
+if [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/hw.json" ]; then
+    log "probe: kept $OUT/hw.json from before"
+else
+    rm -rf "$OUT"/run-* "$OUT"/plan-*
+    probe "$OUT/hw.json"
+fi
+
+# The whole state in memory: the host memory strata simulate budgets with
+# everything in memory (the same for both schedules; the larger is taken).
+whole=0
+for sched in vertical horizontal; do
+    "$STRATA" simulate --hw "$OUT/hw.json" "${SHAPE[@]}" --micro-batch 1 --schedule "$sched" --offload none \
+        --json >"$OUT/whole-$sched.json"
+    h=$($HELP json "$OUT/whole-$sched.json" memory.host)
+    if [ "$h" -gt "$whole" ]; then whole=$h; fi
+done
+# The smallest budget: strata plan's smallest host share (it says so when
+# nothing fits), rounded up to a MiB, raised a MiB at a time until plan fits.
+plan() { "$STRATA" plan --hw "$OUT/hw.json" "${SHAPE[@]}" --global-batch 1 "$@"; }
+if plan --mem-host 1M >"$OUT/plan-nothing.txt" 2>&1; then
+    echo "strata plan found a configuration in 1 MiB of host memory; no smallest budget" >&2
+    exit 1
+fi
+small=$($HELP smallest "$OUT/plan-nothing.txt")
+tries=0
+until plan --whole --mem-host "${small}M" >/dev/null 2>&1 && plan --mem-host "${small}M" >/dev/null 2>&1; do
+    small=$((small + 1)) tries=$((tries + 1))
+    [ "$tries" -le 64 ] || { echo "strata plan fits nothing up to ${small} MiB of host memory" >&2; exit 1; }
+done
+log "whole state in memory: $whole bytes; smallest budget that plans: $small MiB"
+printf 'whole_bytes\t%s\nsmall_mib\t%s\n' "$whole" "$small" >"$OUT/sweep.meta"
+
+# The plans and the runs, budget by budget; OUT/sweep.tsv: budget MiB,
+# half or -, role, run, schedule, micro-batch, alpha, placement, the plan's
+# seconds (its best line's) or -.
+: >"$OUT/sweep.tsv"
+while read -r mib half; do
+    log "budget $mib MiB${half:+ (half the state)}"
+    plan --whole --top 16 --mem-host "${mib}M" >"$OUT/plan-b$mib-whole.txt" 2>&1 ||
+        { echo "strata plan --whole failed at $mib MiB:" >&2; tail -3 "$OUT/plan-b$mib-whole.txt" >&2; exit 1; }
+    plan --top 16 --mem-host "${mib}M" >"$OUT/plan-b$mib.txt" 2>&1 ||
+        { echo "strata plan failed at $mib MiB:" >&2; tail -3 "$OUT/plan-b$mib.txt" >&2; exit 1; }
+    read -r _ _ _ _ whole_best_s < <($HELP best "$OUT/plan-b$mib-whole.txt")
+    binaries=()
+    i=0
+    while read -r sched mb alpha offload; do
+        i=$((i + 1))
+        name=$(run_name "$mib" "$sched" "$alpha" "$offload")
+        binaries+=("$sched $mb $alpha $offload $name")
+        plan_s=-
+        if [ "$i" = 1 ]; then plan_s=$whole_best_s; fi     # the plan prints seconds only for its best
+        printf '%s\t%s\tbinary%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$i" "$name" "$sched" "$mb" "$alpha" \
+            "$offload" "$plan_s" >>"$OUT/sweep.tsv"
+    done < <($HELP placements "$OUT/plan-b$mib-whole.txt" "$BINARY")
+    read -r sched mb alpha offload frac_s < <($HELP best "$OUT/plan-b$mib.txt")
+    name=$(run_name "$mib" "$sched" "$alpha" "$offload")
+    role=fractional
+    [[ $offload == *=* ]] || { role=fractional-whole; log "  plan's best at $mib MiB is a whole placement: $offload"; }
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$role" "$name" "$sched" "$mb" "$alpha" "$offload" \
+        "$frac_s" >>"$OUT/sweep.tsv"
+    binaries+=("$sched $mb $alpha $offload $name")
+    for b in "${binaries[@]}"; do
+        read -r sched mb alpha offload name <<<"$b"
+        if [ -z "${ran[$name]:-}" ] && ! { [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/run-$name.hw.json" ]; }; then
+            probe "$OUT/run-$name.hw.json" "$OUT/hw.json"
+        fi
+        predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$offload"
+        train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --offload "$offload" --mem-host "${mib}M"
+    done
+done < <($HELP budgets "$small" "$whole" "$POINTS")
+
+train memory --micro-batch 1 --schedule memory
+
+probe "$OUT/hw-end.json"
+while IFS=$'\t' read -r mib half role name sched mb alpha offload plan_s; do
+    predict "$name" end "$OUT/hw-end.json" "$sched" "$mb" "$alpha" "$offload"
+done <"$OUT/sweep.tsv"
+
+$HELP report "$OUT" "$MODEL" "$SEQ" "$STEPS" >"$OUT/placement_sweep.md"
+echo "sweep: $(( (SECONDS - started) / 60 )) min $(( (SECONDS - started) % 60 )) s" >>"$OUT/placement_sweep.md"
+cat "$OUT/placement_sweep.md"
+[ "$failures" = 0 ] || { echo "$failures run(s) failed: see $OUT/run-*.log" >&2; exit 1; }
