@@ -55,8 +55,8 @@ extern "C" {
                                                   unit's (it collects terms from the head at the start of backward
                                                   to the embedding at its end), and three shared by blocks: the
                                                   one being accumulated, one read ahead, one a queued step reads */
-#define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: one read ahead, one stepped, one
-                                                  written behind */
+#define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: a phase of three segments, or
+                                                  interleaved one read ahead, one stepped, one written behind */
 
 /* How an optimizer job orders its reads and writes of state on the SSD.
  * Disks like this machine's serve reads and writes at once slower than

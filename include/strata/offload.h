@@ -15,8 +15,10 @@
  * Three threads of work go on at once. The compute thread runs the list's
  * tasks in order. Optimizer steps (TASK_OPTIMIZE) run on a worker thread, in
  * list order: each streams its share of a unit through three slots of
- * segment buffers (read ahead, step, write behind) and writes the new
- * compute weights in the same pass; a unit's weights are loaded only after
+ * segment buffers (phased by default: three segments read, stepped and
+ * written back at a time; or interleaved: read ahead, step, write behind;
+ * offload_config.opt_io) and writes the new compute weights in the same
+ * pass; a unit's weights are loaded only after
  * its pending steps finish. So the deferred share (alpha) of each unit
  * overlaps the next forward, and with alpha < 1 and no clipping the rest
  * overlaps backward. The I/O engine moves bytes beside both: after each

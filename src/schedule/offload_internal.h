@@ -13,7 +13,7 @@
  *   grad_pool      offload_grads.c    gradient accumulators: in memory, or (units on the SSD) a few buffers whose
  *                                     contents are parked in the store between uses
  *   opt_stream     offload_optim.c    one optimizer job: its share of a unit streamed through
- *                                     segment slots (read ahead, step, write behind)
+ *                                     segment slots (phased or interleaved: opt_io_order)
  *   host_state     offload_state.c    master weights, moments and compute weights kept in memory;
  *                                     the starting state (init, given weights or a commit), commits,
  *                                     and reading the weights back
