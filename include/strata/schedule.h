@@ -130,6 +130,10 @@ int placement_memory_units(placement p, place_kind k, int n);
 placement placement_at(int index);
 /* 1 when anything is on the SSD. */
 int placement_any_ssd(placement p);
+/* 1 when optimizer steps stream through the SSD: some of the optimizer
+ * state or of the compute weights they write is there (strata/layout.h's
+ * opt_io_order then orders their reads and writes). */
+int placement_streams_optimizer(placement p);
 /* 1 when every kind a has on the SSD, b has there too (as large a share). */
 int placement_within(placement a, placement b);
 /* Fills memory: from a placement that fits, each kind it has on the SSD in

@@ -87,7 +87,7 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
                "over the interconnect at %.0f GB/s\n",
                r->devices, r->devices * c->B * c->micro_batches, hw->interconnect_gbps);
     sched_params sp = {.kind = c->schedule, .alpha = c->alpha, .clipping = c->clipping};
-    const int opt_streams = placement_share(c->place, PLACE_OPTIM) > 0 || placement_share(c->place, PLACE_WEIGHTS) > 0;
+    const int opt_streams = placement_streams_optimizer(c->place);
     printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s%s%s\n",
            c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", c->alpha,
            sched_deferred_share(&sp) != c->alpha ? " (clipping defers every step: 1.00)" : "", c->clipping ? "on" : "off",

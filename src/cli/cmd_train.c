@@ -788,7 +788,7 @@ static void print_executor_plan(const session *s) {
     char placed[128];
     print_memory_need(rc);
     const int any_ssd = placement_any_ssd(rc->place);
-    const int opt_streams = placement_share(rc->place, PLACE_OPTIM) > 0 || placement_share(rc->place, PLACE_WEIGHTS) > 0;
+    const int opt_streams = placement_streams_optimizer(rc->place);
     printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s; commits to %s\n", s->o.schedule, s->o.alpha,
            any_ssd ? placement_name(rc->place, placed, sizeof placed) : "nothing",
            opt_streams ? ", optimizer I/O " : "", opt_streams ? opt_io_order_name(rc->opt_io) : "", s->dirs.list);

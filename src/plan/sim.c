@@ -294,7 +294,8 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
          * reads), then written back; modelled as the job's reads, then its
          * writes: the same bytes at the same rates, in two phases rather than
          * one pair per group, which keeps the events per job few */
-        double first = 0, last = 0, segs = 0, exposed = 0;   /* exposed: elements of each group's last segment */
+        double first = 0, last = 0, exposed = 0;   /* exposed: elements of each group's last segment */
+        size_t segs = 0;
         const size_t a = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->lo : 0.0);
         const size_t b = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->hi : 1.0);
         for (int part = 0; part < 2; part++)
@@ -304,10 +305,10 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
                 if (lo < a || hi > b) continue;
                 if (first == 0) first = (double)(hi - lo);
                 last = (double)(hi - lo);
-                if ((size_t)segs % LAYOUT_OPT_SLOTS == LAYOUT_OPT_SLOTS - 1) exposed += last;
+                if (segs % LAYOUT_OPT_SLOTS == LAYOUT_OPT_SLOTS - 1) exposed += last;
                 segs++;
             }
-        if ((size_t)segs % LAYOUT_OPT_SLOTS) exposed += last;
+        if (segs % LAYOUT_OPT_SLOTS) exposed += last;
         const double adamw = len / s->adamw_rate;
         if (s->lay.p.opt_io == OPT_IO_PHASED) {
             j.fill_read = read, j.drain_write = write;

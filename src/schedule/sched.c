@@ -490,6 +490,8 @@ placement placement_at(int index) {
 
 int placement_any_ssd(placement p) { return p.weights > 0 || p.optim > 0 || p.acts > 0 || p.grads > 0; }
 
+int placement_streams_optimizer(placement p) { return p.optim > 0 || p.weights > 0; }
+
 int placement_within(placement a, placement b) {
     return a.weights <= b.weights && a.optim <= b.optim && a.acts <= b.acts && a.grads <= b.grads;
 }
