@@ -37,10 +37,10 @@ static int teardown(void **state) {
     return rc == 0 ? 0 : -1;
 }
 
-static void write_shard(const char *path, const int32_t *ids, size_t n, uint32_t vocab) {
+static void write_shard_fp(const char *path, const int32_t *ids, size_t n, uint32_t vocab, uint64_t fingerprint) {
     st_error err = {0};
     token_writer *w;
-    assert_int_equal(token_writer_open(&w, path, vocab, &err), ST_OK);
+    assert_int_equal(token_writer_open(&w, path, vocab, fingerprint, &err), ST_OK);
     /* in uneven pieces, to cross the writer's buffer boundaries */
     for (size_t done = 0; done < n;) {
         size_t take = n - done < 777 ? n - done : 777;
@@ -49,6 +49,10 @@ static void write_shard(const char *path, const int32_t *ids, size_t n, uint32_t
     }
     assert_int_equal(token_writer_count(w), n);
     assert_int_equal(token_writer_commit(w, &err), ST_OK);
+}
+
+static void write_shard(const char *path, const int32_t *ids, size_t n, uint32_t vocab) {
+    write_shard_fp(path, ids, n, vocab, 0);
 }
 
 static void write_bytes(const char *path, const void *data, size_t n) {
@@ -139,7 +143,7 @@ static void test_writer_rejects_bad_ids_and_abort_leaves_nothing(void **state) {
     fixture *fx = *state;
     st_error err = {0};
     token_writer *w;
-    assert_int_equal(token_writer_open(&w, fx->path, 50257, &err), ST_OK);
+    assert_int_equal(token_writer_open(&w, fx->path, 50257, 0, &err), ST_OK);
     int32_t bad[] = {1, 2, 50257};
     assert_int_equal(token_writer_append(w, bad, 3, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "token 2 is 50257"));
@@ -153,7 +157,7 @@ static void test_writer_rejects_bad_ids_and_abort_leaves_nothing(void **state) {
     /* a directory that does not exist */
     char nowhere[160];
     snprintf(nowhere, sizeof nowhere, "%s/no/such/dir/x.tok", fx->dir);
-    assert_int_equal(token_writer_open(&w, nowhere, 50257, &err), ST_ENOENT);
+    assert_int_equal(token_writer_open(&w, nowhere, 50257, 0, &err), ST_ENOENT);
     assert_non_null(strstr(err.msg, "no/such/dir"));
 }
 
@@ -181,9 +185,11 @@ static void test_damaged_shards_are_refused(void **state) {
 
     /* a future version, version 0 */
     write_shard(fx->path, ids, 1000, 50257);
-    uint8_t v[4] = {2, 0, 0, 0};
+    uint8_t v[4] = {TOKEN_SHARD_VERSION + 1, 0, 0, 0};
     patch_file(fx->path, 8, v, 4);
-    expect_open_error(fx->path, ST_EUNSUPPORTED, "version 2");
+    char newer[32];
+    snprintf(newer, sizeof newer, "version %d", TOKEN_SHARD_VERSION + 1);
+    expect_open_error(fx->path, ST_EUNSUPPORTED, newer);
     v[0] = 0;
     patch_file(fx->path, 8, v, 4);
     expect_open_error(fx->path, ST_ECORRUPT, "version 0");
@@ -369,7 +375,7 @@ static void test_dataset_resolve(void **state) {
 static void test_header_layout_matches_docs(void **state) {
     fixture *fx = *state;
     int32_t ids[] = {258, 1};
-    write_shard(fx->path, ids, 2, 50257);
+    write_shard_fp(fx->path, ids, 2, 50257, 0x0123456789abcdefull);
     uint8_t h[TOKEN_SHARD_HEADER_BYTES + 4];
     FILE *f = fopen(fx->path, "rb");
     assert_non_null(f);
@@ -378,21 +384,64 @@ static void test_header_layout_matches_docs(void **state) {
     assert_memory_equal(h, "\xff\xffSTRATA", 8);
     uint32_t u32;
     uint64_t u64;
-    memcpy(&u32, h + 8, 4);  assert_int_equal(u32, 1);        /* version */
+    memcpy(&u32, h + 8, 4);  assert_int_equal(u32, 2);        /* version */
     memcpy(&u32, h + 12, 4); assert_int_equal(u32, 2);        /* bytes per token */
     memcpy(&u64, h + 16, 8); assert_int_equal(u64, 2);        /* token count */
     memcpy(&u32, h + 24, 4); assert_int_equal(u32, 50257);    /* vocabulary size */
     memcpy(&u32, h + 28, 4); assert_int_equal(u32, st_crc32c(0, h + 64, 4));
     memcpy(&u32, h + 60, 4); assert_int_equal(u32, st_crc32c(0, h, 60));
-    for (int k = 32; k < 60; k++) assert_int_equal(h[k], 0);  /* reserved */
+    memcpy(&u64, h + 32, 8); assert_int_equal(u64, 0x0123456789abcdefull);   /* vocabulary fingerprint */
+    for (int k = 40; k < 60; k++) assert_int_equal(h[k], 0);  /* reserved */
     assert_int_equal(h[64], 2);                                /* 258, little-endian */
     assert_int_equal(h[65], 1);
+}
+
+/* Version 2 records the vocabulary's fingerprint; a version-1 shard (which
+ * kept those bytes zero) still reads, with the fingerprint unknown. */
+static void test_vocab_fingerprint_and_version_1(void **state) {
+    fixture *fx = *state;
+    int32_t ids[] = {5, 70000, 3}, back[3];
+    write_shard_fp(fx->path, ids, 3, 128256, 0xfeedfacecafebeefull);
+    st_error err = {0};
+    token_file *tf;
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_true(token_file_vocab_fingerprint(tf) == 0xfeedfacecafebeefull);
+    assert_int_equal(token_file_vocab_size(tf), 128256);
+    token_file_close(tf);
+
+    /* the same file as version 1 wrote it: version 1, bytes 32..59 zero */
+    uint8_t h[TOKEN_SHARD_HEADER_BYTES];
+    FILE *f = fopen(fx->path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(h, 1, sizeof h, f), sizeof h);
+    fclose(f);
+    uint32_t one = 1;
+    memcpy(h + 8, &one, 4);
+    memset(h + 32, 0, 28);
+    uint32_t crc = st_crc32c(0, h, 60);
+    memcpy(h + 60, &crc, 4);
+    patch_file(fx->path, 0, h, sizeof h);
+    assert_int_equal(token_file_open(&tf, fx->path, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_true(token_file_vocab_fingerprint(tf) == 0);
+    assert_int_equal(token_file_read(tf, 0, 3, back, 128256, &err), ST_OK);
+    assert_memory_equal(back, ids, sizeof ids);
+    token_file_close(tf);
+
+    /* a raw file records nothing */
+    char raw[160];
+    snprintf(raw, sizeof raw, "%s/r.bin", fx->dir);
+    uint16_t r[2] = {1, 2};
+    write_bytes(raw, r, sizeof r);
+    assert_int_equal(token_file_open(&tf, raw, TOKEN_FORMAT_AUTO, &err), ST_OK);
+    assert_true(token_file_vocab_fingerprint(tf) == 0);
+    token_file_close(tf);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_shard_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wide_ids_for_big_vocab, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_vocab_fingerprint_and_version_1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_rejects_bad_ids_and_abort_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_shards_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nanogpt_raw_files, setup, teardown),

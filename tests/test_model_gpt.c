@@ -9,8 +9,10 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "strata/gpt_io.h"
@@ -394,6 +396,45 @@ static void test_loads_f16(void **state) {
     check_variant(FIXTURE("gpt_small_f16.safetensors"), 0);
 }
 
+typedef struct unit_source { const gpt_config *cfg; const float *params; } unit_source;
+static st_status read_unit_from(void *ctx, int u, float *out, st_error *err) {
+    (void)err;
+    const unit_source *src = ctx;
+    memcpy(out, src->params + gpt_unit_offset(src->cfg, u), gpt_unit_numel(src->cfg, u) * sizeof(float));
+    return ST_OK;
+}
+
+/* The vocabulary's fingerprint rides in the file's metadata; files from
+ * elsewhere have none (0), and a damaged value is refused. */
+static void test_vocab_fingerprint_in_metadata(void **state) {
+    (void)state;
+    st_error err = {0};
+    gpt_config c;
+    float *p;
+    assert_int_equal(gpt_load_safetensors(FIXTURE("gpt_small_init.safetensors"), 4, &c, &p, &err), ST_OK);
+    uint64_t fp = 1;
+    assert_int_equal(gpt_safetensors_vocab_fingerprint(FIXTURE("gpt_small_init.safetensors"), &fp, &err), ST_OK);
+    assert_true(fp == 0);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/strata_fp_%d.safetensors", (int)getpid());
+    const uint64_t want = 0x8000000000000001ull;   /* the top bit too: no trip through a double */
+    unit_source src = {&c, p};
+    assert_int_equal(gpt_save_safetensors_by_unit(path, &c, read_unit_from, &src, SAFETENSORS_F32, want, &err), ST_OK);
+    assert_int_equal(gpt_safetensors_vocab_fingerprint(path, &fp, &err), ST_OK);
+    assert_true(fp == want);
+    float *back;
+    gpt_config cb;
+    assert_int_equal(gpt_load_safetensors(path, 4, &cb, &back, &err), ST_OK);   /* loads as before */
+    st_free_aligned(back);
+    const char *meta[] = {"format", "pt", GPT_META_VOCAB_FINGERPRINT, "8000000000000001x", NULL};
+    safetensors_entry e = {.name = "x", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {1}, .data = p};
+    assert_int_equal(safetensors_write(path, &e, 1, meta, &err), ST_OK);
+    assert_int_equal(gpt_safetensors_vocab_fingerprint(path, &fp, &err), ST_ECORRUPT);
+    assert_non_null(strstr(err.msg, GPT_META_VOCAB_FINGERPRINT));
+    unlink(path);
+    st_free_aligned(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_inferred_from_shapes),
@@ -409,6 +450,7 @@ int main(void) {
         cmocka_unit_test(test_workspace_bytes_per_backend),
         cmocka_unit_test(test_loads_hub_bf16_layout),
         cmocka_unit_test(test_loads_f16),
+        cmocka_unit_test(test_vocab_fingerprint_in_metadata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,7 +61,8 @@ static train_run_config run_config(const train_config *tc, int executor, const s
 }
 
 static ckpt_record record_of(const train_run *r, const train_config *tc) {
-    return (ckpt_record){.step = train_run_steps_done(r), .model = tc->model, .data_pos = 123, .data_tokens = 1000};
+    return (ckpt_record){.step = train_run_steps_done(r), .model = tc->model, .data_pos = 123, .data_tokens = 1000,
+                          .vocab_fingerprint = 0xf00dcafe12345678ull};
 }
 
 /* Steps [from, STEPS) of the run, their losses into losses[from..]. */
@@ -200,6 +201,26 @@ static void test_resume_checks(void **state) {
     assert_int_equal(train_run_check_commit(&c, &other, 1000, 4, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "another model"));
 
+    /* the record's vocabulary fingerprint: 64 bits as 16 hex digits; absent
+     * in older records (unknown); anything else is damage */
+    char text[512];
+    c.vocab_fingerprint = 0xffffffffffffffffull;
+    assert_true(ckpt_record_format(&c, text, sizeof text) > 0);
+    ckpt_record back;
+    assert_int_equal(ckpt_record_parse(text, strlen(text), &back, &err), ST_OK);
+    assert_true(back.vocab_fingerprint == c.vocab_fingerprint);
+    const char *old = "{\"step\": 1, \"n_layer\": 2, \"n_head\": 2, \"d_model\": 32, \"n_ctx\": 16, \"vocab\": 64}";
+    assert_int_equal(ckpt_record_parse(old, strlen(old), &back, &err), ST_OK);
+    assert_true(back.vocab_fingerprint == 0);
+    const char *bad[] = {"\"12\"", "\"0123456789ABCDEF\"", "12", "\"0123456789abcdef0\""};
+    for (int i = 0; i < 4; i++) {
+        snprintf(text, sizeof text, "{\"step\": 1, \"n_layer\": 2, \"n_head\": 2, \"d_model\": 32, \"n_ctx\": 16, "
+                 "\"vocab\": 64, \"vocab_fingerprint\": %s}", bad[i]);
+        assert_int_equal(ckpt_record_parse(text, strlen(text), &back, &err), ST_ECORRUPT);
+        assert_non_null(strstr(err.msg, "vocab_fingerprint"));
+    }
+    c.vocab_fingerprint = 0;
+
     char a[300], b[300];
     temp_dir(a, sizeof a, "chk-a");
     temp_dir(b, sizeof b, "chk-b");
@@ -232,6 +253,7 @@ static void test_resume_checks(void **state) {
     assert_int_equal(train_run_prepare_move(&db, &c, &removed, &err), ST_EEXIST);
     assert_int_equal(train_run_last_commit(&db, &last, &found, &err), ST_OK);
     assert_int_equal(found, 1);   /* untouched */
+    assert_true(last.vocab_fingerprint == mine.vocab_fingerprint);   /* the record kept all 64 bits */
     /* the same commit's copy (the move had committed) is removed */
     assert_int_equal(train_run_prepare_move(&db, &mine, &removed, &err), ST_OK);
     assert_int_equal(removed, 1);

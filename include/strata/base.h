@@ -64,6 +64,9 @@ size_t st_peak_rss_bytes(void);
 double st_now(void);
 /* "1.50 GiB", "12.0 MiB", ... into buf; returns buf. */
 const char *st_format_bytes(double bytes, char *buf, size_t n);
+/* A 64-bit fingerprint as files spell it: exactly 16 lowercase hex digits
+ * ("%016" PRIx64). Returns 1 and sets *out, or 0 for anything else. */
+int st_parse_hex64(const char *s, uint64_t *out);
 
 /* xoshiro256** seeded through splitmix64: fast, and the same sequence on every
  * platform for a given seed. */

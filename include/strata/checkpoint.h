@@ -62,6 +62,7 @@ typedef struct ckpt_record {
     gpt_config model;
     uint64_t data_pos, data_epoch;   /* the batch_loader's pos and epoch */
     uint64_t data_tokens;            /* tokens in the training file, to notice another dataset */
+    uint64_t vocab_fingerprint;      /* the vocabulary the data was made with (tokenizer_fingerprint); 0: unknown */
 } ckpt_record;
 /* r as JSON into buf; returns its length (< cap), or -1 when it does not fit. */
 int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap);

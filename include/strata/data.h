@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define TOKEN_SHARD_MAGIC "\xff\xffSTRATA"
-#define TOKEN_SHARD_VERSION 1
+#define TOKEN_SHARD_VERSION 2   /* 2 added the vocabulary fingerprint; version 1 still reads */
 #define TOKEN_SHARD_HEADER_BYTES 64
 #define TOKEN_SHARD_EXT ".tok"
 
@@ -87,9 +87,22 @@ st_status token_file_read(token_file *tf, uint64_t start, size_t n, int32_t *out
 st_status token_file_check_ids(token_file *tf, int vocab_size, st_error *err);
 /* The vocabulary size a shard was written for (0 for a raw file). */
 uint32_t  token_file_vocab_size(const token_file *tf);
+/* The fingerprint of the vocabulary a shard was made with (see
+ * tokenizer_fingerprint), or 0 where it is not recorded: a raw file, a
+ * version-1 shard, or a writer that did not know it. */
+uint64_t  token_file_vocab_fingerprint(const token_file *tf);
 int       token_file_is_shard(const token_file *tf);
 const char *token_file_path(const token_file *tf);
 void      token_file_close(token_file *tf);
+
+/* Whether ids made with one vocabulary may be read by something that knows
+ * another: data and a model, a model and a tokenizer. Fingerprints as
+ * tokenizer_fingerprint gives them, 0 where one side does not know (raw
+ * files, version-1 shards, weights from elsewhere), which passes: the
+ * vocabulary sizes are checked apart. ST_EINVAL naming both sides and
+ * both fingerprints when they differ. */
+st_status vocab_fingerprint_check(const char *a_name, uint64_t a_fingerprint, const char *b_name, uint64_t b_fingerprint,
+                                  st_error *err);
 
 /* ---- writing ------------------------------------------------------------ */
 
@@ -99,8 +112,11 @@ typedef struct token_writer token_writer;
  * succeeds: tokens go to a temporary file beside it ("<path>.tmp.<pid>"),
  * which commit fills in the header of, fsyncs and renames over path, so a
  * crash or an error never leaves a half-written shard under the final name.
- * Ids are stored as uint16 when vocab_size <= 65535, else uint32. */
-st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab_size, st_error *err);
+ * Ids are stored as uint16 when vocab_size <= 65535, else uint32.
+ * vocab_fingerprint (0 if unknown) is recorded in the header, so that a
+ * reader can tell data made with another vocabulary of the same size. */
+st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab_size, uint64_t vocab_fingerprint,
+                            st_error *err);
 /* Appends n ids; ST_EINVAL naming the id if one is negative or >= vocab_size. */
 st_status token_writer_append(token_writer *w, const int32_t *ids, size_t n, st_error *err);
 uint64_t  token_writer_count(const token_writer *w);

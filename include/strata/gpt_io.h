@@ -39,8 +39,17 @@ st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const fl
  * floats. Memory: one unit, whatever the model's size; for weights that
  * live on an SSD (strata/offload.h). */
 typedef st_status (*gpt_unit_reader)(void *ctx, int unit, float *out, st_error *err);
+/* vocab_fingerprint, when not 0, is recorded in the file's metadata under
+ * GPT_META_VOCAB_FINGERPRINT (16 hex digits): which vocabulary the model's
+ * ids mean (tokenizer_fingerprint), so that eval and sample can refuse data
+ * or a tokenizer made with another one. transformers ignores the key. */
 st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
-                                       safetensors_dtype dtype, st_error *err);
+                                       safetensors_dtype dtype, uint64_t vocab_fingerprint, st_error *err);
+#define GPT_META_VOCAB_FINGERPRINT "strata_vocab_fingerprint"
+/* The fingerprint a file records (0 when it records none, as in files from
+ * elsewhere). Reads the header only. ST_ECORRUPT naming the file if the value
+ * is not 16 hex digits. */
+st_status gpt_safetensors_vocab_fingerprint(const char *path, uint64_t *fingerprint, st_error *err);
 /* Writes a transformers GPT2LMHeadModel config.json for cfg, atomically
  * (st_atomic_open_stream: temporary file, fsync, rename). */
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err);

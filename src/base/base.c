@@ -80,6 +80,19 @@ double st_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int st_parse_hex64(const char *s, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        if (c >= '0' && c <= '9') v = v << 4 | (uint64_t)(c - '0');
+        else if (c >= 'a' && c <= 'f') v = v << 4 | (uint64_t)(c - 'a' + 10);
+        else return 0;   /* also the end of a shorter string */
+    }
+    if (s[16]) return 0;
+    *out = v;
+    return 1;
+}
+
 const char *st_format_bytes(double bytes, char *buf, size_t n) {
     static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;

@@ -65,6 +65,10 @@ int cmd_eval(int argc, char **argv) {
         goto fail;
     }
     if (token_file_open(&tf, tokens_path, format, &err) != ST_OK) goto fail;
+    uint64_t model_fp = 0;
+    if (gpt_safetensors_vocab_fingerprint(model, &model_fp, &err) != ST_OK ||
+        vocab_fingerprint_check(tokens_path, token_file_vocab_fingerprint(tf), model, model_fp, &err) != ST_OK)
+        goto fail;
     const uint64_t need = (uint64_t)B * (uint64_t)T + 1;
     if (token_file_count(tf) < need) {
         st_fail(&err, ST_EINVAL, "%s: holds %llu tokens, --batch %ld x --seq %ld needs %llu", tokens_path,

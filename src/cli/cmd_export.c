@@ -77,7 +77,7 @@ int cmd_export(int argc, char **argv) {
     if (s == ST_OK) s = cli_commit_read(st, &commit, &err);
     if (s == ST_OK) s = ckpt_reader_open(&r, st, &commit.model, &err);
     const gpt_config cfg = commit.model;
-    if (s == ST_OK) s = gpt_save_safetensors_by_unit(out, &cfg, read_unit, r, SAFETENSORS_F32, &err);
+    if (s == ST_OK) s = gpt_save_safetensors_by_unit(out, &cfg, read_unit, r, SAFETENSORS_F32, commit.vocab_fingerprint, &err);
     if (s == ST_OK) s = gpt_write_hf_config(config_json, &cfg, &err);
     ckpt_reader_free(r);
     store_close(st);

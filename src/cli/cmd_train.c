@@ -326,6 +326,7 @@ typedef struct session {
     float *init;                  /* --init's weights, until the run has them */
     token_format data_format;     /* --data-format */
     token_file *train_tf, *val_tf;
+    uint64_t vocab_fp;            /* the data's vocabulary (0: not recorded), committed and saved with the weights */
     char train_path[4096], val_path[4096];
     batch_loader loader;
     store_dirs dirs;              /* where the run commits now */
@@ -540,6 +541,17 @@ static st_status open_data(session *s, st_error *err) {
     if (st == ST_OK) st = token_file_open(&s->train_tf, s->train_path, s->data_format, err);
     if (st == ST_OK) st = token_file_open(&s->val_tf, s->val_path, s->data_format, err);
     const int same = st == ST_OK && st_same_path(s->train_path, s->val_path);
+    if (st == ST_OK && !same)
+        st = vocab_fingerprint_check(s->train_path, token_file_vocab_fingerprint(s->train_tf), s->val_path,
+                                     token_file_vocab_fingerprint(s->val_tf), err);
+    if (st == ST_OK) {
+        s->vocab_fp = token_file_vocab_fingerprint(s->train_tf);
+        if (!s->vocab_fp) s->vocab_fp = token_file_vocab_fingerprint(s->val_tf);
+    }
+    uint64_t init_fp = 0;   /* the weights --init starts from know their vocabulary when Strata saved them */
+    if (st == ST_OK && s->o.init && !s->o.resume) st = gpt_safetensors_vocab_fingerprint(s->o.init, &init_fp, err);
+    if (st == ST_OK) st = vocab_fingerprint_check(s->train_path, s->vocab_fp, s->o.init, init_fp, err);
+    if (st == ST_OK && !s->vocab_fp) s->vocab_fp = init_fp;
     if (st == ST_OK) st = token_file_check_ids(s->train_tf, tc->model.vocab_size, err);
     if (st == ST_OK && !same) st = token_file_check_ids(s->val_tf, tc->model.vocab_size, err);
     if (st == ST_OK)
@@ -681,7 +693,10 @@ static st_status open_run_dir(session *s, st_error *err) {
                        o->run_dir);
     }
     st = train_run_check_commit(&s->commit, &s->rc.train.model, token_file_count(s->train_tf), o->steps, err);
+    if (st == ST_OK) st = vocab_fingerprint_check(s->train_path, s->vocab_fp, "the run's last commit",
+                                                  s->commit.vocab_fingerprint, err);
     if (st != ST_OK) return st;
+    if (!s->vocab_fp) s->vocab_fp = s->commit.vocab_fingerprint;
     const double t_check = st_now();
     if ((st = train_run_verify_commit(&s->old_dirs, &s->checked, &e)) != ST_OK) {
         s->state_damaged = 1;
@@ -809,7 +824,7 @@ static void print_executor_plan(const session *s) {
 static st_status commit_state(session *s, st_error *err) {
     const ckpt_record c = {.step = train_run_steps_done(s->run), .model = s->rc.train.model,
                            .data_pos = s->loader.pos, .data_epoch = s->loader.epoch,
-                           .data_tokens = token_file_count(s->train_tf)};
+                           .data_tokens = token_file_count(s->train_tf), .vocab_fingerprint = s->vocab_fp};
     const double t0 = st_now();
     st_status st = train_run_commit(s->run, &c, err);
     if (st != ST_OK) return st;
@@ -828,7 +843,7 @@ static st_status save_weights(session *s, st_error *err) {
     const double t0 = st_now();
     st_status st = run_dir_sync_metrics(s->rd, err);
     if (st == ST_OK) st = train_run_flush(s->run, err);
-    if (st == ST_OK) st = run_dir_save_weights(s->rd, &s->rc.train.model, train_run_read_unit, s->run, err);
+    if (st == ST_OK) st = run_dir_save_weights(s->rd, &s->rc.train.model, train_run_read_unit, s->run, s->vocab_fp, err);
     if (st == ST_OK) printf("saved model.safetensors in %.2f s\n", st_now() - t0);
     if (st == ST_OK) st = commit_state(s, err);
     return st;

@@ -49,9 +49,11 @@ st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) 
 /* Makes metrics.jsonl durable: before a commit, so that after a power cut
  * the lines up to the committed step are there. */
 st_status run_dir_sync_metrics(run_dir *rd, st_error *err);
-/* model.safetensors (F32, Hugging Face names) and config.json; the weights
- * are fetched one unit at a time, so a model larger than memory saves too. */
-st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx, st_error *err);
+/* model.safetensors (F32, Hugging Face names, the vocabulary's fingerprint
+ * when not 0) and config.json; the weights are fetched one unit at a time,
+ * so a model larger than memory saves too. */
+st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
+                               uint64_t vocab_fingerprint, st_error *err);
 /* Draws loss.png from metrics.jsonl with gnuplot; msg says what happened
  * (a missing gnuplot is reported, not an error). */
 void run_dir_plot(run_dir *rd, char *msg, size_t cap);

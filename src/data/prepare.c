@@ -366,8 +366,8 @@ st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *o, da
         st = st_fail_errno(err, errno, "%s: cannot write in the output directory", o->out_dir);
         goto done;
     }
-    if ((st = token_writer_open(&sp.train, tpath, GPT2_VOCAB_SIZE, err))) goto done;
-    if ((st = token_writer_open(&sp.val, vpath, GPT2_VOCAB_SIZE, err))) goto done;
+    if ((st = token_writer_open(&sp.train, tpath, GPT2_VOCAB_SIZE, 0, err))) goto done;
+    if ((st = token_writer_open(&sp.val, vpath, GPT2_VOCAB_SIZE, 0, err))) goto done;
     /* Blocks of about 1/200 of the expected tokens (GPT-2 averages about 4
      * bytes of English per token), so validation samples the whole corpus
      * in about 200 f places, not one region. */

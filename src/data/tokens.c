@@ -25,6 +25,7 @@ enum {
     HDR_COUNT = 16,         /* u64 */
     HDR_VOCAB = 24,         /* u32 */
     HDR_DATA_CRC = 28,      /* u32: CRC32C of the token bytes */
+    HDR_VOCAB_FP = 32,      /* u64: the vocabulary's fingerprint, 0 = not recorded (version 2 on) */
     HDR_HEADER_CRC = 60,    /* u32: CRC32C of bytes [0, 60) */
 };
 
@@ -79,6 +80,7 @@ struct token_file {
     int is_shard;
     uint32_t token_bytes;
     uint32_t vocab_size;
+    uint64_t vocab_fingerprint;
     uint64_t count;
     uint64_t data_off;
     char path[];
@@ -104,6 +106,8 @@ static st_status check_shard(token_file *tf, uint64_t size, st_error *err) {
     tf->token_bytes = get_u32(h + HDR_TOKEN_BYTES);
     tf->count = get_u64(h + HDR_COUNT);
     tf->vocab_size = get_u32(h + HDR_VOCAB);
+    /* Version 1 kept these bytes zero: the same "not recorded". */
+    tf->vocab_fingerprint = version >= 2 ? get_u64(h + HDR_VOCAB_FP) : 0;
     tf->data_off = TOKEN_SHARD_HEADER_BYTES;
     if (tf->token_bytes != 2 && tf->token_bytes != 4)
         return st_fail(err, ST_ECORRUPT, "%s: bad token width %u in shard header", path, tf->token_bytes);
@@ -230,6 +234,7 @@ fail:
 
 uint64_t token_file_count(const token_file *tf) { return tf->count; }
 uint32_t token_file_vocab_size(const token_file *tf) { return tf->vocab_size; }
+uint64_t token_file_vocab_fingerprint(const token_file *tf) { return tf->vocab_fingerprint; }
 int token_file_is_shard(const token_file *tf) { return tf->is_shard; }
 const char *token_file_path(const token_file *tf) { return tf->path; }
 
@@ -279,18 +284,29 @@ void token_file_close(token_file *tf) {
     free(tf);
 }
 
+st_status vocab_fingerprint_check(const char *a_name, uint64_t a_fingerprint, const char *b_name, uint64_t b_fingerprint,
+                                  st_error *err) {
+    if (!a_fingerprint || !b_fingerprint || a_fingerprint == b_fingerprint) return ST_OK;
+    return st_fail(err, ST_EINVAL,
+                   "%s and %s were made with different vocabularies (fingerprints %016" PRIx64 " and %016" PRIx64
+                   "): the same id means a different token in each; use data tokenized with the model's own tokenizer",
+                   a_name, b_name, a_fingerprint, b_fingerprint);
+}
+
 /* ---- writing ---------------------------------------------------------------- */
 
 struct token_writer {
     st_atomic_file file;   /* the temporary "<path>.tmp.<pid>", renamed over path at commit */
     uint32_t vocab_size, token_bytes;
+    uint64_t vocab_fingerprint;
     uint64_t count;
     uint32_t crc;
     uint8_t *buf;
     size_t used;
 };
 
-st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab_size, st_error *err) {
+st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab_size, uint64_t vocab_fingerprint,
+                            st_error *err) {
     *out = NULL;
     if (vocab_size == 0) return st_fail(err, ST_EINVAL, "%s: vocabulary size must be positive", path);
     token_writer *w = calloc(1, sizeof *w);
@@ -300,6 +316,7 @@ st_status token_writer_open(token_writer **out, const char *path, uint32_t vocab
         return st_fail(err, ST_ENOMEM, "%s: out of memory", path);
     }
     w->vocab_size = vocab_size;
+    w->vocab_fingerprint = vocab_fingerprint;
     w->token_bytes = vocab_size <= 65535 ? 2 : 4;
     st_status st = st_atomic_open(&w->file, path, ST_ATOMIC_TMP_PER_PROCESS, err);
     if (st) {
@@ -360,6 +377,7 @@ st_status token_writer_commit(token_writer *w, st_error *err) {
         put_u64(h + HDR_COUNT, w->count);
         put_u32(h + HDR_VOCAB, w->vocab_size);
         put_u32(h + HDR_DATA_CRC, w->crc);
+        put_u64(h + HDR_VOCAB_FP, w->vocab_fingerprint);
         put_u32(h + HDR_HEADER_CRC, st_crc32c(0, h, HDR_HEADER_CRC));
         ssize_t r = pwrite(w->file.fd, h, sizeof h, 0);
         if (r != (ssize_t)sizeof h)

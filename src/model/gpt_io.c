@@ -208,7 +208,7 @@ static st_status feed_entry(void *ctx, size_t i, const void **data, st_error *er
 }
 
 st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
-                                       safetensors_dtype dtype, st_error *err) {
+                                       safetensors_dtype dtype, uint64_t vocab_fingerprint, st_error *err) {
     if (dtype != SAFETENSORS_F32 && dtype != SAFETENSORS_BF16 && dtype != SAFETENSORS_F16)
         return st_fail(err, ST_EINVAL, "%s: weights can be saved as F32, BF16 or F16, not %s", path,
                        safetensors_dtype_name(dtype));
@@ -237,7 +237,9 @@ st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, 
         }
     }
     /* transformers refuses safetensors files without format=pt. */
-    const char *meta[] = {"format", "pt", NULL};
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016" PRIx64, vocab_fingerprint);
+    const char *meta[] = {"format", "pt", vocab_fingerprint ? GPT_META_VOCAB_FINGERPRINT : NULL, fp, NULL};
     s = safetensors_write_streamed(path, e, n, meta, feed_entry, &f, err);
 done:
     free(e);
@@ -263,7 +265,20 @@ static st_status copy_unit(void *ctx, int u, float *out, st_error *err) {
 st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const float *params,
                                safetensors_dtype dtype, st_error *err) {
     params_in_memory p = {cfg, params};
-    return gpt_save_safetensors_by_unit(path, cfg, copy_unit, &p, dtype, err);
+    return gpt_save_safetensors_by_unit(path, cfg, copy_unit, &p, dtype, 0, err);
+}
+
+st_status gpt_safetensors_vocab_fingerprint(const char *path, uint64_t *fingerprint, st_error *err) {
+    *fingerprint = 0;
+    safetensors_file *f;
+    st_status s = safetensors_open(&f, path, err);
+    if (s != ST_OK) return s;
+    const char *v = safetensors_metadata(f, GPT_META_VOCAB_FINGERPRINT);
+    if (v && !st_parse_hex64(v, fingerprint))
+        s = st_fail(err, ST_ECORRUPT, "%s: metadata %s is \"%.40s\", not 16 hex digits", path,
+                    GPT_META_VOCAB_FINGERPRINT, v);
+    safetensors_close(f);
+    return s;
 }
 
 st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err) {

@@ -180,12 +180,13 @@ st_status ckpt_write_unit(store *st, int u, const float *master, const float *m,
 }
 
 int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap) {
+    /* The fingerprint is a string: a JSON number holds only 53 bits exactly. */
     int n = snprintf(buf, cap,
                      "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d, "
-                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu}",
+                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu, \"vocab_fingerprint\": \"%016llx\"}",
                      r->step, r->model.n_layer, r->model.n_head, r->model.d_model, r->model.n_ctx, r->model.vocab_size,
                      (unsigned long long)r->data_pos, (unsigned long long)r->data_epoch,
-                     (unsigned long long)r->data_tokens);
+                     (unsigned long long)r->data_tokens, (unsigned long long)r->vocab_fingerprint);
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
@@ -210,11 +211,22 @@ st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_err
         }
         v[k] = it->valuedouble;
     }
+    /* absent in commits from before it was recorded: unknown */
+    uint64_t fingerprint = 0;
+    const cJSON *fp = cJSON_GetObjectItemCaseSensitive(j, "vocab_fingerprint");
+    if (fp) {
+        const char *t = cJSON_GetStringValue(fp);
+        if (!t || !st_parse_hex64(t, &fingerprint)) {
+            cJSON_Delete(j);
+            return st_fail(err, ST_ECORRUPT, "the store's commit record: field vocab_fingerprint is not 16 hex digits");
+        }
+    }
     cJSON_Delete(j);
     *out = (ckpt_record){.step = (long)v[0],
                          .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3],
                                    .n_ctx = (int)v[4], .vocab_size = (int)v[5]},
-                         .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8]};
+                         .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8],
+                         .vocab_fingerprint = fingerprint};
     st_error e = {0};
     if (gpt_config_check(&out->model, &e) != ST_OK)
         return st_fail(err, ST_ECORRUPT, "the store's commit record: %s", e.msg);

@@ -301,7 +301,7 @@ st_status train_run_prepare_move(const store_dirs *to, const ckpt_record *ours, 
     const int no_record = n == 0;
     const int same = !no_record && read_record(st, &c, &e) == ST_OK && c.step == ours->step &&
                      c.data_pos == ours->data_pos && c.data_epoch == ours->data_epoch &&
-                     c.data_tokens == ours->data_tokens && !memcmp(&c.model, &ours->model, sizeof c.model);
+                     c.data_tokens == ours->data_tokens && c.vocab_fingerprint == ours->vocab_fingerprint && !memcmp(&c.model, &ours->model, sizeof c.model);
     store_close(st);
     if (!no_record && !same)
         return st_fail(err, ST_EEXIST,

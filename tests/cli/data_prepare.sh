@@ -65,8 +65,8 @@ cp "$tmp/ds/val.tok" "$tmp/bad.tok"
 printf 'X' | dd of="$tmp/bad.tok" bs=1 seek=3 conv=notrunc 2>/dev/null
 expect_error "wrong magic" "bad.tok: not a strata token shard: wrong magic" decode --tokens "$tmp/bad.tok"
 cp "$tmp/ds/val.tok" "$tmp/bad.tok"
-printf '\x02' | dd of="$tmp/bad.tok" bs=1 seek=8 conv=notrunc 2>/dev/null
-expect_error "newer version" "bad.tok: shard format version 2" decode --tokens "$tmp/bad.tok"
+printf '\x03' | dd of="$tmp/bad.tok" bs=1 seek=8 conv=notrunc 2>/dev/null
+expect_error "newer version" "bad.tok: shard format version 3" decode --tokens "$tmp/bad.tok"
 cp "$tmp/ds/val.tok" "$tmp/bad.tok"
 printf 'zz' | dd of="$tmp/bad.tok" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect_error "bad checksum" "bad.tok: token checksum mismatch" decode --tokens "$tmp/bad.tok"
