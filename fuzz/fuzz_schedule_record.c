@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     gpt_config c = a.model;
     CHECK(gpt_config_check(&c, &err) == ST_OK && a.step >= 0);
-    char text[512];
+    char text[1024];
     const int n = ckpt_record_format(&a, text, sizeof text);
     CHECK(n > 0);
     CHECK(ckpt_record_parse(text, (size_t)n, &b, &err) == ST_OK);

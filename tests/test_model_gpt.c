@@ -31,8 +31,7 @@ static void fixture_load(fixture *fx, const char *ref_name) {
     st_error err = {0};
     assert_int_equal(safetensors_open(&fx->ref, ref_name, &err), ST_OK);
     int n_head = fixture_int(fx->ref, "n_head");
-    assert_int_equal(gpt_load_safetensors(FIXTURE("gpt_small_init.safetensors"), n_head, &fx->cfg, &fx->params, &err),
-                     ST_OK);
+    assert_int_equal(gpt_load_safetensors(fixture_init_of(ref_name), n_head, &fx->cfg, &fx->params, &err), ST_OK);
     fx->B = fixture_int(fx->ref, "B");
     fx->T = fixture_int(fx->ref, "T");
     int32_t *tok = fixture_i32(fx->ref, "tokens", NULL);
@@ -129,11 +128,59 @@ static void test_mixed_matches_bf16_reference(void **state) {
     check_against_reference(FIXTURE("gpt_small_ref_bf16.safetensors"), GPT_MIXED_BF16, 1, 1e-5, 1e-4);
 }
 
-/* Recomputation changes memory, not math: gradients are bit-identical. */
-static void test_recompute_is_bit_identical(void **state) {
+/* Llama, as Hugging Face's LlamaForCausalLM computes it: grouped-query
+ * attention, an untied head and Llama 3.1's rotary scaling; and multi-query
+ * attention with a tied head at Llama 3's rotary base. The same bounds as
+ * GPT-2's: the only difference left from the float64 reference is fp32
+ * arithmetic (the rotary angles included, computed in fp32 as HF does). */
+static void test_llama_config_from_directory(void **state) {
     (void)state;
     fixture fx;
-    fixture_load(&fx, FIXTURE("gpt_small_ref_fp32.safetensors"));
+    fixture_load(&fx, FIXTURE("llama_small_ref_fp32.safetensors"));
+    const gpt_config *c = &fx.cfg;
+    assert_int_equal(c->arch, GPT_ARCH_LLAMA);
+    assert_int_equal(c->n_layer, 2);
+    assert_int_equal(c->n_head, 4);
+    assert_int_equal(c->n_kv_head, 2);
+    assert_int_equal(c->d_model, 48);
+    assert_int_equal(c->d_ff, 80);
+    assert_int_equal(c->tied, 0);
+    assert_true(c->rope_theta == 10000.0f && c->norm_eps == 1e-5f);
+    assert_true(c->rope_scaling.factor == 8.0f && c->rope_scaling.original_context == 32);
+    /* the unit is embedding, norm, head; the padded rows of both matrices are zero */
+    const gpt_tensor_info head = gpt_unit_tensor(c, 0, LLAMA_HEAD);
+    for (size_t i = (size_t)101 * 48; i < (size_t)128 * 48; i++) assert_true(fx.params[i] == 0.0f);
+    for (size_t i = head.offset + (size_t)101 * 48; i < head.offset + head.numel; i++)
+        assert_true(fx.params[i] == 0.0f);
+    assert_int_equal(gpt_num_real_params(c), 46800);   /* the reference's count */
+    fixture_free(&fx);
+    fixture_load(&fx, FIXTURE("llama_tied_ref_fp32.safetensors"));
+    assert_int_equal(fx.cfg.tied, 1);
+    assert_int_equal(fx.cfg.n_kv_head, 1);
+    assert_int_equal(gpt_unit_tensor_count(&fx.cfg, 0), 2);
+    assert_int_equal(gpt_num_real_params(&fx.cfg), 35040);
+    fixture_free(&fx);
+}
+static void test_llama_fp32_matches_reference(void **state) {
+    (void)state;
+    check_against_reference(FIXTURE("llama_small_ref_fp32.safetensors"), GPT_FP32, 0, 1e-5, 1e-4);
+    check_against_reference(FIXTURE("llama_tied_ref_fp32.safetensors"), GPT_FP32, 0, 1e-5, 1e-4);
+}
+static void test_llama_fp32_recompute_matches_reference(void **state) {
+    (void)state;
+    check_against_reference(FIXTURE("llama_small_ref_fp32.safetensors"), GPT_FP32, 1, 1e-5, 1e-4);
+    check_against_reference(FIXTURE("llama_tied_ref_fp32.safetensors"), GPT_FP32, 1, 1e-5, 1e-4);
+}
+static void test_llama_mixed_matches_bf16_reference(void **state) {
+    (void)state;
+    check_against_reference(FIXTURE("llama_small_ref_bf16.safetensors"), GPT_MIXED_BF16, 1, 1e-5, 1e-4);
+    check_against_reference(FIXTURE("llama_tied_ref_bf16.safetensors"), GPT_MIXED_BF16, 0, 1e-5, 1e-4);
+}
+
+/* Recomputation changes memory, not math: gradients are bit-identical. */
+static void check_recompute_is_bit_identical(const char *ref_name) {
+    fixture fx;
+    fixture_load(&fx, ref_name);
     size_t n = gpt_num_params(&fx.cfg);
     float *g[2];
     for (int r = 0; r < 2; r++) {
@@ -149,6 +196,12 @@ static void test_recompute_is_bit_identical(void **state) {
     free(g[0]);
     free(g[1]);
     fixture_free(&fx);
+}
+static void test_recompute_is_bit_identical(void **state) {
+    (void)state;
+    check_recompute_is_bit_identical(FIXTURE("gpt_small_ref_fp32.safetensors"));
+    check_recompute_is_bit_identical(FIXTURE("llama_small_ref_fp32.safetensors"));
+    check_recompute_is_bit_identical(FIXTURE("llama_tied_ref_fp32.safetensors"));
 }
 
 /* ---- edge cases of the passes -------------------------------------------------
@@ -313,15 +366,19 @@ static void check_backend_matches_cpu(const gpt_config *c, const float *params, 
 
 static void test_check_backend_matches_cpu(void **state) {
     (void)state;
-    fixture fx;
-    fixture_load(&fx, FIXTURE("gpt_small_ref_fp32.safetensors"));
-    for (int p = 0; p < 2; p++)
-        for (int r = 0; r < 2; r++) {
-            check_backend_matches_cpu(&fx.cfg, fx.params, fx.B, fx.T, fx.B, fx.T, (gpt_precision)p, r);
-            /* a micro-batch smaller than the workspace */
-            check_backend_matches_cpu(&fx.cfg, fx.params, fx.B, fx.T, 1, fx.T - 3, (gpt_precision)p, r);
-        }
-    fixture_free(&fx);
+    const char *refs[] = {FIXTURE("gpt_small_ref_fp32.safetensors"), FIXTURE("llama_small_ref_fp32.safetensors"),
+                          FIXTURE("llama_tied_ref_fp32.safetensors")};
+    for (int k = 0; k < 3; k++) {
+        fixture fx;
+        fixture_load(&fx, refs[k]);
+        for (int p = 0; p < 2; p++)
+            for (int r = 0; r < 2; r++) {
+                check_backend_matches_cpu(&fx.cfg, fx.params, fx.B, fx.T, fx.B, fx.T, (gpt_precision)p, r);
+                /* a micro-batch smaller than the workspace */
+                check_backend_matches_cpu(&fx.cfg, fx.params, fx.B, fx.T, 1, fx.T - 3, (gpt_precision)p, r);
+            }
+        fixture_free(&fx);
+    }
 }
 
 /* More rows than the head computes at once: logits leave in two chunks. */
@@ -412,27 +469,153 @@ static void test_vocab_fingerprint_in_metadata(void **state) {
     gpt_config c;
     float *p;
     assert_int_equal(gpt_load_safetensors(FIXTURE("gpt_small_init.safetensors"), 4, &c, &p, &err), ST_OK);
-    uint64_t fp = 1;
-    assert_int_equal(gpt_safetensors_vocab_fingerprint(FIXTURE("gpt_small_init.safetensors"), &fp, &err), ST_OK);
-    assert_true(fp == 0);
+    hf_checkpoint *ck;
+    assert_int_equal(hf_checkpoint_open(&ck, FIXTURE("gpt_small_init.safetensors"), 4, &err), ST_OK);
+    assert_true(hf_checkpoint_vocab_fingerprint(ck) == 0);
+    hf_checkpoint_close(ck);
     char path[64];
     snprintf(path, sizeof path, "/tmp/strata_fp_%d.safetensors", (int)getpid());
     const uint64_t want = 0x8000000000000001ull;   /* the top bit too: no trip through a double */
     unit_source src = {&c, p};
     assert_int_equal(gpt_save_safetensors_by_unit(path, &c, read_unit_from, &src, SAFETENSORS_F32, want, &err), ST_OK);
-    assert_int_equal(gpt_safetensors_vocab_fingerprint(path, &fp, &err), ST_OK);
-    assert_true(fp == want);
+    assert_int_equal(hf_checkpoint_open(&ck, path, 4, &err), ST_OK);
+    assert_true(hf_checkpoint_vocab_fingerprint(ck) == want);
+    hf_checkpoint_close(ck);
     float *back;
     gpt_config cb;
     assert_int_equal(gpt_load_safetensors(path, 4, &cb, &back, &err), ST_OK);   /* loads as before */
     st_free_aligned(back);
-    const char *meta[] = {"format", "pt", GPT_META_VOCAB_FINGERPRINT, "8000000000000001x", NULL};
-    safetensors_entry e = {.name = "x", .dtype = SAFETENSORS_F32, .ndim = 1, .shape = {1}, .data = p};
-    assert_int_equal(safetensors_write(path, &e, 1, meta, &err), ST_OK);
-    assert_int_equal(gpt_safetensors_vocab_fingerprint(path, &fp, &err), ST_ECORRUPT);
+    /* the same file with a damaged value */
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    char head[4096];
+    size_t n = fread(head, 1, sizeof head, f);
+    char *at = NULL;
+    for (size_t k = 0; k + 16 <= n && !at; k++)
+        if (!memcmp(head + k, "8000000000000001", 16)) at = head + k;
+    assert_non_null(at);
+    at[15] = 'x';
+    fseek(f, 0, SEEK_SET);
+    assert_int_equal(fwrite(head, 1, n, f), n);
+    fclose(f);
+    assert_int_equal(hf_checkpoint_open(&ck, path, 4, &err), ST_ECORRUPT);
     assert_non_null(strstr(err.msg, GPT_META_VOCAB_FINGERPRINT));
     unlink(path);
     st_free_aligned(p);
+}
+
+/* A checkpoint directory written and read back: sharded (several files and
+ * the index), then one file, which removes the shards; the weights bit for
+ * bit; and what a directory may not hold. */
+static void save_and_reopen(const char *dir, const gpt_config *c, const float *params, uint64_t shard_bytes,
+                            int want_files) {
+    st_error err = {0};
+    unit_source src = {c, params};
+    hf_save_opts o = {.dtype = SAFETENSORS_F32, .shard_bytes = shard_bytes, .vocab_fingerprint = 0x1234};
+    assert_int_equal(hf_checkpoint_save(dir, c, read_unit_from, &src, &o, &err), ST_OK);
+    int files = 0;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c safetensors$ > '%s/count'", dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/count", dir);
+    FILE *f = fopen(cmd, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%d", &files), 1);
+    fclose(f);
+    unlink(cmd);
+    assert_int_equal(files, want_files);
+    gpt_config back;
+    float *p;
+    assert_int_equal(gpt_load_safetensors(dir, 0, &back, &p, &err), ST_OK);
+    assert_true(gpt_config_same(&back, c));
+    assert_memory_equal(p, params, gpt_num_params(c) * sizeof(float));
+    st_free_aligned(p);
+    hf_checkpoint *ck;
+    assert_int_equal(hf_checkpoint_open(&ck, dir, 0, &err), ST_OK);
+    assert_true(hf_checkpoint_vocab_fingerprint(ck) == 0x1234);
+    hf_checkpoint_close(ck);
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void expect_open_error(const char *path, st_status want, const char *needle) {
+    st_error err = {0};
+    hf_checkpoint *ck = NULL;
+    assert_int_equal(hf_checkpoint_open(&ck, path, 0, &err), want);
+    assert_null(ck);
+    if (!strstr(err.msg, needle)) fail_msg("error \"%s\" should say \"%s\"", err.msg, needle);
+}
+
+static void test_checkpoint_directories(void **state) {
+    (void)state;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/strata_ckpt_%d", (int)getpid());
+    const char *refs[] = {FIXTURE("llama_small_ref_fp32.safetensors"), FIXTURE("llama_tied_ref_fp32.safetensors"),
+                          FIXTURE("gpt_small_ref_fp32.safetensors")};
+    for (int k = 0; k < 3; k++) {
+        fixture fx;
+        fixture_load(&fx, refs[k]);
+        /* shards of at most 40 KB: the embedding unit's matrices alone are over it */
+        save_and_reopen(dir, &fx.cfg, fx.params, 40000, k == 2 ? 5 : k == 0 ? 6 : 4);
+        char index[128];
+        snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+        assert_int_equal(access(index, F_OK), 0);
+        save_and_reopen(dir, &fx.cfg, fx.params, 0, 1);   /* the shards and the index are gone */
+        assert_int_not_equal(access(index, F_OK), 0);
+        fixture_free(&fx);
+    }
+
+    /* What a directory may not hold. Starting from a good Llama one: */
+    fixture fx;
+    fixture_load(&fx, FIXTURE("llama_small_ref_fp32.safetensors"));
+    save_and_reopen(dir, &fx.cfg, fx.params, 40000, 6);
+    char path[160], cmd[400];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s.good'", path, path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"attention_bias\": false/\"attention_bias\": true/' '%s'", path);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(dir, ST_EUNSUPPORTED, "attention_bias");
+    snprintf(cmd, sizeof cmd, "sed 's/\"hidden_act\": \"silu\"/\"hidden_act\": \"gelu\"/' '%s.good' > '%s'", path, path);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(dir, ST_EUNSUPPORTED, "hidden_act");
+    snprintf(cmd, sizeof cmd, "sed 's/\"model_type\": \"llama\"/\"model_type\": \"qwen2\"/' '%s.good' > '%s'", path,
+             path);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(dir, ST_EUNSUPPORTED, "qwen2");
+    write_text(path, "{\"model_type\": \"llama\", \"hidden_size\": 48}");
+    expect_open_error(dir, ST_ECORRUPT, "missing \"intermediate_size\"");
+    write_text(path, "{not json");
+    expect_open_error(dir, ST_ECORRUPT, "not a JSON object");
+    /* a shape config.json does not match */
+    snprintf(cmd, sizeof cmd, "sed 's/\"num_key_value_heads\": 2/\"num_key_value_heads\": 4/' '%s.good' > '%s'", path,
+             path);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(dir, ST_ECORRUPT, "k_proj.weight has shape");
+    /* without config.json, a Llama file cannot say its heads */
+    unlink(path);
+    expect_open_error(dir, ST_EINVAL, "needs its config.json");
+    snprintf(cmd, sizeof cmd, "cp '%s.good' '%s'", path, path);
+    assert_int_equal(system(cmd), 0);
+    /* the index names a shard that is not there, or a path out of the directory */
+    snprintf(path, sizeof path, "%s/model-00003-of-00006.safetensors", dir);
+    snprintf(cmd, sizeof cmd, "mv '%s' '%s.away'", path, path);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(dir, ST_ENOENT, "model-00003-of-00006.safetensors");
+    snprintf(cmd, sizeof cmd, "mv '%s.away' '%s'", path, path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    snprintf(cmd, sizeof cmd, "sed -i 's|\"model-00002-of-00006.safetensors\"|\"../x.safetensors\"|' '%s'", path);
+    assert_int_equal(system(cmd), 0);
+    expect_open_error(dir, ST_ECORRUPT, "not a .safetensors file in the directory");
+    fixture_free(&fx);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 int main(void) {
@@ -442,6 +625,10 @@ int main(void) {
         cmocka_unit_test(test_fp32_recompute_matches_reference),
         cmocka_unit_test(test_mixed_matches_bf16_reference),
         cmocka_unit_test(test_recompute_is_bit_identical),
+        cmocka_unit_test(test_llama_config_from_directory),
+        cmocka_unit_test(test_llama_fp32_matches_reference),
+        cmocka_unit_test(test_llama_fp32_recompute_matches_reference),
+        cmocka_unit_test(test_llama_mixed_matches_bf16_reference),
         cmocka_unit_test(test_zero_grad_scale_gives_zero_gradients),
         cmocka_unit_test(test_backward_without_targets_gives_zero_gradients),
         cmocka_unit_test(test_larger_than_workspace_is_refused),
@@ -451,6 +638,7 @@ int main(void) {
         cmocka_unit_test(test_loads_hub_bf16_layout),
         cmocka_unit_test(test_loads_f16),
         cmocka_unit_test(test_vocab_fingerprint_in_metadata),
+        cmocka_unit_test(test_checkpoint_directories),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,8 +19,7 @@ static float loss_at(gpt_workspace *ws, const gpt_config *c, float *p, const int
     return gpt_forward(ws, w, in, tg, B, T, NULL);
 }
 
-static void check_seed(uint64_t seed) {
-    gpt_config c = {.n_layer = 2, .n_head = 2, .d_model = 16, .n_ctx = 8, .vocab_size = 23};
+static void check_seed(gpt_config c, uint64_t seed) {
     st_error err = {0};
     assert_int_equal(gpt_config_check(&c, &err), ST_OK);
     const int B = 2, T = 6;
@@ -31,7 +30,12 @@ static void check_seed(uint64_t seed) {
     st_rng r;
     st_rng_seed(&r, seed + 99);
     for (size_t i = 0; i < n; i++) p[i] += 0.1f * st_rng_normal(&r);
-    for (size_t i = (size_t)c.vocab_size * c.d_model; i < (size_t)c.padded_vocab * c.d_model; i++) p[i] = 0;
+    /* the padded vocabulary rows stay zero, in the embedding and an untied head */
+    for (int i = 0; i < gpt_unit_tensor_count(&c, 0); i++) {
+        const gpt_tensor_info t = gpt_unit_tensor(&c, 0, i);
+        if (t.ndim == 2 && t.shape[0] == c.vocab_size)
+            for (size_t k = (size_t)c.vocab_size * c.d_model; k < t.numel; k++) p[t.offset + k] = 0;
+    }
     int32_t in[12], tg[12];
     for (int i = 0; i < B * T; i++) {
         in[i] = (int32_t)(st_rng_next(&r) % (uint64_t)c.vocab_size);
@@ -45,10 +49,10 @@ static void check_seed(uint64_t seed) {
     int checked = 0;
     double worst = 0;
     for (int u = 0; u < gpt_num_units(&c); u++) {
-        for (int i = 0; i < gpt_unit_tensor_count(u); i++) {
+        for (int i = 0; i < gpt_unit_tensor_count(&c, u); i++) {
             gpt_tensor_info ti = gpt_unit_tensor(&c, u, i);
             size_t off = gpt_unit_offset(&c, u) + ti.offset;
-            size_t real = (u == 0 && i == GPT_WTE) ? (size_t)c.vocab_size * c.d_model : ti.numel;
+            const size_t real = (size_t)ti.shape[0] * (size_t)(ti.ndim == 2 ? ti.shape[1] : 1);
             double analytic = 0;
             memset(dir, 0, n * sizeof *dir);
             for (size_t k = 0; k < real; k++) {
@@ -77,21 +81,34 @@ static void check_seed(uint64_t seed) {
             free(q);
             double numeric = (4.0 * d[1] - d[0]) / 3.0;
             double rel = fabs(numeric - analytic) / fmax(fabs(analytic), 1e-3);
-            if (rel > 5e-3) printf("  seed %d unit %d %-20s analytic %+.6e numeric %+.6e rel %.1e\n", (int)seed, u, ti.name, analytic, numeric, rel);
+            if (rel > 5e-3) printf("  %s seed %d unit %d %-20s analytic %+.6e numeric %+.6e rel %.1e\n", gpt_arch_name(c.arch), (int)seed, u, ti.name, analytic, numeric, rel);
             if (rel > worst) worst = rel;
             assert_true(rel < 2e-3);
             checked++;
         }
     }
-    assert_int_equal(checked, GPT_EMBED_TENSORS + c.n_layer * GPT_BLOCK_TENSORS);
-    printf("  seed %d: %d tensors, worst relative error %.1e\n", (int)seed, checked, worst);
+    assert_int_equal(checked, gpt_unit_tensor_count(&c, 0) + c.n_layer * gpt_unit_tensor_count(&c, 1));
+    printf("  %s seed %d: %d tensors, worst relative error %.1e\n", gpt_arch_name(c.arch), (int)seed, checked, worst);
     gpt_workspace_free(ws);
     free(p); free(g); free(dir);
 }
 
 static void test_directional_derivatives(void **state) {
     (void)state;
-    for (uint64_t seed = 1; seed <= 3; seed++) check_seed(seed);
+    const gpt_config gpt2 = {.n_layer = 2, .n_head = 2, .d_model = 16, .n_ctx = 8, .vocab_size = 23};
+    /* Llama: grouped-query attention with an untied head and Llama 3.1's
+     * rotary scaling, and multi-query attention with a tied head */
+    const gpt_config llama = {.arch = GPT_ARCH_LLAMA, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .d_model = 16,
+                              .d_ff = 24, .n_ctx = 8, .vocab_size = 23, .norm_eps = 1e-5f, .rope_theta = 10000.0f,
+                              .rope_scaling = {8.0f, 1.0f, 4.0f, 8}};
+    const gpt_config mqa = {.arch = GPT_ARCH_LLAMA, .n_layer = 2, .n_head = 2, .n_kv_head = 1, .d_model = 16,
+                            .d_ff = 40, .n_ctx = 8, .vocab_size = 23, .tied = 1, .norm_eps = 1e-6f,
+                            .rope_theta = 500000.0f};
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        check_seed(gpt2, seed);
+        check_seed(llama, seed);
+        check_seed(mqa, seed);
+    }
 }
 
 int main(void) {

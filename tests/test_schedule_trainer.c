@@ -37,7 +37,7 @@ static trainer *run_steps(safetensors_file *ref, gpt_precision p, int recompute,
     st_error err = {0};
     gpt_config cfg;
     float *init;
-    assert_int_equal(gpt_load_safetensors(FIXTURE("gpt_small_init.safetensors"), fixture_int(ref, "n_head"), &cfg,
+    assert_int_equal(gpt_load_safetensors(fixture_init_of(safetensors_path(ref)), fixture_int(ref, "n_head"), &cfg,
                                           &init, &err), ST_OK);
     train_config tc = config_from(ref, cfg, p, recompute);
     trainer *t;
@@ -85,6 +85,16 @@ static void test_fp32_three_steps_match_reference(void **state) {
 static void test_mixed_three_steps_match_reference(void **state) {
     (void)state;
     check_steps(FIXTURE("gpt_small_ref_bf16.safetensors"), GPT_MIXED_BF16, 1, 1e-4);
+}
+
+/* Llama: grouped-query attention, untied head, Llama 3.1 rope scaling; and
+ * multi-query, tied. Mixed precision with and without recomputation. */
+static void test_llama_three_steps_match_reference(void **state) {
+    (void)state;
+    check_steps(FIXTURE("llama_small_ref_fp32.safetensors"), GPT_FP32, 0, 1e-4);
+    check_steps(FIXTURE("llama_small_ref_bf16.safetensors"), GPT_MIXED_BF16, 1, 1e-4);
+    check_steps(FIXTURE("llama_tied_ref_fp32.safetensors"), GPT_FP32, 1, 1e-4);
+    check_steps(FIXTURE("llama_tied_ref_bf16.safetensors"), GPT_MIXED_BF16, 0, 1e-4);
 }
 
 static void test_bit_identical_run_to_run(void **state) {
@@ -274,6 +284,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_three_steps_match_reference),
         cmocka_unit_test(test_mixed_three_steps_match_reference),
+        cmocka_unit_test(test_llama_three_steps_match_reference),
         cmocka_unit_test(test_bit_identical_run_to_run),
         cmocka_unit_test(test_lr_schedule_shape),
         cmocka_unit_test(test_bad_hyperparameters_are_refused),

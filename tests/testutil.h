@@ -6,11 +6,20 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "strata/gpt_io.h"
 #include "strata/safetensors.h"
 
 #define FIXTURE(name) STRATA_SOURCE_DIR "/tests/fixtures/" name
+
+/* The initial weights a reference file starts from: GPT-2's file, or the
+ * Llama fixture's model directory (named by the reference's prefix). */
+static inline const char *fixture_init_of(const char *ref_name) {
+    if (strstr(ref_name, "llama_small")) return FIXTURE("llama_small");
+    if (strstr(ref_name, "llama_tied")) return FIXTURE("llama_tied");
+    return FIXTURE("gpt_small_init.safetensors");
+}
 
 /* ||a - ref|| / ||ref|| in double. */
 static inline double rel_err_f32(const float *a, const double *ref, size_t n) {
@@ -66,11 +75,11 @@ static inline double compare_params(safetensors_file *ref, const char *prefix, c
                                     const float *ours, double tol, const char *label) {
     double worst = 0;
     for (int u = 0; u < gpt_num_units(cfg); u++) {
-        for (int i = 0; i < gpt_unit_tensor_count(u); i++) {
+        for (int i = 0; i < gpt_unit_tensor_count(cfg, u); i++) {
             gpt_tensor_info ti = gpt_unit_tensor(cfg, u, i);
-            char name[160];
-            if (u == 0) snprintf(name, sizeof name, "%s%s", prefix, ti.name);
-            else snprintf(name, sizeof name, "%sh.%d.%s", prefix, u - 1, ti.name);
+            char hf[128], name[160];
+            gpt_hf_tensor_name(cfg, u, ti.name, hf, sizeof hf);
+            snprintf(name, sizeof name, "%s%s", prefix, hf);
             size_t n;
             double *r = fixture_f64(ref, name, &n);
             double e = rel_err_f32(ours + gpt_unit_offset(cfg, u) + ti.offset, r, n);

@@ -107,6 +107,16 @@ def llama_family(prefix, cfg):
     return Family(prefix, cfg, lref, lref.Llama, fd, meta)
 
 
+def llama_config_json(cfg):
+    """The config.json transformers' LlamaConfig reads for cfg."""
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": cfg.d_model,
+            "intermediate_size": cfg.d_ff, "num_hidden_layers": cfg.n_layer, "num_attention_heads": cfg.n_head,
+            "num_key_value_heads": cfg.n_kv_head, "vocab_size": cfg.vocab, "max_position_embeddings": cfg.n_ctx,
+            "rms_norm_eps": cfg.norm_eps, "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+            "tie_word_embeddings": cfg.tied, "hidden_act": "silu", "attention_bias": False, "mlp_bias": False,
+            "torch_dtype": "float32"}
+
+
 LLAMA = llama_family("llama_small", LLAMA_CFG)
 LLAMA_TIED = llama_family("llama_tied", LLAMA_TIED_CFG)
 
@@ -308,7 +318,16 @@ def family_fixtures(fam, args, summary, sizes):
                  if k in fam.shape_meta or k in ("seed", "ln_eps")}
     init_meta["init"] = ("randn float32 per tensor in parameter order: 0.02*z, "
                          + ("LayerNorm weights 1+0.1*z" if fam is GPT2 else "RMSNorm weights 1+0.1*z"))
-    sizes[fam.prefix + "_init"] = write_checked(path(fam.prefix + "_init.safetensors"), init, init_meta)
+    if fam is GPT2:
+        sizes[fam.prefix + "_init"] = write_checked(path(fam.prefix + "_init.safetensors"), init, init_meta)
+    else:
+        # a Hugging Face model directory, as the Hub ships one
+        os.makedirs(path(fam.prefix), exist_ok=True)
+        init_meta["format"] = "pt"
+        sizes[fam.prefix + "/model"] = write_checked(path(fam.prefix + "/model.safetensors"), init, init_meta)
+        with open(path(fam.prefix + "/config.json"), "w") as f:
+            json.dump(llama_config_json(fam.cfg), f, indent=2, sort_keys=True)
+            f.write("\n")
 
     for precision in ("fp32", "bf16"):
         out, scales = run_reference(fam, init, tokens, precision)

@@ -63,6 +63,13 @@ st_status st_atomic_commit(st_atomic_file *f, st_error *err);
  * committed, aborted, or zero-initialized and never opened. */
 void st_atomic_abort(st_atomic_file *f);
 
+/* The whole of a file, into a malloc'd buffer (*out, NUL-terminated beyond
+ * its *n bytes, so text parses in place). A file larger than max_bytes
+ * (0: no limit) is ST_EINVAL naming it and its size, before anything is
+ * allocated: for files that are small by nature (configs, indexes) and
+ * may be anything. Errors name the file. */
+st_status st_read_file(const char *path, size_t max_bytes, char **out, size_t *n, st_error *err);
+
 /* The whole of a buffer, atomically (open, write, commit). */
 st_status st_write_file_atomic(const char *path, const void *data, size_t n, st_error *err);
 

@@ -1,19 +1,36 @@
 /*
- * strata/model.h - the GPT-2 model: configuration, parameter layout, and the
- * forward and backward passes of its pieces.
+ * strata/model.h - the GPT family: GPT-2 and Llama (Hugging Face's
+ * LlamaForCausalLM): configuration, parameter layout, and the forward and
+ * backward passes of their pieces.
  *
  * Layout. All parameters live in one float vector made of L+1 contiguous
- * *units*, so that each can be loaded, stepped and written back on its own:
+ * *units*, so that each can be loaded, stepped and written back on its own.
+ * GPT-2:
  *
  *   unit 0      the embedding unit: wte [Vp, C], wpe [n_ctx, C], ln_f w [C], b [C]
  *   unit 1+l    transformer block l: ln_1 w,b [C]; c_attn w [C, 3C], b [3C];
  *               attn c_proj w [C, C], b [C]; ln_2 w,b [C]; c_fc w [C, 4C],
  *               b [4C]; mlp c_proj w [4C, C], b [C]   (12 C^2 + 13 C floats)
  *
- * Matrices are stored in Hugging Face's Conv1D layout [in, out] (y = x W + b),
- * so safetensors files load with a plain copy. The vocabulary is padded to Vp
- * (a multiple of 128) for fast matrix products; the padded rows of wte are
- * zero, get zero gradient, and no loss or sample ever looks at them.
+ * with matrices in Hugging Face's Conv1D layout [in, out] (y = x W + b).
+ * Llama (hs = C / n_head, F = d_ff):
+ *
+ *   unit 0      embed_tokens [Vp, C], norm [C], and lm_head [Vp, C] when untied
+ *   unit 1+l    input_layernorm [C]; q_proj [NH hs, C], k_proj, v_proj [NKV hs, C];
+ *               o_proj [C, NH hs]; post_attention_layernorm [C];
+ *               gate_proj, up_proj [F, C]; down_proj [C, F]
+ *
+ * with matrices in nn.Linear's layout [out, in] (y = x W^T), so that q|k|v
+ * and gate|up, adjacent, are the fused matrices the passes multiply by. An
+ * untied head is in the embedding unit, because the schedules treat that
+ * unit as both ends of the model (embedding and head). The price: each of
+ * the unit's loads moves both matrices, and a 128k vocabulary makes the
+ * unit as large as several blocks; a unit of its own for the head is the
+ * better layout and not built yet. Safetensors files load with a plain
+ * copy per tensor either way. The
+ * vocabulary is padded to Vp (a multiple of 128) for fast matrix products;
+ * the padded rows are zero, get zero gradient, and no loss or sample ever
+ * looks at them.
  *
  * Compute. The passes of the pieces (embedding, block, head) take a unit's
  * tensors as arguments (gpt_block_w views), never a global model, so a
@@ -54,13 +71,39 @@
 extern "C" {
 #endif
 
+/* The two architectures of the family. Both are decoder-only transformers
+ * built of the same units (an embedding unit and one unit per block, below)
+ * and the same passes; the architecture decides what a unit holds and which
+ * kernels a pass runs. A zeroed config is GPT-2's. */
+typedef enum gpt_arch {
+    GPT_ARCH_GPT2 = 0,    /* GPT-2: LayerNorm, learned positions, GELU MLP, biases, tied head */
+    GPT_ARCH_LLAMA = 1,   /* Hugging Face's LlamaForCausalLM: RMSNorm, rotary positions,
+                             grouped-query attention, SwiGLU MLP, no biases, tied or untied head */
+} gpt_arch;
+
+/* Llama 3.1's rotary scaling ("rope_type": "llama3" in config.json);
+ * factor 0 means none (the default frequencies). */
+typedef struct gpt_rope_scaling {
+    float factor, low_freq_factor, high_freq_factor;
+    int original_context;   /* original_max_position_embeddings */
+} gpt_rope_scaling;
+
 typedef struct gpt_config {
     int n_layer;
     int n_head;
     int d_model;       /* C */
-    int n_ctx;         /* the longest sequence the model supports (rows of wpe) */
+    int n_ctx;         /* the longest sequence the model supports (GPT-2: rows of wpe) */
     int vocab_size;    /* V: real tokens */
     int padded_vocab;  /* Vp: V rounded up to a multiple of 128 (set by gpt_config_check) */
+    gpt_arch arch;
+    /* Set by gpt_config_check for GPT-2 (n_head, 4C, tied, 1e-5) when left 0;
+     * given for Llama. */
+    int n_kv_head;     /* key/value heads: n_head (multi-head), 1 (multi-query) or between (grouped) */
+    int d_ff;          /* F: the MLP's inner width (intermediate_size) */
+    int tied;          /* 1: the head's matrix is the token embedding (tie_word_embeddings) */
+    float norm_eps;    /* LayerNorm / RMSNorm epsilon */
+    float rope_theta;  /* Llama: the rotary base */
+    gpt_rope_scaling rope_scaling;   /* Llama */
 } gpt_config;
 
 /* "gpt2-124m" (also "gpt2"), "gpt2-350m", "gpt2-774m", "gpt2-1.5b", and the
@@ -70,11 +113,22 @@ typedef struct gpt_config {
  * / OPT's shapes with the GPT-2 architecture and vocabulary at context 2048:
  * "gpt-6.7b" (32 layers of 4096, 32 heads), "gpt-13b" (40 x 5120, 40),
  * "gpt-30b" (48 x 7168, 56), "gpt-65b" (80 x 8192, 64: LLaMA-65B's depth and
- * width) and "gpt-175b" (96 x 12288, 96). */
+ * width) and "gpt-175b" (96 x 12288, 96). Llama: "llama-tiny" and
+ * "llama-mini" (GPT-2's vocabulary, for tests and demos), "smollm2-135m",
+ * "smollm2-360m", "llama-3.2-1b", "llama-3.2-3b" (with Llama 3.1's rotary
+ * scaling), "llama-3-8b" and "llama-3-70b", as their config.json give them. */
 st_status gpt_config_from_name(gpt_config *cfg, const char *name, st_error *err);
-/* Validates the shape (positive, d_model divisible by n_head, sane sizes) and
- * fills padded_vocab. Every config that reaches a kernel went through here. */
+/* "gpt2" / "llama", as config files and records spell the architecture. */
+const char *gpt_arch_name(gpt_arch a);
+st_status gpt_arch_parse(const char *name, gpt_arch *out, st_error *err);
+/* Validates the shape (positive, d_model divisible by n_head, n_head by
+ * n_kv_head, an even head size for Llama's rotary pairs, sane sizes), fills
+ * padded_vocab and GPT-2's fixed fields. Every config that reaches a kernel
+ * went through here. */
 st_status gpt_config_check(gpt_config *cfg, st_error *err);
+/* 1 when a and b are the same model shape (every field, after
+ * gpt_config_check). */
+int gpt_config_same(const gpt_config *a, const gpt_config *b);
 /* Lists the known names, comma separated, for help texts. */
 const char *gpt_config_names(void);
 
@@ -86,9 +140,16 @@ enum gpt_block_tensor {
     GPT_BLOCK_TENSORS
 };
 enum gpt_embed_tensor { GPT_WTE, GPT_WPE, GPT_LNF_W, GPT_LNF_B, GPT_EMBED_TENSORS };
+/* Llama's: Hugging Face's tensors, in nn.Linear's layout [out, in]. */
+enum llama_block_tensor {
+    LLAMA_ATTN_NORM, LLAMA_Q, LLAMA_K, LLAMA_V, LLAMA_O, LLAMA_MLP_NORM, LLAMA_GATE, LLAMA_UP, LLAMA_DOWN,
+    LLAMA_BLOCK_TENSORS
+};
+enum llama_embed_tensor { LLAMA_EMBED, LLAMA_NORM, LLAMA_HEAD /* untied only */ };
 
 typedef struct gpt_tensor_info {
-    const char *name;   /* Hugging Face suffix: "attn.c_attn.weight", "wte.weight" */
+    const char *name;   /* Hugging Face name (a block's without "h.N." / "model.layers.N."):
+                           "attn.c_attn.weight", "wte.weight", "self_attn.q_proj.weight" */
     size_t offset;      /* floats from the start of the unit */
     size_t numel;       /* floats in the unit (wte: padded rows included) */
     int ndim;
@@ -97,7 +158,7 @@ typedef struct gpt_tensor_info {
 } gpt_tensor_info;
 
 /* Number of tensors in unit u, and tensor i of unit u. */
-int gpt_unit_tensor_count(int unit);
+int gpt_unit_tensor_count(const gpt_config *cfg, int unit);
 gpt_tensor_info gpt_unit_tensor(const gpt_config *cfg, int unit, int i);
 
 int gpt_num_units(const gpt_config *cfg);                 /* n_layer + 1 */
@@ -113,11 +174,20 @@ typedef struct gpt_block_w {
 } gpt_block_w;
 typedef struct gpt_embed_w {
     float *wte, *wpe, *lnf_w, *lnf_b;
+    float *head;   /* the head's [Vp, C] matrix: wte when tied, else the unit's lm_head */
 } gpt_embed_w;
 
-/* Views of a unit's floats (weights or gradients alike). */
+/* Views of a unit's floats (weights or gradients alike). Llama's views use
+ * the same fields: ln1_w/ln2_w the RMSNorm gains, qkv_w the fused q|k|v rows,
+ * attproj_w o_proj, fc_w the fused gate|up rows, fcproj_w down_proj, lnf_w
+ * the final norm; its biases, wpe and lnf_b are NULL. */
 gpt_block_w gpt_block_view(const gpt_config *cfg, float *unit);
 gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *unit);
+
+/* Something that fills unit u's gpt_unit_numel floats (weights read from a
+ * checkpoint, or from a store): where a model too large for memory comes
+ * from, one unit at a time. */
+typedef st_status (*gpt_unit_reader)(void *ctx, int unit, float *out, st_error *err);
 
 /* GPT-2 initialization from a seed: N(0, 0.02) for matrices and embeddings,
  * N(0, 0.02/sqrt(2 L)) for the two projections into the residual stream,

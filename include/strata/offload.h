@@ -93,6 +93,11 @@ typedef struct offload_config {
     size_t segment_elems;     /* elements per store segment of weights and optimizer state, a multiple of
                                  2048 (0: 2M, 8 MiB of f32); the optimizer streams one segment at a time */
     opt_io_order opt_io;      /* how an optimizer job orders its SSD reads and writes (default phased) */
+    /* The starting weights read unit by unit (a checkpoint larger than
+     * memory streams into the store), when offload_trainer_create gets no
+     * init array; NULL: drawn from train.seed. Ignored when resuming. */
+    gpt_unit_reader init_read;
+    void *init_ctx;
 } offload_config;
 
 /* The layout of this configuration (strata/layout.h): its parts, segments,

@@ -119,6 +119,11 @@ const char *safetensors_path(const safetensors_file *f);
  * to fit, else ST_ECORRUPT naming the element) or int64. Other pairings are
  * ST_EINVAL. t must come from f. Errors name the file and the tensor. */
 st_status safetensors_read_f32(safetensors_file *f, const safetensors_tensor *t, float *out, uint64_t n, st_error *err);
+/* Elements [first, first + n) of a float tensor (flat, row-major), as
+ * safetensors_read_f32 converts them: a tensor too large to hold at once,
+ * read a piece at a time. */
+st_status safetensors_read_f32_range(safetensors_file *f, const safetensors_tensor *t, uint64_t first, float *out,
+                                     uint64_t n, st_error *err);
 st_status safetensors_read_f64(safetensors_file *f, const safetensors_tensor *t, double *out, uint64_t n, st_error *err);
 st_status safetensors_read_i32(safetensors_file *f, const safetensors_tensor *t, int32_t *out, uint64_t n, st_error *err);
 st_status safetensors_read_i64(safetensors_file *f, const safetensors_tensor *t, int64_t *out, uint64_t n, st_error *err);

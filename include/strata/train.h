@@ -67,8 +67,12 @@ typedef struct train_step_stats {
 typedef struct trainer trainer;
 
 /* init: gpt_num_params floats to start from (copied), or NULL for a fresh
- * GPT-2 initialization from tc->seed. */
+ * initialization from tc->seed. */
 st_status trainer_create(trainer **out, const train_config *tc, const float *init, st_error *err);
+/* The same, the starting weights read unit by unit (a checkpoint on disk):
+ * read_unit(ctx, u, out, err) fills unit u straight into the trainer. */
+st_status trainer_create_from(trainer **out, const train_config *tc, gpt_unit_reader read_unit, void *ctx,
+                              st_error *err);
 void trainer_free(trainer *t);
 /* Bytes the trainer allocates for tc: parameters, gradients, moments,
  * compute copy and activations. */

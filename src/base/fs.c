@@ -123,6 +123,50 @@ st_status st_atomic_commit(st_atomic_file *f, st_error *err) {
     return s;
 }
 
+st_status st_read_file(const char *path, size_t max_bytes, char **out, size_t *n, st_error *err) {
+    *out = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return st_fail_errno(err, errno, "%s", path);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int en = errno;
+        close(fd);
+        return st_fail_errno(err, en, "%s: stat", path);
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        close(fd);
+        return st_fail(err, ST_EINVAL, "%s: is a directory, not a file", path);
+    }
+    size_t size = (size_t)sb.st_size, got = 0;
+    if (max_bytes && size > max_bytes) {
+        close(fd);
+        return st_fail(err, ST_EINVAL, "%s: %zu bytes, more than the %zu such a file can be", path, size, max_bytes);
+    }
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return st_fail(err, ST_ENOMEM, "%s: out of memory for %zu bytes", path, size);
+    }
+    while (got < size) {
+        ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int en = r < 0 ? errno : EIO;
+            free(buf);
+            close(fd);
+            return r < 0 ? st_fail_errno(err, en, "%s: read", path)
+                         : st_fail(err, ST_EIO, "%s: ends at byte %zu of %zu (changed while read?)", path, got, size);
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[size] = 0;
+    *out = buf;
+    *n = size;
+    return ST_OK;
+}
+
 st_status st_write_file_atomic(const char *path, const void *data, size_t n, st_error *err) {
     st_atomic_file f;
     st_status s = st_atomic_open(&f, path, 0, err);

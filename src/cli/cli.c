@@ -157,14 +157,52 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
     return ST_OK;
 }
 
+st_status cli_parse_rope_scaling(const char *s, gpt_rope_scaling *out, st_error *err) {
+    *out = (gpt_rope_scaling){0};
+    if (!strcmp(s, "none")) return ST_OK;
+    double f, lo, hi;
+    int orig, used = 0;
+    if (sscanf(s, "llama3:%lf,%lf,%lf,%d%n", &f, &lo, &hi, &orig, &used) != 4 || s[used])
+        return st_fail(err, ST_EINVAL, "--rope-scaling %s: must be none or llama3:FACTOR,LOW,HIGH,ORIGINAL", s);
+    *out = (gpt_rope_scaling){(float)f, (float)lo, (float)hi, orig};
+    return ST_OK;
+}
+
+const char *cli_format_rope_scaling(const gpt_rope_scaling *r, char *buf, size_t cap) {
+    if (r->factor == 0) snprintf(buf, cap, "none");
+    else snprintf(buf, cap, "llama3:%.9g,%.9g,%.9g,%d", (double)r->factor, (double)r->low_freq_factor,
+                  (double)r->high_freq_factor, r->original_context);
+    return buf;
+}
+
 st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *err) {
-    if (f->n_layer || f->d_model || f->n_head) {
+    const int llama_flags = f->arch || f->n_kv_head || f->d_ff || f->tied >= 0 || f->norm_eps || f->rope_theta ||
+                            f->rope_scaling;
+    if (f->n_layer || f->d_model || f->n_head || llama_flags) {
         if (f->model)
-            return st_fail(err, ST_EINVAL, "give either --model or an explicit shape (--n-layer/--n-head/--d-model), not both");
+            return st_fail(err, ST_EINVAL, "give either --model or an explicit shape (--n-layer/--n-head/--d-model, "
+                           "--arch and its flags), not both");
         if (!f->n_layer || !f->d_model || !f->n_head)
             return st_fail(err, ST_EINVAL, "an explicit shape needs --n-layer, --n-head and --d-model");
         *cfg = (gpt_config){.n_layer = (int)f->n_layer, .n_head = (int)f->n_head, .d_model = (int)f->d_model,
-                            .n_ctx = (int)(f->n_ctx ? f->n_ctx : f->seq), .vocab_size = (int)(f->vocab ? f->vocab : 50257)};
+                            .n_ctx = (int)(f->n_ctx ? f->n_ctx : f->seq), .vocab_size = (int)(f->vocab ? f->vocab : 50257),
+                            .n_kv_head = (int)f->n_kv_head, .d_ff = (int)f->d_ff, .norm_eps = (float)f->norm_eps,
+                            .rope_theta = (float)f->rope_theta};
+        st_status s = f->arch ? gpt_arch_parse(f->arch, &cfg->arch, err) : ST_OK;
+        if (s != ST_OK) return s;
+        if (cfg->arch == GPT_ARCH_LLAMA) {
+            if (!f->d_ff) return st_fail(err, ST_EINVAL, "an explicit Llama shape needs --d-ff");
+            if (!cfg->n_kv_head) cfg->n_kv_head = cfg->n_head;
+            if (!cfg->norm_eps) cfg->norm_eps = 1e-5f;
+            if (!cfg->rope_theta) cfg->rope_theta = 10000.0f;
+            cfg->tied = f->tied > 0;
+            if (f->rope_scaling && (s = cli_parse_rope_scaling(f->rope_scaling, &cfg->rope_scaling, err)) != ST_OK)
+                return s;
+        } else if (f->tied == 0 ||
+                   (f->rope_scaling && strcmp(f->rope_scaling, "none"))) {
+            return st_fail(err, ST_EINVAL, "GPT-2's head is always tied and it has no rotary embeddings (--tied, "
+                           "--rope-scaling are for --arch llama)");
+        }
         return gpt_config_check(cfg, err);
     }
     st_status s = gpt_config_from_name(cfg, f->model ? f->model : "gpt2-124m", err);

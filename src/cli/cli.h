@@ -46,13 +46,25 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
 
 /* The model shape from --model NAME or an explicit --n-layer/--n-head/--d-model
  * (with --n-ctx, default seq, and --vocab, default 50257), checked. Zero
- * means the flag was not given; no name and no shape is gpt2-124m. The
- * flags are CLI_MODEL_SHAPE_FLAGS and CLI_SEQ_FLAG (cli_flags.h). */
+ * (NULL, -1 for tied) means the flag was not given; no name and no shape
+ * is gpt2-124m. An explicit shape is GPT-2's unless --arch llama, which
+ * also takes --d-ff (required), --n-kv-head (default n_head), --tied
+ * (default 0), --norm-eps (default 1e-5), --rope-theta (default 10000) and
+ * --rope-scaling (default none). The flags are CLI_MODEL_SHAPE_FLAGS and
+ * CLI_SEQ_FLAG (cli_flags.h). */
 typedef struct cli_model_flags {
     const char *model;
     long n_layer, n_head, d_model, n_ctx, vocab;
     long seq;
+    const char *arch, *rope_scaling;
+    long n_kv_head, d_ff, tied;
+    double norm_eps, rope_theta;
 } cli_model_flags;
+/* --rope-scaling: "none" or "llama3:FACTOR,LOW,HIGH,ORIGINAL" (Llama 3.1's
+ * factor, low_freq_factor, high_freq_factor, original_max_position_embeddings),
+ * and back; the text goes into buf. */
+st_status cli_parse_rope_scaling(const char *s, gpt_rope_scaling *out, st_error *err);
+const char *cli_format_rope_scaling(const gpt_rope_scaling *r, char *buf, size_t cap);
 st_status cli_model_config(const cli_model_flags *f, gpt_config *out, st_error *err);
 
 /* The directories of a tensor store named on the command line: a comma-

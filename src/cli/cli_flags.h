@@ -64,7 +64,16 @@ typedef struct cli_flag {
     CLI_INT("n-head", OFFSET(n_head), 1, INT_MAX, "N", "explicit shape: attention heads"),              \
     CLI_INT("d-model", OFFSET(d_model), 1, INT_MAX, "N", "explicit shape: width"),                      \
     CLI_INT("n-ctx", OFFSET(n_ctx), 1, INT_MAX, "N", "longest sequence the model supports (default: --seq)"), \
-    CLI_INT("vocab", OFFSET(vocab), 1, INT_MAX, "N", "vocabulary size (default 50257, GPT-2's)")
+    CLI_INT("vocab", OFFSET(vocab), 1, INT_MAX, "N", "vocabulary size (default 50257, GPT-2's)"),         \
+    CLI_STRING("arch", OFFSET(arch), "A", "explicit shape: gpt2 (default) or llama"),                       \
+    CLI_INT("n-kv-head", OFFSET(n_kv_head), 1, INT_MAX, "N", "explicit Llama shape: key/value heads (default: --n-head)"), \
+    CLI_INT("d-ff", OFFSET(d_ff), 1, INT_MAX, "N", "explicit Llama shape: the MLP's width (intermediate_size)"),           \
+    CLI_INT("tied", OFFSET(tied), 0, 1, "0|1", "explicit Llama shape: 1 ties the head to the embedding (default 0)"),     \
+    CLI_DOUBLE("norm-eps", OFFSET(norm_eps), 0, 1, "X", "explicit Llama shape: RMSNorm epsilon (default 1e-5)"),         \
+    CLI_DOUBLE("rope-theta", OFFSET(rope_theta), 0, 1e12, "X", "explicit Llama shape: rotary base (default 10000)"),     \
+    CLI_STRING("rope-scaling", OFFSET(rope_scaling), "S",                                                   \
+               "explicit Llama shape: none (default) or llama3:FACTOR,LOW,HIGH,ORIGINAL\n"                  \
+               "(Llama 3.1's rope_scaling)")
 /* Tokens per training sequence (train, simulate, plan, probe): a long. */
 #define CLI_SEQ_FLAG(offset_)                                                                            \
     {.name = "seq", .type = CLI_TYPE_INT, .offset = offset_, .min = 1, .max = 1 << 20, .metavar = "T", \

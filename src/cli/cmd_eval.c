@@ -17,7 +17,8 @@ typedef struct eval_opts {
 
 #define O(field) offsetof(eval_opts, field)
 static const cli_flag eval_flags[] = {
-    CLI_STRING("model", O(model), "FILE", "weights (Hugging Face GPT-2 layout; F32, BF16 or F16)"),
+    CLI_STRING("model", O(model), "PATH", "a Hugging Face model directory or safetensors file (GPT-2 or Llama;\n"
+                                        "F32, BF16 or F16)"),
     CLI_STRING("tokens", O(tokens), "FILE", "token file: a strata shard or nanoGPT's raw uint16 (*.bin)"),
     CLI_DATA_FORMAT_FLAG(O(data_format)),
     CLI_INT("batch", O(batch), 1, 1 << 20, "B", "rows (default 1)"),
@@ -58,16 +59,28 @@ int cmd_eval(int argc, char **argv) {
     token_file *tf = NULL;
     gpt_workspace *ws = NULL;
     int32_t *rows = NULL, *inputs = NULL, *targets = NULL;
-    if (gpt_load_safetensors(model, (int)o.n_head, &cfg, &params, &err) != ST_OK) goto fail;
+    hf_checkpoint *ck = NULL;
+    if (hf_checkpoint_open(&ck, model, (int)o.n_head, &err) != ST_OK) goto fail;
+    cfg = *hf_checkpoint_config(ck);
+    const uint64_t model_fp = hf_checkpoint_vocab_fingerprint(ck);
+    if (!(params = st_alloc_aligned(64, gpt_num_params(&cfg) * sizeof(float)))) {
+        hf_checkpoint_close(ck);
+        st_fail(&err, ST_ENOMEM, "%s: out of memory for %zu parameters", model, gpt_num_params(&cfg));
+        goto fail;
+    }
+    for (int u = 0; u < gpt_num_units(&cfg); u++)
+        if (hf_checkpoint_read_unit(ck, u, params + gpt_unit_offset(&cfg, u), &err) != ST_OK) {
+            hf_checkpoint_close(ck);
+            goto fail;
+        }
+    hf_checkpoint_close(ck);
     if (!T) T = cfg.n_ctx;
     if (T > cfg.n_ctx) {
         st_fail(&err, ST_EINVAL, "--seq %ld is longer than the context of %s (%d)", T, model, cfg.n_ctx);
         goto fail;
     }
     if (token_file_open(&tf, tokens_path, format, &err) != ST_OK) goto fail;
-    uint64_t model_fp = 0;
-    if (gpt_safetensors_vocab_fingerprint(model, &model_fp, &err) != ST_OK ||
-        vocab_fingerprint_check(tokens_path, token_file_vocab_fingerprint(tf), model, model_fp, &err) != ST_OK)
+    if (vocab_fingerprint_check(tokens_path, token_file_vocab_fingerprint(tf), model, model_fp, &err) != ST_OK)
         goto fail;
     const uint64_t need = (uint64_t)B * (uint64_t)T + 1;
     if (token_file_count(tf) < need) {

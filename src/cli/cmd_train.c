@@ -29,6 +29,9 @@
 typedef struct train_opts {
     const char *model, *init, *data, *data_format, *run_dir, *precision, *schedule, *offload, *store;
     long n_layer, n_head, d_model, n_ctx, vocab;
+    const char *arch, *rope_scaling;
+    long n_kv_head, d_ff, tied;
+    double norm_eps, rope_theta;
     long batch, micro_batch, seq, steps, warmup, threads;
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
@@ -121,7 +124,8 @@ static const cli_spec train_spec = {
  * start. The settings that make the run what it is (its model, data, math
  * and state layout) are kept by a resumed run; the others may change. */
 static const char *const not_recorded[] = {"model", "init", "plan", "hw", "run-dir", "overwrite", "resume", "trace"};
-static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "data",
+static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "arch", "n-kv-head",
+                                             "d-ff", "tied", "norm-eps", "rope-theta", "rope-scaling", "data",
                                              "data-format", "batch", "micro-batch", "seq", "steps", "lr", "min-lr",
                                              "warmup", "clip", "weight-decay", "beta1", "beta2", "precision",
                                              "recompute", "schedule", "alpha", "seed"};
@@ -132,7 +136,7 @@ static train_opts train_opts_defaults(void) {
                         .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
                         .data_format = "auto", .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
                         .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto",
-                        .commit_every = "auto"};
+                        .commit_every = "auto", .tied = -1};
 }
 
 /* Equal values; paths (--data) are equal when they name the same file. */
@@ -323,9 +327,10 @@ typedef struct session {
     train_opts o;
     train_run_config rc;          /* what the run is: the trainer, its settings, its stores */
     int auto_offload;             /* --offload auto: the executor's placement is chosen */
-    float *init;                  /* --init's weights, until the run has them */
+    hf_checkpoint *init;          /* --init's checkpoint, read unit by unit as the run is created */
     token_format data_format;     /* --data-format */
     token_file *train_tf, *val_tf;
+    char rope_scaling[96];        /* the resolved --rope-scaling, recorded */
     uint64_t vocab_fp;            /* the data's vocabulary (0: not recorded), committed and saved with the weights */
     char train_path[4096], val_path[4096];
     batch_loader loader;
@@ -408,27 +413,31 @@ static int check_flags(session *s) {
     return 0;
 }
 
-static st_status build_model_config(const train_opts *o, gpt_config *cfg, float **init, st_error *err) {
+static st_status build_model_config(const train_opts *o, gpt_config *cfg, hf_checkpoint **init, st_error *err) {
     *init = NULL;
     if (o->init) {
-        if (o->model) return st_fail(err, ST_EINVAL, "--init takes the model shape from the file; drop --model");
-        st_status st = gpt_load_safetensors(o->init, (int)o->n_head, cfg, init, err);
+        if (o->model) return st_fail(err, ST_EINVAL, "--init takes the model shape from the checkpoint; drop --model");
+        st_status st = hf_checkpoint_open(init, o->init, (int)o->n_head, err);
         if (st != ST_OK) return st;
-        /* a shape given too (a run.json as --config, say) must be the file's */
+        *cfg = *hf_checkpoint_config(*init);
+        /* a shape given too (a run.json as --config, say) must be the checkpoint's */
         const struct { const char *flag; long given; int file; } shape[] = {
             {"n-layer", o->n_layer, cfg->n_layer}, {"d-model", o->d_model, cfg->d_model},
-            {"n-ctx", o->n_ctx, cfg->n_ctx},       {"vocab", o->vocab, cfg->vocab_size}};
+            {"n-ctx", o->n_ctx, cfg->n_ctx},       {"vocab", o->vocab, cfg->vocab_size},
+            {"n-kv-head", o->n_kv_head, cfg->n_kv_head}, {"d-ff", o->d_ff, cfg->d_ff}};
         for (size_t i = 0; i < sizeof shape / sizeof shape[0]; i++)
             if (shape[i].given && shape[i].given != shape[i].file) {
-                st_free_aligned(*init);
+                hf_checkpoint_close(*init);
                 *init = NULL;
-                return st_fail(err, ST_EINVAL, "--%s %ld: the model in %s has %s %d (--init takes the shape from the file)",
+                return st_fail(err, ST_EINVAL, "--%s %ld: the model in %s has %s %d (--init takes the shape from it)",
                                shape[i].flag, shape[i].given, o->init, shape[i].flag, shape[i].file);
             }
         return ST_OK;
     }
     const cli_model_flags shape = {.model = o->model, .n_layer = o->n_layer, .n_head = o->n_head, .d_model = o->d_model,
-                                   .n_ctx = o->n_ctx, .vocab = o->vocab, .seq = o->seq};
+                                   .n_ctx = o->n_ctx, .vocab = o->vocab, .seq = o->seq, .arch = o->arch,
+                                   .rope_scaling = o->rope_scaling, .n_kv_head = o->n_kv_head, .d_ff = o->d_ff,
+                                   .tied = o->tied, .norm_eps = o->norm_eps, .rope_theta = o->rope_theta};
     return cli_model_config(&shape, cfg, err);
 }
 
@@ -443,6 +452,10 @@ static st_status build_train_config(session *s, st_error *err) {
     /* recorded as resolved: the shape (also one read from --init), absolute paths */
     o->n_layer = tc->model.n_layer, o->n_head = tc->model.n_head, o->d_model = tc->model.d_model;
     o->n_ctx = tc->model.n_ctx, o->vocab = tc->model.vocab_size;
+    const gpt_config *m = &tc->model;
+    o->arch = gpt_arch_name(m->arch), o->n_kv_head = m->n_kv_head, o->d_ff = m->d_ff, o->tied = m->tied;
+    o->norm_eps = m->norm_eps, o->rope_theta = m->rope_theta;
+    o->rope_scaling = cli_format_rope_scaling(&m->rope_scaling, s->rope_scaling, sizeof s->rope_scaling);
     if (realpath(o->data, s->data_abs)) o->data = s->data_abs;
     tc->precision = precision;
     tc->B = (int)o->micro_batch;
@@ -548,8 +561,8 @@ static st_status open_data(session *s, st_error *err) {
         s->vocab_fp = token_file_vocab_fingerprint(s->train_tf);
         if (!s->vocab_fp) s->vocab_fp = token_file_vocab_fingerprint(s->val_tf);
     }
-    uint64_t init_fp = 0;   /* the weights --init starts from know their vocabulary when Strata saved them */
-    if (st == ST_OK && s->o.init && !s->o.resume) st = gpt_safetensors_vocab_fingerprint(s->o.init, &init_fp, err);
+    /* the weights --init starts from know their vocabulary when Strata saved them */
+    const uint64_t init_fp = s->init ? hf_checkpoint_vocab_fingerprint(s->init) : 0;
     if (st == ST_OK) st = vocab_fingerprint_check(s->train_path, s->vocab_fp, s->o.init, init_fp, err);
     if (st == ST_OK && !s->vocab_fp) s->vocab_fp = init_fp;
     if (st == ST_OK) st = token_file_check_ids(s->train_tf, tc->model.vocab_size, err);
@@ -870,9 +883,12 @@ static st_status create_run(session *s, st_error *err) {
         print_memory_need(rc);
         printf("schedule: memory (the in-memory trainer); commits to %s\n", s->dirs.list);
     }
-    if ((st = train_run_create(&s->run, rc, s->init, err)) != ST_OK) return st;
-    st_free_aligned(s->init);
+    rc->init_read = s->init ? hf_checkpoint_read_unit : NULL;
+    rc->init_ctx = s->init;
+    st = train_run_create(&s->run, rc, NULL, err);
+    hf_checkpoint_close(s->init);   /* read: the run has the weights */
     s->init = NULL;
+    if (st != ST_OK) return st;
     s->committed = s->o.resume != NULL;
     if (!s->o.resume) return ST_OK;
     if (s->move_store && (st = commit_state(s, err)) != ST_OK) return st;
@@ -1119,7 +1135,7 @@ static int run_session(session *s) {
     run_dir_finish(s->rd, ok ? RUN_SUCCEEDED : discard ? RUN_DISCARDED : RUN_FAILED);
     token_file_close(s->train_tf);
     token_file_close(s->val_tf);
-    st_free_aligned(s->init);
+    hf_checkpoint_close(s->init);
     free(s->tokens);
     return rc;
 }

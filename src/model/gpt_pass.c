@@ -1,8 +1,8 @@
-/* gpt_pass.c - forward and backward of the GPT-2 pieces: embedding, block,
- * head (ln_f + tied LM head + cross-entropy), each a sequence of a compute
- * backend's ops on device memory (strata/backend.h). Shapes: N = B*T rows. */
-#include "strata/backend.h"
-#include "strata/model.h"
+/* gpt_pass.c - forward and backward of the pieces of the GPT family:
+ * embedding, block, head (final norm + LM head + cross-entropy), each a
+ * sequence of a compute backend's ops on device memory (strata/backend.h).
+ * GPT-2's block is here; Llama's is in llama_pass.c. Shapes: N = B*T rows. */
+#include "model/model_internal.h"
 
 /* Rows of logits computed at once in the head: bounds its scratch to
  * HEAD_CHUNK * Vp floats (200 MB at GPT-2's vocabulary) whatever B*T is; chunks
@@ -11,30 +11,44 @@
 
 /* --- activations ------------------------------------------------------------- */
 
+/* Widths of a block's activations: the fused q|k|v row, the MLP's input
+ * product (GPT-2: 4C; Llama: gate|up, 2F) and its activation (4C; F). */
+typedef struct block_widths { size_t qkv, fc, act; } block_widths;
+
+static block_widths widths(const gpt_config *cfg) {
+    const size_t C = (size_t)cfg->d_model, hs = C / (size_t)cfg->n_head, F = (size_t)cfg->d_ff;
+    if (cfg->arch == GPT_ARCH_LLAMA)
+        return (block_widths){((size_t)cfg->n_head + 2 * (size_t)cfg->n_kv_head) * hs, 2 * F, F};
+    return (block_widths){3 * C, 4 * C, 4 * C};
+}
+
 size_t gpt_block_acts_numel(const gpt_config *cfg, int B, int T) {
     const size_t N = (size_t)B * T, C = (size_t)cfg->d_model;
-    return N * C * 5 + N * 4 + N * 3 * C + (size_t)B * cfg->n_head * T * T + N * 4 * C * 2;
+    const block_widths wd = widths(cfg);
+    return N * C * 5 + N * 4 + N * wd.qkv + (size_t)B * cfg->n_head * T * T + N * (wd.fc + wd.act);
 }
 
 gpt_block_acts gpt_block_acts_view(const gpt_config *cfg, int B, int T, float *m) {
     const size_t N = (size_t)B * T, C = (size_t)cfg->d_model;
+    const block_widths wd = widths(cfg);
     gpt_block_acts a;
     a.ln1 = m; m += N * C;
-    a.ln1_mean = m; m += N;
+    a.ln1_mean = m; m += N;   /* unused by RMSNorm: kept so both layouts are one size formula */
     a.ln1_rstd = m; m += N;
-    a.qkv = m; m += N * 3 * C;
+    a.qkv = m; m += N * wd.qkv;
     a.att = m; m += (size_t)B * cfg->n_head * T * T;
     a.atty = m; m += N * C;
     a.res2 = m; m += N * C;
     a.ln2 = m; m += N * C;
     a.ln2_mean = m; m += N;
     a.ln2_rstd = m; m += N;
-    a.fch = m; m += N * 4 * C;
+    a.fch = m; m += N * wd.fc;
     a.fch_gelu = m;
     return a;
 }
 
 size_t gpt_block_scratch_numel(const gpt_config *cfg, int B, int T) {
+    if (cfg->arch == GPT_ARCH_LLAMA) return llama_block_scratch_numel(cfg, B, T);
     const size_t N = (size_t)B * T, C = (size_t)cfg->d_model;
     /* dfch [N,4C], dln2 [N,C], dres2 [N,C], datty [N,C], dqkv [N,3C], dln1 [N,C], datt [B,NH,T,T] */
     return N * 11 * C + (size_t)B * cfg->n_head * T * T;
@@ -63,10 +77,14 @@ void gpt_embed_backward(const compute_backend *be, const gpt_config *cfg, gpt_em
 
 void gpt_block_forward(const compute_backend *be, const gpt_config *cfg, const gpt_block_w *w, int B, int T,
                        const float *x, float *y, gpt_block_acts *a) {
+    if (cfg->arch == GPT_ARCH_LLAMA) {
+        llama_block_forward(be, cfg, w, B, T, x, y, a);
+        return;
+    }
     const int C = cfg->d_model, N = B * T;
     be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N, C);
     be->matmul_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, C, 3 * C);
-    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, cfg->n_head);
+    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, cfg->n_head, cfg->n_head);
     be->matmul_forward(be, y, a->atty, w->attproj_w, w->attproj_b, N, C, C);   /* y as scratch */
     be->residual_forward(be, a->res2, x, y, (size_t)N * C);
     be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2_w, w->ln2_b, N, C);
@@ -79,6 +97,10 @@ void gpt_block_forward(const compute_backend *be, const gpt_config *cfg, const g
 void gpt_block_backward(const compute_backend *be, const gpt_config *cfg, const gpt_block_w *w, gpt_block_w *g,
                         int B, int T, const float *x, const gpt_block_acts *a, const float *dy, float *dx,
                         float *scratch) {
+    if (cfg->arch == GPT_ARCH_LLAMA) {
+        llama_block_backward(be, cfg, w, g, B, T, x, a, dy, dx, scratch);
+        return;
+    }
     const int C = cfg->d_model, N = B * T;
     const size_t NC = (size_t)N * C;
     float *dfch = scratch, *dln2 = dfch + 4 * NC, *dres2 = dln2 + NC, *datty = dres2 + NC;
@@ -93,7 +115,7 @@ void gpt_block_backward(const compute_backend *be, const gpt_config *cfg, const 
 
     /* attention: res2 = x + attn(ln1) @ attproj_w + attproj_b */
     be->matmul_backward(be, datty, g->attproj_w, g->attproj_b, dres2, a->atty, w->attproj_w, N, C, C);
-    be->attention_backward(be, dqkv, datt, datty, a->qkv, a->att, B, T, C, cfg->n_head);
+    be->attention_backward(be, dqkv, datt, datty, a->qkv, a->att, B, T, C, cfg->n_head, cfg->n_head);
     be->matmul_backward(be, dln1, g->qkv_w, g->qkv_b, dqkv, a->ln1, w->qkv_w, N, C, 3 * C);
     be->copy(be, dx, dres2, NC * sizeof(float));
     be->layernorm_backward(be, dx, g->ln1_w, g->ln1_b, dln1, x, w->ln1_w, a->ln1_mean, a->ln1_rstd, N, C);
@@ -118,12 +140,14 @@ float gpt_head_forward_backward(const compute_backend *be, const gpt_config *cfg
      * chunk is computed in scratch and copied out. */
     const int logits_in_place = logits && be->unified;
 
-    be->layernorm_forward(be, lnf, mean, rstd, x, w->lnf_w, w->lnf_b, N, C);
+    const int llama = cfg->arch == GPT_ARCH_LLAMA;
+    if (llama) be->rmsnorm_forward(be, lnf, rstd, x, w->lnf_w, N, C, cfg->norm_eps);
+    else be->layernorm_forward(be, lnf, mean, rstd, x, w->lnf_w, w->lnf_b, N, C);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
         float *lg = logits_in_place ? logits + (size_t)r0 * Vp : chunk_logits;
         const float *h = lnf + (size_t)r0 * C;
-        be->sgemm(be, 0, 1, rows, Vp, C, 1.0f, h, C, w->wte, C, 0.0f, lg, Vp);
+        be->sgemm(be, 0, 1, rows, Vp, C, 1.0f, h, C, w->head, C, 0.0f, lg, Vp);
         if (logits && !logits_in_place)
             be->to_host(be, logits + (size_t)r0 * Vp, lg, (size_t)rows * Vp * sizeof(float));
         if (!targets) continue;   /* logits wanted, no loss */
@@ -131,13 +155,14 @@ float gpt_head_forward_backward(const compute_backend *be, const gpt_config *cfg
         if (!backward) continue;
         /* A zero scale leaves the logits in place: the gradient is zero. */
         if (dscale == 0.0f) be->memset(be, lg, 0, (size_t)rows * Vp * sizeof(float));
-        /* dlnf = dlogits @ wte ; dwte += dlogits^T @ lnf */
-        be->sgemm(be, 0, 0, rows, C, Vp, 1.0f, lg, Vp, w->wte, C, 0.0f, dlnf + (size_t)r0 * C, C);
-        be->sgemm(be, 1, 0, Vp, C, rows, 1.0f, lg, Vp, h, C, 1.0f, g->wte, C);
+        /* dlnf = dlogits @ head ; dhead += dlogits^T @ lnf (tied: into the embedding's gradient) */
+        be->sgemm(be, 0, 0, rows, C, Vp, 1.0f, lg, Vp, w->head, C, 0.0f, dlnf + (size_t)r0 * C, C);
+        be->sgemm(be, 1, 0, Vp, C, rows, 1.0f, lg, Vp, h, C, 1.0f, g->head, C);
     }
     if (backward) {
         be->memset(be, dx, 0, (size_t)N * C * sizeof(float));
-        be->layernorm_backward(be, dx, g->lnf_w, g->lnf_b, dlnf, x, w->lnf_w, mean, rstd, N, C);
+        if (llama) be->rmsnorm_backward(be, dx, g->lnf_w, dlnf, x, w->lnf_w, rstd, N, C);
+        else be->layernorm_backward(be, dx, g->lnf_w, g->lnf_b, dlnf, x, w->lnf_w, mean, rstd, N, C);
     }
     if (!targets) return 0.0f;
     return (float)(be->sum(be, losses, N) / N);

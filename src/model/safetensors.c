@@ -786,21 +786,26 @@ static st_status read_bytes(safetensors_file *f, const safetensors_tensor *t, vo
     return ST_OK;
 }
 
-static st_status read_tensor(safetensors_file *f, const safetensors_tensor *t, void *out, uint64_t n, out_kind o,
-                             st_error *err) {
+/* Elements [first, first + n) of t; whole: n must be all of them. */
+static st_status read_tensor(safetensors_file *f, const safetensors_tensor *t, uint64_t first, void *out, uint64_t n,
+                             out_kind o, int whole, st_error *err) {
     st_status s = check_read(f, t, out, err);
     if (s != ST_OK) return s;
     shown_name a;
-    if (n != t->numel)
+    if (whole && n != t->numel)
         return st_fail(err, ST_EINVAL, "%s: tensor '%s': asked for %" PRIu64 " elements, it has %" PRIu64, f->path,
                        show(&a, t->name), n, t->numel);
+    if (first > t->numel || n > t->numel - first)
+        return st_fail(err, ST_EINVAL, "%s: tensor '%s': elements [%" PRIu64 ", +%" PRIu64 ") are past its %" PRIu64,
+                       f->path, show(&a, t->name), first, n, t->numel);
     int want_float = o == OUT_F32 || o == OUT_F64;
     if (want_float != dtype_is_float(t->dtype))
         return st_fail(err, ST_EINVAL, "%s: tensor '%s': dtype %s cannot be read as %s", f->path, show(&a, t->name),
                        dtype_info[t->dtype].name, out_name[o]);
-    if (same_representation(t->dtype, o)) return read_bytes(f, t, out, t->nbytes, t->offset, err);
-
     size_t ss = dtype_info[t->dtype].size, ds = out_size[o];
+    const uint64_t base = t->offset + first * ss;
+    if (same_representation(t->dtype, o)) return read_bytes(f, t, out, n * ss, base, err);
+
     uint64_t per_chunk = SAFETENSORS_IO_CHUNK / (ss > ds ? ss : ds);
     /* Widening (BF16 -> float, ...) converts in place: each chunk's source
      * bytes are read into the tail of the chunk's destination. Narrowing
@@ -808,7 +813,7 @@ static st_status read_tensor(safetensors_file *f, const safetensors_tensor *t, v
     uint8_t *bounce = NULL;
     float *f16_table = NULL;
     if (ss > ds) {
-        uint64_t b = t->nbytes < SAFETENSORS_IO_CHUNK ? t->nbytes : SAFETENSORS_IO_CHUNK;
+        uint64_t b = n * ss < SAFETENSORS_IO_CHUNK ? n * ss : SAFETENSORS_IO_CHUNK;
         if (!(bounce = malloc((size_t)b)))
             return st_fail(err, ST_ENOMEM, "%s: tensor '%s': out of memory for a read buffer", f->path,
                            show(&a, t->name));
@@ -819,7 +824,7 @@ static st_status read_tensor(safetensors_file *f, const safetensors_tensor *t, v
         uint64_t k = n - i0 < per_chunk ? n - i0 : per_chunk;
         uint8_t *dst = (uint8_t *)out + i0 * ds;
         uint8_t *src = bounce ? bounce : dst + k * (ds - ss);
-        if ((s = read_bytes(f, t, src, k * ss, t->offset + i0 * ss, err)) != ST_OK) break;
+        if ((s = read_bytes(f, t, src, k * ss, base + i0 * ss, err)) != ST_OK) break;
         if (want_float) {
             convert_floats_in_place(t->dtype, o, src, dst, k, f16_table);
             continue;
@@ -843,16 +848,20 @@ static st_status read_tensor(safetensors_file *f, const safetensors_tensor *t, v
 }
 
 st_status safetensors_read_f32(safetensors_file *f, const safetensors_tensor *t, float *out, uint64_t n, st_error *err) {
-    return read_tensor(f, t, out, n, OUT_F32, err);
+    return read_tensor(f, t, 0, out, n, OUT_F32, 1, err);
+}
+st_status safetensors_read_f32_range(safetensors_file *f, const safetensors_tensor *t, uint64_t first, float *out,
+                                     uint64_t n, st_error *err) {
+    return read_tensor(f, t, first, out, n, OUT_F32, 0, err);
 }
 st_status safetensors_read_f64(safetensors_file *f, const safetensors_tensor *t, double *out, uint64_t n, st_error *err) {
-    return read_tensor(f, t, out, n, OUT_F64, err);
+    return read_tensor(f, t, 0, out, n, OUT_F64, 1, err);
 }
 st_status safetensors_read_i32(safetensors_file *f, const safetensors_tensor *t, int32_t *out, uint64_t n, st_error *err) {
-    return read_tensor(f, t, out, n, OUT_I32, err);
+    return read_tensor(f, t, 0, out, n, OUT_I32, 1, err);
 }
 st_status safetensors_read_i64(safetensors_file *f, const safetensors_tensor *t, int64_t *out, uint64_t n, st_error *err) {
-    return read_tensor(f, t, out, n, OUT_I64, err);
+    return read_tensor(f, t, 0, out, n, OUT_I64, 1, err);
 }
 
 st_status safetensors_read_raw(safetensors_file *f, const safetensors_tensor *t, void *out, uint64_t nbytes,

@@ -31,7 +31,7 @@ void adamw_update(float *p, const float *g, float *m, float *v, st_bf16 *p16, si
 
 void adamw_step_range(const gpt_config *cfg, int unit, size_t lo, size_t hi, const adamw_hparams *h, float lr,
                       float grad_scale, long t, float *p, const float *g, float *m, float *v, st_bf16 *p16) {
-    for (int i = 0; i < gpt_unit_tensor_count(unit); i++) {
+    for (int i = 0; i < gpt_unit_tensor_count(cfg, unit); i++) {
         gpt_tensor_info ti = gpt_unit_tensor(cfg, unit, i);
         size_t a = ti.offset > lo ? ti.offset : lo, b = ti.offset + ti.numel < hi ? ti.offset + ti.numel : hi;
         if (a >= b) continue;

@@ -180,14 +180,61 @@ st_status ckpt_write_unit(store *st, int u, const float *master, const float *m,
 }
 
 int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap) {
+    const gpt_config *m = &r->model;
+    /* Llama's own fields, after GPT-2's (whose records stay as they were) */
+    char llama[320] = "";
+    if (m->arch == GPT_ARCH_LLAMA) {
+        const gpt_rope_scaling *rs = &m->rope_scaling;
+        snprintf(llama, sizeof llama,
+                 ", \"arch\": \"llama\", \"n_kv_head\": %d, \"d_ff\": %d, \"tied\": %d, \"norm_eps\": %.9g, "
+                 "\"rope_theta\": %.9g, \"rope_scaling\": [%.9g, %.9g, %.9g, %d]",
+                 m->n_kv_head, m->d_ff, m->tied, (double)m->norm_eps, (double)m->rope_theta, (double)rs->factor,
+                 (double)rs->low_freq_factor, (double)rs->high_freq_factor, rs->original_context);
+    }
     /* The fingerprint is a string: a JSON number holds only 53 bits exactly. */
     int n = snprintf(buf, cap,
-                     "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d, "
+                     "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d%s, "
                      "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu, \"vocab_fingerprint\": \"%016llx\"}",
-                     r->step, r->model.n_layer, r->model.n_head, r->model.d_model, r->model.n_ctx, r->model.vocab_size,
+                     r->step, m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size, llama,
                      (unsigned long long)r->data_pos, (unsigned long long)r->data_epoch,
                      (unsigned long long)r->data_tokens, (unsigned long long)r->vocab_fingerprint);
     return n >= 0 && (size_t)n < cap ? n : -1;
+}
+
+/* A finite number field (floats of the model), or an integer one. */
+static int record_number(const cJSON *j, const char *key, double *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble)) return 0;
+    *out = it->valuedouble;
+    return 1;
+}
+
+/* Llama's fields of a record into m (GPT-2's record has none). */
+static st_status parse_llama(const cJSON *j, gpt_config *m, st_error *err) {
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(j, "arch");
+    if (!arch) return ST_OK;
+    const char *a = cJSON_GetStringValue(arch);
+    if (!a || gpt_arch_parse(a, &m->arch, NULL) != ST_OK)
+        return st_fail(err, ST_ECORRUPT, "the store's commit record: field arch is not gpt2 or llama");
+    if (m->arch != GPT_ARCH_LLAMA) return ST_OK;
+    static const char *const keys[] = {"n_kv_head", "d_ff", "tied", "norm_eps", "rope_theta"};
+    double v[5];
+    for (int k = 0; k < 5; k++)
+        if (!record_number(j, keys[k], &v[k]) || (k < 3 && (v[k] != floor(v[k]) || v[k] < 0 || v[k] > INT_MAX)))
+            return st_fail(err, ST_ECORRUPT, "the store's commit record: field %s missing or out of range", keys[k]);
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
+    double r[4];
+    for (int k = 0; k < 4; k++) {
+        const cJSON *it = cJSON_IsArray(rs) && cJSON_GetArraySize(rs) == 4 ? cJSON_GetArrayItem(rs, k) : NULL;
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > INT_MAX ||
+            (k == 3 && it->valuedouble != floor(it->valuedouble)))
+            return st_fail(err, ST_ECORRUPT, "the store's commit record: field rope_scaling is not 4 numbers");
+        r[k] = it->valuedouble;
+    }
+    m->n_kv_head = (int)v[0], m->d_ff = (int)v[1], m->tied = (int)v[2];
+    m->norm_eps = (float)v[3], m->rope_theta = (float)v[4];
+    m->rope_scaling = (gpt_rope_scaling){(float)r[0], (float)r[1], (float)r[2], (int)r[3]};
+    return ST_OK;
 }
 
 st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_error *err) {
@@ -221,12 +268,14 @@ st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_err
             return st_fail(err, ST_ECORRUPT, "the store's commit record: field vocab_fingerprint is not 16 hex digits");
         }
     }
-    cJSON_Delete(j);
     *out = (ckpt_record){.step = (long)v[0],
                          .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3],
                                    .n_ctx = (int)v[4], .vocab_size = (int)v[5]},
                          .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8],
                          .vocab_fingerprint = fingerprint};
+    st_status s = parse_llama(j, &out->model, err);
+    cJSON_Delete(j);
+    if (s != ST_OK) return s;
     st_error e = {0};
     if (gpt_config_check(&out->model, &e) != ST_OK)
         return st_fail(err, ST_ECORRUPT, "the store's commit record: %s", e.msg);

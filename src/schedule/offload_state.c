@@ -182,6 +182,7 @@ static st_status open_stores(offload_trainer *t, int *in_place, store **from, st
 
 st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     const int resume = t->cfg.n_resume_paths > 0;
+    const gpt_unit_reader read = t->cfg.init_read;
     float *unit_tmp = init || resume ? NULL : plan_alloc(t, BUF_INIT_UNIT);
     if (!init && !resume && !unit_tmp) return st_fail(err, ST_ENOMEM, "out of memory for initialization");
     state_source src = {0};
@@ -193,7 +194,9 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     for (int u = 0; s == ST_OK && u < t->L1; u++) {
         if (!resume) {
             src.unit = init ? init + t->lay.units[u].offset : unit_tmp;
-            if (!init) gpt_init_unit(&t->c, u, unit_tmp, t->cfg.train.seed);
+            if (!init && read) s = read(t->cfg.init_ctx, u, unit_tmp, err);
+            else if (!init) gpt_init_unit(&t->c, u, unit_tmp, t->cfg.train.seed);
+            if (s != ST_OK) break;
         }
         s = init_unit(t, u, &src, err);
     }

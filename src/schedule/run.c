@@ -80,7 +80,8 @@ static st_status open_read_only(const store_dirs *d, store **out, st_error *err)
 /* The in-memory trainer, and the store it commits to: reopened in place, or
  * created where the state moves to. */
 static st_status memory_create(train_run *r, const train_run_config *c, const float *init, st_error *err) {
-    st_status s = trainer_create(&r->mem, &c->train, init, err);
+    st_status s = init || c->resume || !c->init_read ? trainer_create(&r->mem, &c->train, init, err)
+                                        : trainer_create_from(&r->mem, &c->train, c->init_read, c->init_ctx, err);
     if (s != ST_OK) return s;
     const int in_place = c->resume && store_dirs_same(c->store, c->resume);
     store_config sc = store_default_config();
@@ -126,7 +127,8 @@ static const trainer_ops executor_ops = {executor_step, executor_eval, executor_
 offload_config train_run_executor_config(const train_run_config *c) {
     offload_config oc = {.train = c->train, .schedule = c->schedule, .alpha = c->alpha, .place = c->place,
                          .mem_device = c->mem_device, .mem_host = c->mem_host, .trace_path = c->trace_path, .opt_io = c->opt_io,
-                         .engine = c->io, .resume_steps = c->resume_steps};
+                         .engine = c->io, .resume_steps = c->resume_steps, .init_read = c->init_read,
+                         .init_ctx = c->init_ctx};
     if (c->store) oc.store_paths = c->store->paths, oc.n_store_paths = c->store->n;
     if (c->resume) oc.resume_paths = c->resume->paths, oc.n_resume_paths = c->resume->n;
     return oc;
@@ -204,7 +206,7 @@ st_status train_run_read_unit(void *run, int u, float *out, st_error *err) {
 }
 
 st_status train_run_commit(train_run *r, const ckpt_record *rec, st_error *err) {
-    char meta[512];
+    char meta[1024];
     const int n = ckpt_record_format(rec, meta, sizeof meta);
     if (n < 0) return st_fail(err, ST_EINVAL, "commit record too long");
     return r->ops->commit(r, meta, (size_t)n, err);
@@ -267,12 +269,11 @@ st_status train_run_verify_commit(const store_dirs *dirs, store_scrub_result *ch
 st_status train_run_check_commit(const ckpt_record *c, const gpt_config *model, uint64_t data_tokens, long steps,
                                  st_error *err) {
     const gpt_config *m = &c->model;
-    if (m->n_layer != model->n_layer || m->n_head != model->n_head || m->d_model != model->d_model ||
-        m->n_ctx != model->n_ctx || m->vocab_size != model->vocab_size)
+    if (!gpt_config_same(m, model))
         return st_fail(err, ST_EINVAL,
-                       "the store's commit is of another model (%d layers, %d heads, d_model %d, context %d, vocab "
+                       "the store's commit is of another model (%s, %d layers, %d heads, d_model %d, context %d, vocab "
                        "%d) than run.json's",
-                       m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size);
+                       gpt_arch_name(m->arch), m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size);
     if (c->data_tokens != data_tokens)
         return st_fail(err, ST_EINVAL,
                        "the training data changed since the commit: it held %llu tokens, now %llu; a resumed run "
@@ -301,7 +302,7 @@ st_status train_run_prepare_move(const store_dirs *to, const ckpt_record *ours, 
     const int no_record = n == 0;
     const int same = !no_record && read_record(st, &c, &e) == ST_OK && c.step == ours->step &&
                      c.data_pos == ours->data_pos && c.data_epoch == ours->data_epoch &&
-                     c.data_tokens == ours->data_tokens && c.vocab_fingerprint == ours->vocab_fingerprint && !memcmp(&c.model, &ours->model, sizeof c.model);
+                     c.data_tokens == ours->data_tokens && c.vocab_fingerprint == ours->vocab_fingerprint && gpt_config_same(&c.model, &ours->model);
     store_close(st);
     if (!no_record && !same)
         return st_fail(err, ST_EEXIST,

@@ -75,7 +75,25 @@ void trainer_free(trainer *t) {
     free(t);
 }
 
-st_status trainer_create(trainer **out, const train_config *tc_in, const float *init, st_error *err) {
+typedef struct params_array {
+    const gpt_config *cfg;
+    const float *params;
+} params_array;
+
+static st_status copy_unit(void *ctx, int u, float *out, st_error *err) {
+    (void)err;
+    const params_array *a = ctx;
+    memcpy(out, a->params + gpt_unit_offset(a->cfg, u), gpt_unit_numel(a->cfg, u) * sizeof(float));
+    return ST_OK;
+}
+
+st_status trainer_create(trainer **out, const train_config *tc, const float *init, st_error *err) {
+    params_array a = {&tc->model, init};
+    return trainer_create_from(out, tc, init ? copy_unit : NULL, &a, err);
+}
+
+st_status trainer_create_from(trainer **out, const train_config *tc_in, gpt_unit_reader read_unit, void *ctx,
+                              st_error *err) {
     *out = NULL;
     train_config tc = *tc_in;
     st_status s = train_config_check(&tc, err);
@@ -104,8 +122,14 @@ st_status trainer_create(trainer **out, const train_config *tc_in, const float *
         trainer_free(t);
         return s;
     }
-    if (init) memcpy(t->params, init, bytes);
-    else gpt_init_params(&tc.model, t->params, tc.seed);
+    for (int u = 0; read_unit && u < gpt_num_units(&tc.model); u++) {
+        s = read_unit(ctx, u, t->params + gpt_unit_offset(&tc.model, u), err);
+        if (s != ST_OK) {
+            trainer_free(t);
+            return s;
+        }
+    }
+    if (!read_unit) gpt_init_params(&tc.model, t->params, tc.seed);
     memset(t->m, 0, bytes);
     memset(t->v, 0, bytes);
     if (t->params16) gpt_f32_to_bf16(t->params, t->params16, t->n);

@@ -16,35 +16,7 @@ void store_path_join(char *out, size_t cap, const char *dir, const char *name) {
 }
 
 st_status store_read_whole_file(const char *name, unsigned char **out, size_t *n, st_error *err) {
-    int fd = open(name, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return st_fail_errno(err, errno, "open %s", name);
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int en = errno;
-        close(fd);
-        return st_fail_errno(err, en, "stat %s", name);
-    }
-    size_t size = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(size ? size : 1);
-    if (!buf) {
-        close(fd);
-        return st_fail(err, ST_ENOMEM, "reading %s: out of memory", name);
-    }
-    while (got < size) {
-        ssize_t r = pread(fd, buf + got, size - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int en = r < 0 ? errno : EIO;
-            free(buf);
-            close(fd);
-            return st_fail_errno(err, en, "read %s", name);
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *out = buf;
-    *n = size;
-    return ST_OK;
+    return st_read_file(name, 0, (char **)out, n, err);
 }
 
 st_status store_run_batch(store *s, io_request *reqs, size_t n, st_error *err) {
