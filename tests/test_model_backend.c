@@ -110,10 +110,10 @@ static void run_matmul_backward_weights_only(const compute_backend *be, void *co
     be->matmul_backward(be, NULL, F(1), NULL, F(3), F(4), F(5), N, IC, OC);
 }
 static void run_attention_forward(const compute_backend *be, void *const *dev, double *s) {
-    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH);
+    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH, NH);
 }
 static void run_attention_backward(const compute_backend *be, void *const *dev, double *s) {
-    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH);
+    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH, NH);
 }
 static void run_gelu_forward(const compute_backend *be, void *const *dev, double *s) {
     be->gelu_forward(be, F(0), F(1), NC + 3);

@@ -109,13 +109,19 @@ struct compute_backend {
     void (*matmul_backward)(const compute_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int IC, int OC);
 
-    /* Causal multi-head attention over qkv[B,T,3C] (q, k, v blocks of C columns):
+    /* Causal attention with NH query heads of hs = C / NH floats sharing NKV
+     * key/value heads (NH % NKV == 0; NKV == NH: multi-head, GPT-2; NKV == 1:
+     * multi-query). Each row of qkv[B,T,C + 2*NKV*hs] is q (NH heads, C
+     * floats) | k (NKV heads) | v (NKV heads); query head h reads kv head
+     * h / (NH / NKV), as Hugging Face's repeat_kv:
      * att[B,NH,T,T] = softmax(q k^T / sqrt(hs)) (zero above the diagonal), out[B,T,C] = att v. */
     void (*attention_forward)(const compute_backend *be, float *out, float *att, const float *qkv, int B, int T,
-                              int C, int NH);
-    /* dqkv[B,T,3C] (overwrites) from dout[B,T,C]; dpre[B,NH,T,T] is scratch. */
+                              int C, int NH, int NKV);
+    /* dqkv[B,T,C + 2*NKV*hs] (overwrites, qkv's layout) from dout[B,T,C];
+     * dpre[B,NH,T,T] is scratch. A kv head's gradient sums those of its
+     * NH / NKV query heads, in head order. */
     void (*attention_backward)(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH);
+                               const float *qkv, const float *att, int B, int T, int C, int NH, int NKV);
 
     /* out[n] = gelu(inp[n]), the tanh approximation. */
     void (*gelu_forward)(const compute_backend *be, float *out, const float *inp, size_t n);

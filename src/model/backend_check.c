@@ -244,21 +244,27 @@ static void check_matmul_backward(const compute_backend *be, float *dinp, float 
     leave(&u);
 }
 
+/* Floats of a qkv row: NH query heads and NKV key and value heads of C / NH. */
+static size_t qkv_width(int C, int NH, int NKV) { return (size_t)C + 2 * (size_t)NKV * (size_t)(C / NH); }
+
 static void check_attention_forward(const compute_backend *be, float *out, float *att, const float *qkv, int B,
-                                    int T, int C, int NH) {
+                                    int T, int C, int NH, int NKV) {
     const size_t BT = (size_t)B * T;
+    if (NH <= 0 || NKV <= 0 || NH % NKV != 0) die("attention_forward", "NH %d is not a multiple of NKV %d", NH, NKV);
     in_use u = ENTER("attention_forward", DEV(out, floats(BT * C)), DEV(att, floats((size_t)B * NH * T * T)),
-                     DEV(qkv, floats(BT * 3 * C)));
-    cpu()->attention_forward(cpu(), out, att, qkv, B, T, C, NH);
+                     DEV(qkv, floats(BT * qkv_width(C, NH, NKV))));
+    cpu()->attention_forward(cpu(), out, att, qkv, B, T, C, NH, NKV);
     leave(&u);
 }
 
 static void check_attention_backward(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
-                                     const float *qkv, const float *att, int B, int T, int C, int NH) {
+                                     const float *qkv, const float *att, int B, int T, int C, int NH, int NKV) {
     const size_t BT = (size_t)B * T, BHTT = floats((size_t)B * NH * T * T);
-    in_use u = ENTER("attention_backward", DEV(dqkv, floats(BT * 3 * C)), DEV(dpre, BHTT), DEV(dout, floats(BT * C)),
-                     DEV(qkv, floats(BT * 3 * C)), DEV(att, BHTT));
-    cpu()->attention_backward(cpu(), dqkv, dpre, dout, qkv, att, B, T, C, NH);
+    if (NH <= 0 || NKV <= 0 || NH % NKV != 0) die("attention_backward", "NH %d is not a multiple of NKV %d", NH, NKV);
+    const size_t W = qkv_width(C, NH, NKV);
+    in_use u = ENTER("attention_backward", DEV(dqkv, floats(BT * W)), DEV(dpre, BHTT), DEV(dout, floats(BT * C)),
+                     DEV(qkv, floats(BT * W)), DEV(att, BHTT));
+    cpu()->attention_backward(cpu(), dqkv, dpre, dout, qkv, att, B, T, C, NH, NKV);
     leave(&u);
 }
 

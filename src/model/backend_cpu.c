@@ -264,15 +264,20 @@ static void causal_softmax_row(float *row, int i, int T) {
  * dpre above the diagonal are kept zero. */
 #define ATT_BLOCK 64
 
+/* Grouped-query attention: query head h reads kv head h / (NH / NKV), whose
+ * k and v sit at columns C + kvh*hs and C + (NKV + kvh)*hs of a qkv row of
+ * W = C + 2*NKV*hs floats. With NKV == NH (GPT-2) that is k = q + C,
+ * v = q + 2C in rows of 3C, and the products are the ones multi-head
+ * attention always ran. */
 static void attention_forward(const compute_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
-                              int NH) {
-    const int hs = C / NH, C3 = 3 * C;
+                              int NH, int NKV) {
+    const int hs = C / NH, group = NH / NKV, C3 = C + 2 * NKV * hs;   /* C3: the qkv row's width */
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C, *v = q + 2 * C;
+            const float *k = qkv + (size_t)b * T * C3 + C + (size_t)(h / group) * hs, *v = k + (size_t)NKV * hs;
             float *S = att + ((size_t)b * NH + h) * T * T;
             float *y = out + (size_t)b * T * C + (size_t)h * hs;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
@@ -291,16 +296,16 @@ static void attention_forward(const compute_backend *be, float *out, float *att,
 }
 
 static void attention_backward(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH) {
-    const int hs = C / NH, C3 = 3 * C;
+                               const float *qkv, const float *att, int B, int T, int C, int NH, int NKV) {
+    const int hs = C / NH, group = NH / NKV, C3 = C + 2 * NKV * hs;
     const float scale = 1.0f / sqrtf((float)hs);
+    /* Per query head: the score gradients dS and dq. */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const size_t bh = (size_t)b * NH + h;
-            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C, *v = q + 2 * C;
-            float *dq = dqkv + (size_t)b * T * C3 + (size_t)h * hs, *dk = dq + C, *dv = dq + 2 * C;
+            const float *k = qkv + (size_t)b * T * C3 + C + (size_t)(h / group) * hs, *v = k + (size_t)NKV * hs;
+            float *dq = dqkv + (size_t)b * T * C3 + (size_t)h * hs;
             const float *P = att + bh * T * T, *dy = dout + (size_t)b * T * C + (size_t)h * hs;
             float *dS = dpre + bh * T * T;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
@@ -321,15 +326,32 @@ static void attention_backward(const compute_backend *be, float *dqkv, float *dp
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, keys, 1.0f, dS + (size_t)r0 * T, T,
                             k, C3, 0.0f, dq + (size_t)r0 * C3, C3);
             }
-            /* Key block c0 is attended by query rows c0 .. T-1 only:
-             * dv[c0:] = P[c0:, c0:]^T dy[c0:],  dk[c0:] = dS[c0:, c0:]^T q[c0:]
-             * (the columns of the block; rows above them are zero). */
-            for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-                const int cols = T - c0 < ATT_BLOCK ? T - c0 : ATT_BLOCK, rows = T - c0;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, P + (size_t)c0 * T + c0, T,
-                            dy + (size_t)c0 * C, C, 0.0f, dv + (size_t)c0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dS + (size_t)c0 * T + c0, T,
-                            q + (size_t)c0 * C3, C3, 0.0f, dk + (size_t)c0 * C3, C3);
+        }
+    }
+    /* Per kv head and key block: key block c0 is attended by query rows
+     * c0 .. T-1 only, so for each query head h of the group, in head order
+     * (the first overwrites, the others add: a fixed order of the sum),
+     *     dv[c0:] += P_h[c0:, c0:]^T dy_h[c0:],  dk[c0:] += dS_h[c0:, c0:]^T q_h[c0:]
+     * (the columns of the block; rows above them are zero). */
+    const int nblocks = (T + ATT_BLOCK - 1) / ATT_BLOCK;
+#pragma omp parallel for collapse(3) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+        for (int g = 0; g < NKV; g++) {
+            for (int blk = 0; blk < nblocks; blk++) {
+                const int c0 = blk * ATT_BLOCK, cols = T - c0 < ATT_BLOCK ? T - c0 : ATT_BLOCK, rows = T - c0;
+                float *dk = dqkv + (size_t)b * T * C3 + C + (size_t)g * hs, *dv = dk + (size_t)NKV * hs;
+                for (int j = 0; j < group; j++) {
+                    const int h = g * group + j;
+                    const size_t bh = (size_t)b * NH + h;
+                    const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+                    const float *P = att + bh * T * T, *dS = dpre + bh * T * T;
+                    const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
+                    const float beta = j == 0 ? 0.0f : 1.0f;
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f,
+                                P + (size_t)c0 * T + c0, T, dy + (size_t)c0 * C, C, beta, dv + (size_t)c0 * C3, C3);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f,
+                                dS + (size_t)c0 * T + c0, T, q + (size_t)c0 * C3, C3, beta, dk + (size_t)c0 * C3, C3);
+                }
             }
         }
     }

@@ -66,7 +66,7 @@ void gpt_block_forward(const compute_backend *be, const gpt_config *cfg, const g
     const int C = cfg->d_model, N = B * T;
     be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, x, w->ln1_w, w->ln1_b, N, C);
     be->matmul_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, C, 3 * C);
-    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, cfg->n_head);
+    be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, cfg->n_head, cfg->n_head);
     be->matmul_forward(be, y, a->atty, w->attproj_w, w->attproj_b, N, C, C);   /* y as scratch */
     be->residual_forward(be, a->res2, x, y, (size_t)N * C);
     be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2_w, w->ln2_b, N, C);
@@ -93,7 +93,7 @@ void gpt_block_backward(const compute_backend *be, const gpt_config *cfg, const 
 
     /* attention: res2 = x + attn(ln1) @ attproj_w + attproj_b */
     be->matmul_backward(be, datty, g->attproj_w, g->attproj_b, dres2, a->atty, w->attproj_w, N, C, C);
-    be->attention_backward(be, dqkv, datt, datty, a->qkv, a->att, B, T, C, cfg->n_head);
+    be->attention_backward(be, dqkv, datt, datty, a->qkv, a->att, B, T, C, cfg->n_head, cfg->n_head);
     be->matmul_backward(be, dln1, g->qkv_w, g->qkv_b, dqkv, a->ln1, w->qkv_w, N, C, 3 * C);
     be->copy(be, dx, dres2, NC * sizeof(float));
     be->layernorm_backward(be, dx, g->ln1_w, g->ln1_b, dln1, x, w->ln1_w, a->ln1_mean, a->ln1_rstd, N, C);
