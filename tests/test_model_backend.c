@@ -110,10 +110,10 @@ static void run_matmul_backward_weights_only(const compute_backend *be, void *co
     be->matmul_backward(be, NULL, F(1), NULL, F(3), F(4), F(5), N, IC, OC);
 }
 static void run_attention_forward(const compute_backend *be, void *const *dev, double *s) {
-    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH);
+    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH, NH);
 }
 static void run_attention_backward(const compute_backend *be, void *const *dev, double *s) {
-    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH);
+    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH, NH);
 }
 static void run_gelu_forward(const compute_backend *be, void *const *dev, double *s) {
     be->gelu_forward(be, F(0), F(1), NC + 3);
@@ -169,6 +169,67 @@ static void run_wide_layernorm_backward(const compute_backend *be, void *const *
 }
 static void run_wide_embed_backward(const compute_backend *be, void *const *dev, double *s) {
     be->embed_backward(be, F(0), F(1), ID(2), F(3), B, T, WC, VP);
+}
+/* The Llama family's kernels. Attention with NH = 4 query heads of HS = 8
+ * over NKV_G = 2 kv heads (groups of 2) and over one (multi-query), in rows
+ * of QKV_G and QKV_M floats; rope on the q and the k part of the grouped
+ * rows, from position 5; SwiGLU with F not a multiple of a vector. */
+enum { HS = C / NH, NKV_G = 2, QKV_G = C + 2 * NKV_G * HS, QKV_M = C + 2 * HS, FF = 3 * C + 5 };
+static void run_rmsnorm_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->rmsnorm_forward(be, F(0), F(1), F(2), F(3), N, C, 1e-5f);
+}
+static void run_rmsnorm_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->rmsnorm_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), N, C);
+}
+static void run_wide_rmsnorm_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->rmsnorm_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), N, WC);
+}
+static void run_linear_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->linear_forward(be, F(0), F(1), F(2), N, IC, OC);
+}
+static void run_linear_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->linear_backward(be, F(0), F(1), F(2), F(3), F(4), N, IC, OC);
+}
+static void run_linear_backward_weights_only(const compute_backend *be, void *const *dev, double *s) {
+    be->linear_backward(be, NULL, F(1), F(2), F(3), F(4), N, IC, OC);
+}
+static void run_wide_linear_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->linear_forward(be, F(0), F(1), F(2), WN, WIC, WOC);
+}
+static void run_wide_linear_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->linear_backward(be, F(0), F(1), F(2), F(3), F(4), WN, WIC, WOC);
+}
+static void run_rope_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->rope_forward(be, F(0), N, T, NH, HS, QKV_G, 5, 10000.0f);
+    be->rope_forward(be, F(0) + C, N, T, NKV_G, HS, QKV_G, 5, 10000.0f);
+}
+static void run_rope_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->rope_backward(be, F(0), N, T, NH, HS, QKV_G, 5, 500000.0f);
+    be->rope_backward(be, F(0) + C, N, T, NKV_G, HS, QKV_G, 5, 500000.0f);
+}
+static void run_gqa_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH, NKV_G);
+}
+static void run_gqa_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH, NKV_G);
+}
+static void run_mqa_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH, 1);
+}
+static void run_mqa_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_backward(be, F(0), F(1), F(2), F(3), F(4), B, T, C, NH, 1);
+}
+static void run_swiglu_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->swiglu_forward(be, F(0), F(1), N, FF);
+}
+static void run_swiglu_backward(const compute_backend *be, void *const *dev, double *s) {
+    be->swiglu_backward(be, F(0), F(1), F(2), N, FF);
+}
+static void run_embed_forward_no_positions(const compute_backend *be, void *const *dev, double *s) {
+    be->embed_forward(be, F(0), ID(1), F(2), NULL, B, T, C, VP);
+}
+static void run_embed_backward_no_positions(const compute_backend *be, void *const *dev, double *s) {
+    be->embed_backward(be, F(0), NULL, ID(1), F(2), B, T, C, VP);
 }
 static void run_sum(const compute_backend *be, void *const *dev, double *s) { *s = be->sum(be, F(0), LONG_N); }
 static void run_sum_sq(const compute_backend *be, void *const *dev, double *s) { *s = be->sum_sq(be, F(0), LONG_N); }
@@ -240,6 +301,36 @@ static const op_case op_cases[] = {
      run_wide_layernorm_backward},
     {"embed_backward (wide)", {{(size_t)VP * WC, F32}, {(size_t)T * WC, F32}, {N, IDS}, {WNC, F32}},
      run_wide_embed_backward},
+    {"rmsnorm_forward", {{NC, F32}, {N, F32}, {NC, F32}, {C, F32}}, run_rmsnorm_forward},
+    {"rmsnorm_backward", {{NC, F32}, {C, F32}, {NC, F32}, {NC, F32}, {C, F32}, {N, F32}}, run_rmsnorm_backward},
+    {"rmsnorm_backward (wide)", {{WNC, F32}, {WC, F32}, {WNC, F32}, {WNC, F32}, {WC, F32}, {N, F32}},
+     run_wide_rmsnorm_backward},
+    {"linear_forward", {{N * OC, F32}, {N * IC, F32}, {OC * IC, F32}}, run_linear_forward},
+    {"linear_backward", {{N * IC, F32}, {OC * IC, F32}, {N * OC, F32}, {N * IC, F32}, {OC * IC, F32}},
+     run_linear_backward},
+    {"linear_backward (weights only)", {{N * IC, F32}, {OC * IC, F32}, {N * OC, F32}, {N * IC, F32}, {OC * IC, F32}},
+     run_linear_backward_weights_only},
+    {"linear_forward (wide)", {{WN * WOC, F32}, {WN * WIC, F32}, {WOC * WIC, F32}}, run_wide_linear_forward},
+    {"linear_backward (wide)",
+     {{WN * WIC, F32}, {WOC * WIC, F32}, {WN * WOC, F32}, {WN * WIC, F32}, {WOC * WIC, F32}},
+     run_wide_linear_backward},
+    {"rope_forward (q and k)", {{(size_t)N * QKV_G, F32}}, run_rope_forward},
+    {"rope_backward (q and k)", {{(size_t)N * QKV_G, F32}}, run_rope_backward},
+    {"attention_forward (GQA)", {{NC, F32}, {(size_t)B * NH * T * T, F32}, {(size_t)N * QKV_G, F32}}, run_gqa_forward},
+    {"attention_backward (GQA)",
+     {{(size_t)N * QKV_G, F32}, {(size_t)B * NH * T * T, F32}, {NC, F32}, {(size_t)N * QKV_G, F32},
+      {(size_t)B * NH * T * T, F32}},
+     run_gqa_backward},
+    {"attention_forward (MQA)", {{NC, F32}, {(size_t)B * NH * T * T, F32}, {(size_t)N * QKV_M, F32}}, run_mqa_forward},
+    {"attention_backward (MQA)",
+     {{(size_t)N * QKV_M, F32}, {(size_t)B * NH * T * T, F32}, {NC, F32}, {(size_t)N * QKV_M, F32},
+      {(size_t)B * NH * T * T, F32}},
+     run_mqa_backward},
+    {"swiglu_forward", {{(size_t)N * FF, F32}, {(size_t)N * 2 * FF, F32}}, run_swiglu_forward},
+    {"swiglu_backward", {{(size_t)N * 2 * FF, F32}, {(size_t)N * FF, F32}, {(size_t)N * 2 * FF, F32}},
+     run_swiglu_backward},
+    {"embed_forward (no positions)", {{NC, F32}, {N, IDS}, {(size_t)VP * C, F32}}, run_embed_forward_no_positions},
+    {"embed_backward (no positions)", {{(size_t)VP * C, F32}, {N, IDS}, {NC, F32}}, run_embed_backward_no_positions},
 };
 
 static void test_every_op_is_bit_identical_to_cpu(void **state) {

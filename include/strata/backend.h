@@ -109,13 +109,19 @@ struct compute_backend {
     void (*matmul_backward)(const compute_backend *be, float *dinp, float *dw, float *dbias, const float *dout,
                             const float *inp, const float *w, int N, int IC, int OC);
 
-    /* Causal multi-head attention over qkv[B,T,3C] (q, k, v blocks of C columns):
+    /* Causal attention with NH query heads of hs = C / NH floats sharing NKV
+     * key/value heads (NH % NKV == 0; NKV == NH: multi-head, GPT-2; NKV == 1:
+     * multi-query). Each row of qkv[B,T,C + 2*NKV*hs] is q (NH heads, C
+     * floats) | k (NKV heads) | v (NKV heads); query head h reads kv head
+     * h / (NH / NKV), as Hugging Face's repeat_kv:
      * att[B,NH,T,T] = softmax(q k^T / sqrt(hs)) (zero above the diagonal), out[B,T,C] = att v. */
     void (*attention_forward)(const compute_backend *be, float *out, float *att, const float *qkv, int B, int T,
-                              int C, int NH);
-    /* dqkv[B,T,3C] (overwrites) from dout[B,T,C]; dpre[B,NH,T,T] is scratch. */
+                              int C, int NH, int NKV);
+    /* dqkv[B,T,C + 2*NKV*hs] (overwrites, qkv's layout) from dout[B,T,C];
+     * dpre[B,NH,T,T] is scratch. A kv head's gradient sums those of its
+     * NH / NKV query heads, in head order. */
     void (*attention_backward)(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH);
+                               const float *qkv, const float *att, int B, int T, int C, int NH, int NKV);
 
     /* out[n] = gelu(inp[n]), the tanh approximation. */
     void (*gelu_forward)(const compute_backend *be, float *out, const float *inp, size_t n);
@@ -130,12 +136,54 @@ struct compute_backend {
     void (*crossentropy_softmax)(const compute_backend *be, float *logits, float *losses, const int32_t *targets,
                                  int N, int V, int Vp, float dlogits_scale);
 
-    /* out[B,T,C] = wte[tokens[B,T]] + wpe[0..T); wte is [Vp, C], token ids < Vp. */
+    /* out[B,T,C] = wte[tokens[B,T]] + wpe[0..T); wte is [Vp, C], token ids < Vp.
+     * wpe NULL: no learned positions (Llama), out = wte[tokens]. */
     void (*embed_forward)(const compute_backend *be, float *out, const int32_t *tokens, const float *wte,
                           const float *wpe, int B, int T, int C, int Vp);
-    /* dwte[tokens] += dout[B,T,C], dwpe[0..T) += dout summed over the batch. */
+    /* dwte[tokens] += dout[B,T,C], dwpe[0..T) += dout summed over the batch
+     * (skipped when dwpe is NULL). */
     void (*embed_backward)(const compute_backend *be, float *dwte, float *dwpe, const int32_t *tokens,
                            const float *dout, int B, int T, int C, int Vp);
+
+    /* --- the Llama family's kernels (Hugging Face LlamaForCausalLM) ----------- */
+
+    /* RMSNorm (LlamaRMSNorm): rstd[N] = 1 / sqrt(mean(inp^2) + eps) per row,
+     * out[N,C] = inp * rstd * w[C]; rstd saved for backward. */
+    void (*rmsnorm_forward)(const compute_backend *be, float *out, float *rstd, const float *inp, const float *w,
+                            int N, int C, float eps);
+    /* dinp[N,C] += d/dinp; dw[C] += sum over rows of dout * inp * rstd. */
+    void (*rmsnorm_backward)(const compute_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C);
+
+    /* out[N,OC] = inp[N,IC] @ w^T, w[OC,IC] in PyTorch nn.Linear's layout (no
+     * bias): a checkpoint's weight as stored, fused weights (q|k|v, gate|up)
+     * as concatenated rows. */
+    void (*linear_forward)(const compute_backend *be, float *out, const float *inp, const float *w, int N, int IC,
+                           int OC);
+    /* dinp[N,IC] = dout @ w (overwrites; skipped when dinp is NULL); dw[OC,IC] += dout^T @ inp. */
+    void (*linear_backward)(const compute_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                            const float *w, int N, int IC, int OC);
+
+    /* Rotary position embedding, Hugging Face's rotate-half layout, in place
+     * on n_heads heads of hs floats (hs even) at the start of each of N rows
+     * that are row_stride floats apart (the q or the k part of a qkv row).
+     * Row r is at position p = pos0 + r % T; with half = hs / 2 and i < half,
+     *     inv_freq[i] = 1 / theta^(2i / hs),  angle = p * inv_freq[i]    (both float32, as HF)
+     *     x[i]      <- x[i] cos(angle) - x[i+half] sin(angle)
+     *     x[i+half] <- x[i+half] cos(angle) + x[i] sin(angle)
+     * pos0 > 0 continues the positions of a KV cache. */
+    void (*rope_forward)(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
+                         int pos0, float theta);
+    /* The gradient through rope_forward, in place on dx (the inverse rotation); same arguments. */
+    void (*rope_backward)(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs, int row_stride,
+                          int pos0, float theta);
+
+    /* SwiGLU (LlamaMLP's act_fn(gate) * up): out[N,F] = silu(gate) * up with
+     * gate = gu[:, 0:F], up = gu[:, F:2F] (the fused gate|up projection's
+     * output), silu(x) = x * sigmoid(x). */
+    void (*swiglu_forward)(const compute_backend *be, float *out, const float *gu, int N, int F);
+    /* dgu[N,2F] (overwrites) from dout[N,F]. */
+    void (*swiglu_backward)(const compute_backend *be, float *dgu, const float *dout, const float *gu, int N, int F);
 
     /* C[M,N] = alpha op(A) op(B) + beta C, row-major, op(X) = X^T when trans_x:
      * A is [M,K] (trans_a: [K,M]) with rows lda floats apart, B is [K,N]

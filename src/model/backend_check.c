@@ -244,21 +244,27 @@ static void check_matmul_backward(const compute_backend *be, float *dinp, float 
     leave(&u);
 }
 
+/* Floats of a qkv row: NH query heads and NKV key and value heads of C / NH. */
+static size_t qkv_width(int C, int NH, int NKV) { return (size_t)C + 2 * (size_t)NKV * (size_t)(C / NH); }
+
 static void check_attention_forward(const compute_backend *be, float *out, float *att, const float *qkv, int B,
-                                    int T, int C, int NH) {
+                                    int T, int C, int NH, int NKV) {
     const size_t BT = (size_t)B * T;
+    if (NH <= 0 || NKV <= 0 || NH % NKV != 0) die("attention_forward", "NH %d is not a multiple of NKV %d", NH, NKV);
     in_use u = ENTER("attention_forward", DEV(out, floats(BT * C)), DEV(att, floats((size_t)B * NH * T * T)),
-                     DEV(qkv, floats(BT * 3 * C)));
-    cpu()->attention_forward(cpu(), out, att, qkv, B, T, C, NH);
+                     DEV(qkv, floats(BT * qkv_width(C, NH, NKV))));
+    cpu()->attention_forward(cpu(), out, att, qkv, B, T, C, NH, NKV);
     leave(&u);
 }
 
 static void check_attention_backward(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
-                                     const float *qkv, const float *att, int B, int T, int C, int NH) {
+                                     const float *qkv, const float *att, int B, int T, int C, int NH, int NKV) {
     const size_t BT = (size_t)B * T, BHTT = floats((size_t)B * NH * T * T);
-    in_use u = ENTER("attention_backward", DEV(dqkv, floats(BT * 3 * C)), DEV(dpre, BHTT), DEV(dout, floats(BT * C)),
-                     DEV(qkv, floats(BT * 3 * C)), DEV(att, BHTT));
-    cpu()->attention_backward(cpu(), dqkv, dpre, dout, qkv, att, B, T, C, NH);
+    if (NH <= 0 || NKV <= 0 || NH % NKV != 0) die("attention_backward", "NH %d is not a multiple of NKV %d", NH, NKV);
+    const size_t W = qkv_width(C, NH, NKV);
+    in_use u = ENTER("attention_backward", DEV(dqkv, floats(BT * W)), DEV(dpre, BHTT), DEV(dout, floats(BT * C)),
+                     DEV(qkv, floats(BT * W)), DEV(att, BHTT));
+    cpu()->attention_backward(cpu(), dqkv, dpre, dout, qkv, att, B, T, C, NH, NKV);
     leave(&u);
 }
 
@@ -291,16 +297,90 @@ static void check_crossentropy_softmax(const compute_backend *be, float *logits,
 static void check_embed_forward(const compute_backend *be, float *out, const int32_t *tokens, const float *wte,
                                 const float *wpe, int B, int T, int C, int Vp) {
     in_use u = ENTER("embed_forward", DEV(out, floats((size_t)B * T * C)), DEV(tokens, (size_t)B * T * sizeof(int32_t)),
-                     DEV(wte, floats((size_t)Vp * C)), DEV(wpe, floats((size_t)T * C)));
+                     DEV(wte, floats((size_t)Vp * C)), DEV_OR_NULL(wpe, floats((size_t)T * C)));
     cpu()->embed_forward(cpu(), out, tokens, wte, wpe, B, T, C, Vp);
     leave(&u);
 }
 
 static void check_embed_backward(const compute_backend *be, float *dwte, float *dwpe, const int32_t *tokens,
                                  const float *dout, int B, int T, int C, int Vp) {
-    in_use u = ENTER("embed_backward", DEV(dwte, floats((size_t)Vp * C)), DEV(dwpe, floats((size_t)T * C)),
+    in_use u = ENTER("embed_backward", DEV(dwte, floats((size_t)Vp * C)), DEV_OR_NULL(dwpe, floats((size_t)T * C)),
                      DEV(tokens, (size_t)B * T * sizeof(int32_t)), DEV(dout, floats((size_t)B * T * C)));
     cpu()->embed_backward(cpu(), dwte, dwpe, tokens, dout, B, T, C, Vp);
+    leave(&u);
+}
+
+/* --- the Llama family's kernels --- */
+
+static void check_rmsnorm_forward(const compute_backend *be, float *out, float *rstd, const float *inp, const float *w,
+                                  int N, int C, float eps) {
+    const size_t NC = floats((size_t)N * C);
+    in_use u = ENTER("rmsnorm_forward", DEV(out, NC), DEV(rstd, floats(N)), DEV(inp, NC), DEV(w, floats(C)));
+    cpu()->rmsnorm_forward(cpu(), out, rstd, inp, w, N, C, eps);
+    leave(&u);
+}
+
+static void check_rmsnorm_backward(const compute_backend *be, float *dinp, float *dw, const float *dout,
+                                   const float *inp, const float *w, const float *rstd, int N, int C) {
+    const size_t NC = floats((size_t)N * C);
+    in_use u = ENTER("rmsnorm_backward", DEV(dinp, NC), DEV(dw, floats(C)), DEV(dout, NC), DEV(inp, NC),
+                     DEV(w, floats(C)), DEV(rstd, floats(N)));
+    cpu()->rmsnorm_backward(cpu(), dinp, dw, dout, inp, w, rstd, N, C);
+    leave(&u);
+}
+
+static void check_linear_forward(const compute_backend *be, float *out, const float *inp, const float *w, int N,
+                                 int IC, int OC) {
+    in_use u = ENTER("linear_forward", DEV(out, floats((size_t)N * OC)), DEV(inp, floats((size_t)N * IC)),
+                     DEV(w, floats((size_t)OC * IC)));
+    cpu()->linear_forward(cpu(), out, inp, w, N, IC, OC);
+    leave(&u);
+}
+
+static void check_linear_backward(const compute_backend *be, float *dinp, float *dw, const float *dout,
+                                  const float *inp, const float *w, int N, int IC, int OC) {
+    in_use u = ENTER("linear_backward", DEV_OR_NULL(dinp, floats((size_t)N * IC)), DEV(dw, floats((size_t)OC * IC)),
+                     DEV(dout, floats((size_t)N * OC)), DEV(inp, floats((size_t)N * IC)),
+                     DEV(w, floats((size_t)OC * IC)));
+    cpu()->linear_backward(cpu(), dinp, dw, dout, inp, w, N, IC, OC);
+    leave(&u);
+}
+
+/* rope's extent: n_heads * hs floats of each of N rows row_stride apart. */
+static void check_rope_args(const char *op, int N, int T, int n_heads, int hs, int row_stride, int pos0) {
+    if (hs <= 0 || hs % 2 != 0) die(op, "head size %d is not even", hs);
+    if (T <= 0) die(op, "T is %d", T);
+    if (n_heads < 0 || (long)n_heads * hs > row_stride) die(op, "%d heads of %d floats overrun rows of %d", n_heads, hs, row_stride);
+    if (pos0 < 0 || (long)pos0 + T > (1L << 24)) die(op, "positions %d + %d are not exact in float32", pos0, T);
+}
+
+static void check_rope_forward(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
+                               int pos0, float theta) {
+    check_rope_args("rope_forward", N, T, n_heads, hs, row_stride, pos0);
+    in_use u = ENTER("rope_forward", DEV(x, matrix(N, n_heads * hs, row_stride)));
+    cpu()->rope_forward(cpu(), x, N, T, n_heads, hs, row_stride, pos0, theta);
+    leave(&u);
+}
+
+static void check_rope_backward(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs,
+                                int row_stride, int pos0, float theta) {
+    check_rope_args("rope_backward", N, T, n_heads, hs, row_stride, pos0);
+    in_use u = ENTER("rope_backward", DEV(dx, matrix(N, n_heads * hs, row_stride)));
+    cpu()->rope_backward(cpu(), dx, N, T, n_heads, hs, row_stride, pos0, theta);
+    leave(&u);
+}
+
+static void check_swiglu_forward(const compute_backend *be, float *out, const float *gu, int N, int F) {
+    in_use u = ENTER("swiglu_forward", DEV(out, floats((size_t)N * F)), DEV(gu, floats((size_t)N * 2 * F)));
+    cpu()->swiglu_forward(cpu(), out, gu, N, F);
+    leave(&u);
+}
+
+static void check_swiglu_backward(const compute_backend *be, float *dgu, const float *dout, const float *gu, int N,
+                                  int F) {
+    in_use u = ENTER("swiglu_backward", DEV(dgu, floats((size_t)N * 2 * F)), DEV(dout, floats((size_t)N * F)),
+                     DEV(gu, floats((size_t)N * 2 * F)));
+    cpu()->swiglu_backward(cpu(), dgu, dout, gu, N, F);
     leave(&u);
 }
 
@@ -359,6 +439,14 @@ static const compute_backend check_backend = {
     .crossentropy_softmax = check_crossentropy_softmax,
     .embed_forward = check_embed_forward,
     .embed_backward = check_embed_backward,
+    .rmsnorm_forward = check_rmsnorm_forward,
+    .rmsnorm_backward = check_rmsnorm_backward,
+    .linear_forward = check_linear_forward,
+    .linear_backward = check_linear_backward,
+    .rope_forward = check_rope_forward,
+    .rope_backward = check_rope_backward,
+    .swiglu_forward = check_swiglu_forward,
+    .swiglu_backward = check_swiglu_backward,
     .sgemm = check_sgemm,
     .sum = check_sum,
     .sum_sq = check_sum_sq,

@@ -264,15 +264,20 @@ static void causal_softmax_row(float *row, int i, int T) {
  * dpre above the diagonal are kept zero. */
 #define ATT_BLOCK 64
 
+/* Grouped-query attention: query head h reads kv head h / (NH / NKV), whose
+ * k and v sit at columns C + kvh*hs and C + (NKV + kvh)*hs of a qkv row of
+ * W = C + 2*NKV*hs floats. With NKV == NH (GPT-2) that is k = q + C,
+ * v = q + 2C in rows of 3C, and the products are the ones multi-head
+ * attention always ran. */
 static void attention_forward(const compute_backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
-                              int NH) {
-    const int hs = C / NH, C3 = 3 * C;
+                              int NH, int NKV) {
+    const int hs = C / NH, group = NH / NKV, C3 = C + 2 * NKV * hs;   /* C3: the qkv row's width */
     const float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C, *v = q + 2 * C;
+            const float *k = qkv + (size_t)b * T * C3 + C + (size_t)(h / group) * hs, *v = k + (size_t)NKV * hs;
             float *S = att + ((size_t)b * NH + h) * T * T;
             float *y = out + (size_t)b * T * C + (size_t)h * hs;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
@@ -291,16 +296,16 @@ static void attention_forward(const compute_backend *be, float *out, float *att,
 }
 
 static void attention_backward(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
-                               const float *qkv, const float *att, int B, int T, int C, int NH) {
-    const int hs = C / NH, C3 = 3 * C;
+                               const float *qkv, const float *att, int B, int T, int C, int NH, int NKV) {
+    const int hs = C / NH, group = NH / NKV, C3 = C + 2 * NKV * hs;
     const float scale = 1.0f / sqrtf((float)hs);
+    /* Per query head: the score gradients dS and dq. */
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const size_t bh = (size_t)b * NH + h;
-            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *k = q + C, *v = q + 2 * C;
-            float *dq = dqkv + (size_t)b * T * C3 + (size_t)h * hs, *dk = dq + C, *dv = dq + 2 * C;
+            const float *k = qkv + (size_t)b * T * C3 + C + (size_t)(h / group) * hs, *v = k + (size_t)NKV * hs;
+            float *dq = dqkv + (size_t)b * T * C3 + (size_t)h * hs;
             const float *P = att + bh * T * T, *dy = dout + (size_t)b * T * C + (size_t)h * hs;
             float *dS = dpre + bh * T * T;
             for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
@@ -321,15 +326,32 @@ static void attention_backward(const compute_backend *be, float *dqkv, float *dp
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, keys, 1.0f, dS + (size_t)r0 * T, T,
                             k, C3, 0.0f, dq + (size_t)r0 * C3, C3);
             }
-            /* Key block c0 is attended by query rows c0 .. T-1 only:
-             * dv[c0:] = P[c0:, c0:]^T dy[c0:],  dk[c0:] = dS[c0:, c0:]^T q[c0:]
-             * (the columns of the block; rows above them are zero). */
-            for (int c0 = 0; c0 < T; c0 += ATT_BLOCK) {
-                const int cols = T - c0 < ATT_BLOCK ? T - c0 : ATT_BLOCK, rows = T - c0;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, P + (size_t)c0 * T + c0, T,
-                            dy + (size_t)c0 * C, C, 0.0f, dv + (size_t)c0 * C3, C3);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dS + (size_t)c0 * T + c0, T,
-                            q + (size_t)c0 * C3, C3, 0.0f, dk + (size_t)c0 * C3, C3);
+        }
+    }
+    /* Per kv head and key block: key block c0 is attended by query rows
+     * c0 .. T-1 only, so for each query head h of the group, in head order
+     * (the first overwrites, the others add: a fixed order of the sum),
+     *     dv[c0:] += P_h[c0:, c0:]^T dy_h[c0:],  dk[c0:] += dS_h[c0:, c0:]^T q_h[c0:]
+     * (the columns of the block; rows above them are zero). */
+    const int nblocks = (T + ATT_BLOCK - 1) / ATT_BLOCK;
+#pragma omp parallel for collapse(3) schedule(dynamic, 1)
+    for (int b = 0; b < B; b++) {
+        for (int g = 0; g < NKV; g++) {
+            for (int blk = 0; blk < nblocks; blk++) {
+                const int c0 = blk * ATT_BLOCK, cols = T - c0 < ATT_BLOCK ? T - c0 : ATT_BLOCK, rows = T - c0;
+                float *dk = dqkv + (size_t)b * T * C3 + C + (size_t)g * hs, *dv = dk + (size_t)NKV * hs;
+                for (int j = 0; j < group; j++) {
+                    const int h = g * group + j;
+                    const size_t bh = (size_t)b * NH + h;
+                    const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+                    const float *P = att + bh * T * T, *dS = dpre + bh * T * T;
+                    const float *dy = dout + (size_t)b * T * C + (size_t)h * hs;
+                    const float beta = j == 0 ? 0.0f : 1.0f;
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f,
+                                P + (size_t)c0 * T + c0, T, dy + (size_t)c0 * C, C, beta, dv + (size_t)c0 * C3, C3);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f,
+                                dS + (size_t)c0 * T + c0, T, q + (size_t)c0 * C3, C3, beta, dk + (size_t)c0 * C3, C3);
+                }
             }
         }
     }
@@ -442,8 +464,13 @@ static void embed_forward(const compute_backend *be, float *out, const int32_t *
 #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            const float *te = wte + (size_t)tokens[b * T + t] * C, *pe = wpe + (size_t)t * C;
+            const float *te = wte + (size_t)tokens[b * T + t] * C;
             float *o = out + ((size_t)b * T + t) * C;
+            if (!wpe) {   /* no learned positions (Llama: rotary embeddings in attention) */
+                memcpy(o, te, (size_t)C * sizeof(float));
+                continue;
+            }
+            const float *pe = wpe + (size_t)t * C;
             for (int i = 0; i < C; i++) o[i] = te[i] + pe[i];
         }
 }
@@ -462,12 +489,192 @@ static void embed_backward(const compute_backend *be, float *dwte, float *dwpe, 
             for (int i = lo; i < hi; i++) dte[i] += d[i];
         }
     }
+    if (!dwpe) return;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++) {
         float *dpe = dwpe + (size_t)t * C;
         for (int b = 0; b < B; b++) {
             const float *d = dout + ((size_t)b * T + t) * C;
             for (int i = 0; i < C; i++) dpe[i] += d[i];
+        }
+    }
+}
+
+/* --- the Llama family: RMSNorm, linear, rotary embeddings, SwiGLU ------------------ */
+
+/* Sums of products over a row in double, in a fixed order (8 lanes, then the
+ * tail): RMSNorm's mean square over thousands of columns keeps every digit
+ * float32 has, for about the cost of reading the row. */
+static double dot_f64(const float *a, const float *b, int n) {
+    double s = 0.0;
+    int i = 0;
+#ifdef KERNELS_AVX2
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(a + i), y = _mm256_loadu_ps(b + i);
+        s0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), _mm256_cvtps_pd(_mm256_castps256_ps128(y)), s0);
+        s1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)), s1);
+    }
+    const __m256d v = _mm256_add_pd(s0, s1);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    s = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+#endif
+    for (; i < n; i++) s += (double)a[i] * b[i];
+    return s;
+}
+
+/* As Hugging Face's LlamaRMSNorm in float32: rstd = rsqrt(float32 variance +
+ * eps), out = w * (x * rstd); the variance is summed in double and rounded
+ * once, so it is the float32 mean square to the last bit or one off. */
+static void rmsnorm_forward(const compute_backend *be, float *out, float *rstd, const float *inp, const float *w,
+                            int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        float *o = out + (size_t)n * C;
+        const float var = (float)(dot_f64(x, x, C) / C);
+        const float s = 1.0f / sqrtf(var + eps);
+        for (int i = 0; i < C; i++) o[i] = x[i] * s * w[i];
+        rstd[n] = s;
+    }
+}
+
+static void rmsnorm_backward(const compute_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                             const float *w, const float *rstd, int N, int C) {
+    /* y = w x r with r = (mean(x^2) + eps)^-1/2, dr/dx_j = -r^3 x_j / C:
+     * dx_j = r w_j g_j - x_j r^3 / C * sum_i g_i w_i x_i. Rows are
+     * independent for dinp; dw is a column sum, done by column ranges as in
+     * layernorm_backward so that each sum has one owner and a fixed order. */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        const float s = rstd[n];
+        double gwx = 0.0;
+        for (int i = 0; i < C; i++) gwx += (double)(g[i] * w[i]) * x[i];
+        const float k = (float)(gwx * s * s * s / C);
+        for (int i = 0; i < C; i++) dx[i] += s * (g[i] * w[i]) - k * x[i];
+    }
+#pragma omp parallel
+    {
+        int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        int lo = (int)((long)C * t / nt), hi = (int)((long)C * (t + 1) / nt);
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+            const float s = rstd[n];
+            for (int i = lo; i < hi; i++) dw[i] += g[i] * (x[i] * s);
+        }
+    }
+}
+
+/* nn.Linear's layout, w[OC,IC]: the products of matmul_forward/backward with w transposed. */
+static void linear_forward(const compute_backend *be, float *out, const float *inp, const float *w, int N, int IC,
+                           int OC) {
+    gemm(0, 1, N, OC, IC, 1.0f, inp, IC, w, IC, 0.0f, out, OC);
+}
+
+static void linear_backward(const compute_backend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                            const float *w, int N, int IC, int OC) {
+    if (dinp) gemm(0, 0, N, IC, OC, 1.0f, dout, OC, w, IC, 0.0f, dinp, IC);
+    gemm(1, 0, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, IC);
+}
+
+/* Rotary embeddings. The angles are Hugging Face's float32 ones, so that a
+ * checkpoint trained there sees the same rotations here:
+ *     inv_freq = 1.0 / (theta ** (arange(0, hs, 2).float() / hs))   float32
+ *     angle    = position.float() * inv_freq                         float32
+ * Both are computed in double and rounded once to float32 (the correctly
+ * rounded values; torch's vectorized pow, cos and sin are within 1 ulp of
+ * them and may differ in the last bit). pos0 + t is exact in float32 below
+ * 2^24. sign -1 rotates back: the gradient of an orthogonal map is its
+ * transpose. Each position's cos and sin are computed once and applied to
+ * every row at that position and every head. */
+#define ROPE_CHUNK 128   /* frequencies whose cos and sin are held at once (all of them for hs <= 256) */
+
+static void rope_rotate(float *x, int N, int T, int n_heads, int hs, int row_stride, int pos0, float theta,
+                        float sign) {
+    const int half = hs / 2;
+    for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
+        const int m = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
+        float inv_freq[ROPE_CHUNK];
+        for (int i = 0; i < m; i++) {
+            const float e = (float)(2 * (i0 + i)) / (float)hs;
+            inv_freq[i] = 1.0f / (float)pow((double)theta, (double)e);
+        }
+#pragma omp parallel for schedule(static)
+        for (int t = 0; t < T; t++) {
+            float c[ROPE_CHUNK], s[ROPE_CHUNK];
+            const float pos = (float)(pos0 + t);
+            for (int i = 0; i < m; i++) {
+                const double angle = (double)(pos * inv_freq[i]);   /* the float32 product, as HF */
+                c[i] = (float)cos(angle);
+                s[i] = sign * (float)sin(angle);
+            }
+            for (int r = t; r < N; r += T)
+                for (int h = 0; h < n_heads; h++) {
+                    float *lo = x + (size_t)r * row_stride + (size_t)h * hs + i0, *hi = lo + half;
+                    for (int i = 0; i < m; i++) {
+                        const float a = lo[i], b = hi[i];
+                        lo[i] = a * c[i] - b * s[i];
+                        hi[i] = b * c[i] + a * s[i];
+                    }
+                }
+        }
+    }
+}
+
+static void rope_forward(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
+                         int pos0, float theta) {
+    rope_rotate(x, N, T, n_heads, hs, row_stride, pos0, theta, 1.0f);
+}
+
+static void rope_backward(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs, int row_stride,
+                          int pos0, float theta) {
+    rope_rotate(dx, N, T, n_heads, hs, row_stride, pos0, theta, -1.0f);
+}
+
+/* SwiGLU: out = silu(g) u with silu(g) = g sigmoid(g) = g / (1 + e^-g);
+ * d/dg = sigmoid(g) (1 + g (1 - sigmoid(g))). exp8 clamps e^-g to
+ * [e^-87.3, e^88.3]: beyond, silu is g or a denormal, either way still
+ * within float32 of the true value. */
+static void swiglu_forward(const compute_backend *be, float *out, const float *gu, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F;
+        float *o = out + (size_t)n * F;
+        int i = 0;
+#ifdef KERNELS_AVX2
+        const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+        for (; i + 8 <= F; i += 8) {
+            const __m256 x = _mm256_loadu_ps(g + i);
+            const __m256 e = exp8(_mm256_sub_ps(zero, x));
+            _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+        }
+#endif
+        for (; i < F; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    }
+}
+
+static void swiglu_backward(const compute_backend *be, float *dgu, const float *dout, const float *gu, int N, int F) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *g = gu + (size_t)n * 2 * F, *u = g + F, *d = dout + (size_t)n * F;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+        int i = 0;
+#ifdef KERNELS_AVX2
+        const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+        for (; i + 8 <= F; i += 8) {
+            const __m256 x = _mm256_loadu_ps(g + i), dy = _mm256_loadu_ps(d + i);
+            const __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(zero, x))));
+            const __m256 ds = _mm256_mul_ps(s, _mm256_fmadd_ps(x, _mm256_sub_ps(one, s), one));   /* silu'(x) */
+            _mm256_storeu_ps(dg + i, _mm256_mul_ps(_mm256_mul_ps(dy, _mm256_loadu_ps(u + i)), ds));
+            _mm256_storeu_ps(du + i, _mm256_mul_ps(dy, _mm256_mul_ps(x, s)));
+        }
+#endif
+        for (; i < F; i++) {
+            const float x = g[i], s = 1.0f / (1.0f + expf(-x));
+            dg[i] = d[i] * u[i] * (s * (1.0f + x * (1.0f - s)));
+            du[i] = d[i] * (x * s);
         }
     }
 }
@@ -559,6 +766,14 @@ static const compute_backend cpu_backend = {
     .crossentropy_softmax = crossentropy_softmax,
     .embed_forward = embed_forward,
     .embed_backward = embed_backward,
+    .rmsnorm_forward = rmsnorm_forward,
+    .rmsnorm_backward = rmsnorm_backward,
+    .linear_forward = linear_forward,
+    .linear_backward = linear_backward,
+    .rope_forward = rope_forward,
+    .rope_backward = rope_backward,
+    .swiglu_forward = swiglu_forward,
+    .swiglu_backward = swiglu_backward,
     .sgemm = sgemm,
     .sum = cpu_sum,
     .sum_sq = cpu_sum_sq,
