@@ -200,12 +200,12 @@ static void run_wide_linear_backward(const compute_backend *be, void *const *dev
     be->linear_backward(be, F(0), F(1), F(2), F(3), F(4), WN, WIC, WOC);
 }
 static void run_rope_forward(const compute_backend *be, void *const *dev, double *s) {
-    be->rope_forward(be, F(0), N, T, NH, HS, QKV_G, 5, 10000.0f);
-    be->rope_forward(be, F(0) + C, N, T, NKV_G, HS, QKV_G, 5, 10000.0f);
+    be->rope_forward(be, F(0), N, T, NH, HS, QKV_G, 5, (rope_params){.theta = 10000.0f});
+    be->rope_forward(be, F(0) + C, N, T, NKV_G, HS, QKV_G, 5, (rope_params){.theta = 10000.0f});
 }
 static void run_rope_backward(const compute_backend *be, void *const *dev, double *s) {
-    be->rope_backward(be, F(0), N, T, NH, HS, QKV_G, 5, 500000.0f);
-    be->rope_backward(be, F(0) + C, N, T, NKV_G, HS, QKV_G, 5, 500000.0f);
+    be->rope_backward(be, F(0), N, T, NH, HS, QKV_G, 5, (rope_params){500000.0f, 32.0f, 1.0f, 4.0f, 8192.0f});
+    be->rope_backward(be, F(0) + C, N, T, NKV_G, HS, QKV_G, 5, (rope_params){500000.0f, 32.0f, 1.0f, 4.0f, 8192.0f});
 }
 static void run_gqa_forward(const compute_backend *be, void *const *dev, double *s) {
     be->attention_forward(be, F(0), F(1), F(2), B, T, C, NH, NKV_G);

@@ -507,8 +507,8 @@ static void test_vocab_fingerprint_in_metadata(void **state) {
 /* A checkpoint directory written and read back: sharded (several files and
  * the index), then one file, which removes the shards; the weights bit for
  * bit; and what a directory may not hold. */
-static void save_and_reopen(const char *dir, const gpt_config *c, const float *params, uint64_t shard_bytes,
-                            int want_files) {
+/* Returns how many safetensors files the save wrote: 1 unsharded, else more. */
+static int save_and_reopen(const char *dir, const gpt_config *c, const float *params, uint64_t shard_bytes) {
     st_error err = {0};
     unit_source src = {c, params};
     hf_save_opts o = {.dtype = SAFETENSORS_F32, .shard_bytes = shard_bytes, .vocab_fingerprint = 0x1234};
@@ -523,7 +523,8 @@ static void save_and_reopen(const char *dir, const gpt_config *c, const float *p
     assert_int_equal(fscanf(f, "%d", &files), 1);
     fclose(f);
     unlink(cmd);
-    assert_int_equal(files, want_files);
+    if (shard_bytes) assert_true(files > 1);
+    else assert_int_equal(files, 1);
     gpt_config back;
     float *p;
     assert_int_equal(gpt_load_safetensors(dir, 0, &back, &p, &err), ST_OK);
@@ -534,6 +535,7 @@ static void save_and_reopen(const char *dir, const gpt_config *c, const float *p
     assert_int_equal(hf_checkpoint_open(&ck, dir, 0, &err), ST_OK);
     assert_true(hf_checkpoint_vocab_fingerprint(ck) == 0x1234);
     hf_checkpoint_close(ck);
+    return files;
 }
 
 static void write_text(const char *path, const char *text) {
@@ -561,11 +563,11 @@ static void test_checkpoint_directories(void **state) {
         fixture fx;
         fixture_load(&fx, refs[k]);
         /* shards of at most 40 KB: the embedding unit's matrices alone are over it */
-        save_and_reopen(dir, &fx.cfg, fx.params, 40000, k == 2 ? 5 : k == 0 ? 6 : 4);
+        save_and_reopen(dir, &fx.cfg, fx.params, 40000);
         char index[128];
         snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
         assert_int_equal(access(index, F_OK), 0);
-        save_and_reopen(dir, &fx.cfg, fx.params, 0, 1);   /* the shards and the index are gone */
+        save_and_reopen(dir, &fx.cfg, fx.params, 0);   /* the shards and the index are gone */
         assert_int_not_equal(access(index, F_OK), 0);
         fixture_free(&fx);
     }
@@ -573,7 +575,7 @@ static void test_checkpoint_directories(void **state) {
     /* What a directory may not hold. Starting from a good Llama one: */
     fixture fx;
     fixture_load(&fx, FIXTURE("llama_small_ref_fp32.safetensors"));
-    save_and_reopen(dir, &fx.cfg, fx.params, 40000, 6);
+    const int shards = save_and_reopen(dir, &fx.cfg, fx.params, 40000);
     char path[160], cmd[400];
     snprintf(path, sizeof path, "%s/config.json", dir);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s.good'", path, path);
@@ -603,14 +605,17 @@ static void test_checkpoint_directories(void **state) {
     snprintf(cmd, sizeof cmd, "cp '%s.good' '%s'", path, path);
     assert_int_equal(system(cmd), 0);
     /* the index names a shard that is not there, or a path out of the directory */
-    snprintf(path, sizeof path, "%s/model-00003-of-00006.safetensors", dir);
+    char shard3[64], shard2[64];
+    snprintf(shard3, sizeof shard3, "model-00003-of-%05d.safetensors", shards);
+    snprintf(shard2, sizeof shard2, "model-00002-of-%05d.safetensors", shards);
+    snprintf(path, sizeof path, "%s/%s", dir, shard3);
     snprintf(cmd, sizeof cmd, "mv '%s' '%s.away'", path, path);
     assert_int_equal(system(cmd), 0);
-    expect_open_error(dir, ST_ENOENT, "model-00003-of-00006.safetensors");
+    expect_open_error(dir, ST_ENOENT, shard3);
     snprintf(cmd, sizeof cmd, "mv '%s.away' '%s'", path, path);
     assert_int_equal(system(cmd), 0);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    snprintf(cmd, sizeof cmd, "sed -i 's|\"model-00002-of-00006.safetensors\"|\"../x.safetensors\"|' '%s'", path);
+    snprintf(cmd, sizeof cmd, "sed -i 's|\"%s\"|\"../x.safetensors\"|' '%s'", shard2, path);
     assert_int_equal(system(cmd), 0);
     expect_open_error(dir, ST_ECORRUPT, "not a .safetensors file in the directory");
     fixture_free(&fx);

@@ -135,11 +135,11 @@ static void test_linear(void **state) {
 /* --- rotary embeddings ------------------------------------------------------------ */
 
 /* Both parts of fused q|k|v rows, as the model layer will call it. */
-static void rope_qk(void (*op)(const compute_backend *, float *, int, int, int, int, int, int, float), float *rows,
+static void rope_qk(void (*op)(const compute_backend *, float *, int, int, int, int, int, int, rope_params), float *rows,
                     int N, int T, int NH, int NKV, int hs, int pos0, float theta) {
     const int W = (NH + 2 * NKV) * hs;
-    op(cpu(), rows, N, T, NH, hs, W, pos0, theta);                       /* q */
-    op(cpu(), rows + (size_t)NH * hs, N, T, NKV, hs, W, pos0, theta);    /* k */
+    op(cpu(), rows, N, T, NH, hs, W, pos0, (rope_params){.theta = theta});                       /* q */
+    op(cpu(), rows + (size_t)NH * hs, N, T, NKV, hs, W, pos0, (rope_params){.theta = theta});    /* k */
 }
 
 /* Distance in units in the last place between two finite floats of one sign or near zero. */
@@ -170,7 +170,7 @@ static int compare_rope_table(const char *name, int hs, int T, int pos0, float t
     float *x = calloc((size_t)T * W, sizeof *x);
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) x[(size_t)t * W + (size_t)i * hs + i] = 1.0f;
-    cpu()->rope_forward(cpu(), x, T, T, half, hs, W, pos0, theta);
+    cpu()->rope_forward(cpu(), x, T, T, half, hs, W, pos0, (rope_params){.theta = theta});
     int differ = 0;
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
@@ -268,8 +268,8 @@ static void test_rope_against_naive(void **state) {
                     dwant[lo] = dx[lo] * c + dx[hi] * sn;
                     dwant[hi] = dx[hi] * c - dx[lo] * sn;
                 }
-        cpu()->rope_forward(cpu(), x, N, T, H, hs, W, pos0, thetas[s]);
-        cpu()->rope_backward(cpu(), dx, N, T, H, hs, W, pos0, thetas[s]);
+        cpu()->rope_forward(cpu(), x, N, T, H, hs, W, pos0, (rope_params){.theta = thetas[s]});
+        cpu()->rope_backward(cpu(), dx, N, T, H, hs, W, pos0, (rope_params){.theta = thetas[s]});
         char label[64];
         snprintf(label, sizeof label, "rope hs=%d theta=%g forward", hs, thetas[s]);
         expect_close(label, x, want, n, 4e-7);
@@ -292,9 +292,9 @@ static void test_rope_backward_undoes_forward(void **state) {
         const size_t n = (size_t)N * W;
         float *x = random_floats(n, 10 + s), *x0 = malloc(n * sizeof *x0);
         memcpy(x0, x, n * sizeof *x);
-        cpu()->rope_forward(cpu(), x, N, T, H, hs, W, pos0, 10000.0f);
+        cpu()->rope_forward(cpu(), x, N, T, H, hs, W, pos0, (rope_params){.theta = 10000.0f});
         assert_memory_not_equal(x, x0, n * sizeof *x);
-        cpu()->rope_backward(cpu(), x, N, T, H, hs, W, pos0, 10000.0f);
+        cpu()->rope_backward(cpu(), x, N, T, H, hs, W, pos0, (rope_params){.theta = 10000.0f});
         double worst = 0, big = 0;
         for (size_t i = 0; i < n; i++) {
             worst = fmax(worst, fabs((double)x[i] - x0[i]));

@@ -75,6 +75,18 @@ extern "C" {
 
 typedef struct compute_backend compute_backend;
 
+/* The rotary frequencies of rope_forward/backward: inv_freq[i] = 1 / theta^(2i/hs),
+ * and when factor != 0 Llama 3.1's rescaling of them (Hugging Face's rope_type
+ * "llama3"): a frequency whose wavelength 2 pi / inv_freq is above
+ * original_context / low_freq_factor is divided by factor, one below
+ * original_context / high_freq_factor is kept, and one between is the blend
+ * (1 - s) inv_freq / factor + s inv_freq with s = (original_context /
+ * wavelength - low_freq_factor) / (high_freq_factor - low_freq_factor). */
+typedef struct rope_params {
+    float theta;
+    float factor, low_freq_factor, high_freq_factor, original_context;
+} rope_params;
+
 struct compute_backend {
     const char *name;   /* "cpu", "check" */
     int unified;        /* 1: device memory is host memory (see above) */
@@ -169,14 +181,15 @@ struct compute_backend {
      * that are row_stride floats apart (the q or the k part of a qkv row).
      * Row r is at position p = pos0 + r % T; with half = hs / 2 and i < half,
      *     inv_freq[i] = 1 / theta^(2i / hs),  angle = p * inv_freq[i]    (both float32, as HF)
+     * (inv_freq rescaled by Llama 3.1's rule when rp.factor != 0, see rope_params)
      *     x[i]      <- x[i] cos(angle) - x[i+half] sin(angle)
      *     x[i+half] <- x[i+half] cos(angle) + x[i] sin(angle)
      * pos0 > 0 continues the positions of a KV cache. */
     void (*rope_forward)(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
-                         int pos0, float theta);
+                         int pos0, rope_params rp);
     /* The gradient through rope_forward, in place on dx (the inverse rotation); same arguments. */
     void (*rope_backward)(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs, int row_stride,
-                          int pos0, float theta);
+                          int pos0, rope_params rp);
 
     /* SwiGLU (LlamaMLP's act_fn(gate) * up): out[N,F] = silu(gate) * up with
      * gate = gu[:, 0:F], up = gu[:, F:2F] (the fused gate|up projection's

@@ -238,12 +238,9 @@ st_status run_dir_sync_metrics(run_dir *rd, st_error *err) {
 
 st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
                                uint64_t vocab_fingerprint, st_error *err) {
-    char f[4200];
-    join(f, sizeof f, rd->path, "model.safetensors");
-    st_status s = gpt_save_safetensors_by_unit(f, cfg, read_unit, ctx, SAFETENSORS_F32, vocab_fingerprint, err);
-    if (s != ST_OK) return s;
-    join(f, sizeof f, rd->path, "config.json");
-    return gpt_write_hf_config(f, cfg, err);
+    /* the run directory is a Hugging Face model directory: one file, F32 */
+    const hf_save_opts o = {.dtype = SAFETENSORS_F32, .vocab_fingerprint = vocab_fingerprint};
+    return hf_checkpoint_save(rd->path, cfg, read_unit, ctx, &o, err);
 }
 
 /* Runs `gnuplot script` and returns its exit status (-1 if it could not start). */

@@ -355,18 +355,18 @@ static void check_rope_args(const char *op, int N, int T, int n_heads, int hs, i
 }
 
 static void check_rope_forward(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
-                               int pos0, float theta) {
+                               int pos0, rope_params rp) {
     check_rope_args("rope_forward", N, T, n_heads, hs, row_stride, pos0);
     in_use u = ENTER("rope_forward", DEV(x, matrix(N, n_heads * hs, row_stride)));
-    cpu()->rope_forward(cpu(), x, N, T, n_heads, hs, row_stride, pos0, theta);
+    cpu()->rope_forward(cpu(), x, N, T, n_heads, hs, row_stride, pos0, rp);
     leave(&u);
 }
 
 static void check_rope_backward(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs,
-                                int row_stride, int pos0, float theta) {
+                                int row_stride, int pos0, rope_params rp) {
     check_rope_args("rope_backward", N, T, n_heads, hs, row_stride, pos0);
     in_use u = ENTER("rope_backward", DEV(dx, matrix(N, n_heads * hs, row_stride)));
-    cpu()->rope_backward(cpu(), dx, N, T, n_heads, hs, row_stride, pos0, theta);
+    cpu()->rope_backward(cpu(), dx, N, T, n_heads, hs, row_stride, pos0, rp);
     leave(&u);
 }
 

@@ -591,16 +591,29 @@ static void linear_backward(const compute_backend *be, float *dinp, float *dw, c
  * every row at that position and every head. */
 #define ROPE_CHUNK 128   /* frequencies whose cos and sin are held at once (all of them for hs <= 256) */
 
-static void rope_rotate(float *x, int N, int T, int n_heads, int hs, int row_stride, int pos0, float theta,
+/* inv_freq[i] of rope_params, in float32 step by step as Hugging Face's
+ * _compute_llama3_parameters computes it on float32 tensors. */
+static float rope_inv_freq(const rope_params *rp, int hs, int i) {
+    const float e = (float)(2 * i) / (float)hs;
+    const float f = 1.0f / (float)pow((double)rp->theta, (double)e);
+    if (rp->factor == 0) return f;
+    const float wavelen = (float)(2.0 * M_PI) / f;
+    const float low_wavelen = rp->original_context / rp->low_freq_factor;
+    const float high_wavelen = rp->original_context / rp->high_freq_factor;
+    if (wavelen < high_wavelen) return f;
+    if (wavelen > low_wavelen) return f / rp->factor;
+    const float smooth = (rp->original_context / wavelen - rp->low_freq_factor) /
+                         (rp->high_freq_factor - rp->low_freq_factor);
+    return (1.0f - smooth) * f / rp->factor + smooth * f;
+}
+
+static void rope_rotate(float *x, int N, int T, int n_heads, int hs, int row_stride, int pos0, const rope_params *rp,
                         float sign) {
     const int half = hs / 2;
     for (int i0 = 0; i0 < half; i0 += ROPE_CHUNK) {
         const int m = half - i0 < ROPE_CHUNK ? half - i0 : ROPE_CHUNK;
         float inv_freq[ROPE_CHUNK];
-        for (int i = 0; i < m; i++) {
-            const float e = (float)(2 * (i0 + i)) / (float)hs;
-            inv_freq[i] = 1.0f / (float)pow((double)theta, (double)e);
-        }
+        for (int i = 0; i < m; i++) inv_freq[i] = rope_inv_freq(rp, hs, i0 + i);
 #pragma omp parallel for schedule(static)
         for (int t = 0; t < T; t++) {
             float c[ROPE_CHUNK], s[ROPE_CHUNK];
@@ -624,13 +637,13 @@ static void rope_rotate(float *x, int N, int T, int n_heads, int hs, int row_str
 }
 
 static void rope_forward(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
-                         int pos0, float theta) {
-    rope_rotate(x, N, T, n_heads, hs, row_stride, pos0, theta, 1.0f);
+                         int pos0, rope_params rp) {
+    rope_rotate(x, N, T, n_heads, hs, row_stride, pos0, &rp, 1.0f);
 }
 
 static void rope_backward(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs, int row_stride,
-                          int pos0, float theta) {
-    rope_rotate(dx, N, T, n_heads, hs, row_stride, pos0, theta, -1.0f);
+                          int pos0, rope_params rp) {
+    rope_rotate(dx, N, T, n_heads, hs, row_stride, pos0, &rp, -1.0f);
 }
 
 /* SwiGLU: out = silu(g) u with silu(g) = g sigmoid(g) = g / (1 + e^-g);

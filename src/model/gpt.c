@@ -85,11 +85,10 @@ st_status gpt_config_check(gpt_config *cfg, st_error *err) {
     if (cfg->vocab_size < 2 || cfg->vocab_size > 1 << 24)
         return st_fail(err, ST_EINVAL, "vocab size %d is out of range [2, %d]", cfg->vocab_size, 1 << 24);
     if (cfg->arch == GPT_ARCH_GPT2) {
-        /* fixed by the architecture: 0 means "GPT-2's", anything else is a mistake */
-        if ((cfg->n_kv_head && cfg->n_kv_head != cfg->n_head) || (cfg->d_ff && cfg->d_ff != 4 * cfg->d_model) ||
-            cfg->rope_theta != 0 || cfg->rope_scaling.factor != 0)
-            return st_fail(err, ST_EINVAL, "GPT-2 has as many key/value heads as heads, an MLP of 4 d_model and no "
-                                           "rotary embeddings");
+        /* fixed by the architecture, so derived here whatever they held (a
+         * config whose width changed keeps its MLP at 4 d_model) */
+        if (cfg->rope_theta != 0 || cfg->rope_scaling.factor != 0)
+            return st_fail(err, ST_EINVAL, "GPT-2 has no rotary embeddings");
         cfg->n_kv_head = cfg->n_head;
         cfg->d_ff = 4 * cfg->d_model;
         cfg->tied = 1;

@@ -161,33 +161,45 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
     /* causal attention: query row i meets i+1 keys, for scores and for the weighted sum */
     const double att = 2.0 * B * C * T * (T + 1);
     const double tri = B * NH * T * (T + 1) / 2;   /* softmax entries */
-    /* forward: 2 LayerNorms (read, write), 2 residual adds (2 reads, write),
-     * GELU over 4C (read, write), 4 bias broadcasts (write), softmax (read, write) */
-    const double fwd_other = (16 + 24 + 32 + 36) * N * C + 8 * tri;
+    const int llama = g->arch == GPT_ARCH_LLAMA;
+    /* Llama: q|k|v is C + 2 NKV hs wide; the MLP's three products are 3 C F
+     * (GPT-2's two are 8 C^2). kv = the k and v share of a row, F the MLP width. */
+    const double kv = 2.0 * g->n_kv_head * (C / NH), F = g->d_ff;
+    const double block_flops = llama ? 2 * N * (C * (C + kv) + C * C + 3 * C * F) : 24 * N * C * C;
+    /* forward, GPT-2: 2 LayerNorms (read, write), 2 residual adds (2 reads,
+     * write), GELU over 4C (read, write), 4 bias broadcasts (write), softmax
+     * (read, write); Llama: 2 RMSNorms and the residuals, the rotations of q
+     * and k (read, write), SwiGLU (2F read, F written), softmax */
+    const double fwd_other = llama ? (16 + 24) * N * C + 8 * N * (C + kv / 2) + 12 * N * F + 8 * tri
+                                   : (16 + 24 + 32 + 36) * N * C + 8 * tri;
+    /* backward beyond the recomputed forward: GPT-2's GELU backward, 2
+     * LayerNorm backward, 2 copies, bias gradients, softmax backward; Llama's
+     * SwiGLU backward (3F read, 2F written), 2 RMSNorm backward, 2 copies,
+     * the inverse rotations, softmax backward */
+    const double bwd_other = llama ? 20 * N * F + (32 + 16) * N * C + 8 * N * (C + kv / 2) + 12 * tri
+                                   : (48 + 32 + 16 + 36) * N * C + 12 * tri;
     switch (t->op) {
     case TASK_EMBED_FORWARD:
-        w.other_bytes = 12 * N * C;   /* token and position rows read, sum written */
+        w.other_bytes = (llama ? 8 : 12) * N * C;   /* token (and position) rows read, sum written */
         break;
     case TASK_BLOCK_FORWARD:
-        w.matmul_flops = 24 * N * C * C;   /* qkv 3C^2, proj C^2, fc 4C^2, fcproj 4C^2 per row, x2 */
+        w.matmul_flops = block_flops;   /* GPT-2: qkv 3C^2, proj C^2, fc 4C^2, fcproj 4C^2 per row, x2 */
         w.attention_flops = att;
         w.other_bytes = fwd_other;
         break;
     case TASK_BLOCK_BACKWARD:
         /* the recomputed forward, then backward: two products per forward product */
-        w.matmul_flops = 3 * 24 * N * C * C;
+        w.matmul_flops = 3 * block_flops;
         w.attention_flops = 3 * att;
-        /* GELU backward (2 reads, write over 4C), 2 LayerNorm backward, 2 copies,
-         * bias gradients (column sums over 9C), softmax backward (2 reads, write) */
-        w.other_bytes = fwd_other + (48 + 32 + 16 + 36) * N * C + 12 * tri;
+        w.other_bytes = fwd_other + bwd_other;
         break;
     case TASK_HEAD:
-        w.head_flops = 6 * N * C * Vp;   /* logits, dx, dwte */
-        /* ln_f forward and backward; cross-entropy: 3 passes over the logits, one write */
-        w.other_bytes = 28 * N * C + 16 * N * Vp;
+        w.head_flops = 6 * N * C * Vp;   /* logits, dx, dhead */
+        /* the final norm forward and backward; cross-entropy: 3 passes over the logits, one write */
+        w.other_bytes = (llama ? 20 : 28) * N * C + 16 * N * Vp;
         break;
     case TASK_EMBED_BACKWARD:
-        w.other_bytes = 24 * N * C;   /* token rows and positions accumulated */
+        w.other_bytes = (llama ? 16 : 24) * N * C;   /* token rows (and positions) accumulated */
         break;
     case TASK_LOAD_WEIGHTS:
         if (c->precision == GPT_MIXED_BF16 && t->unit >= 0)

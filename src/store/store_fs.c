@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "store/store_internal.h"
+#include "strata/fs.h"
 
 void store_path_join(char *out, size_t cap, const char *dir, const char *name) {
     snprintf(out, cap, "%s/%s", dir, name);
