@@ -43,23 +43,23 @@ int main(int argc, char **argv) {
     size_t n_ids = 0;
     for (int r = 0; r < repeats; r++) {
         double t0 = st_now();
-        gpt2_tokenizer *tok;
-        if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) {
+        tokenizer *tok;
+        if (tokenizer_load_default(&tok, &err) != ST_OK) {
             fprintf(stderr, "bench_tokenizer: %s\n", err.msg);
             return 1;
         }
         double t1 = st_now();
         int32_t *ids;
-        if (gpt2_encode(tok, text, (size_t)size, &ids, &n_ids, &err) != ST_OK) {
+        if (tokenizer_encode(tok, text, (size_t)size, &ids, &n_ids, &err) != ST_OK) {
             fprintf(stderr, "bench_tokenizer: %s\n", err.msg);
             return 1;
         }
         double t2 = st_now();
-        size_t pieces = gpt2_pretokenize(tok, text, (size_t)size, NULL, 0);
+        size_t pieces = tokenizer_pretokenize(tok, text, (size_t)size, NULL, 0);
         double t3 = st_now();
         char *back;
         size_t blen;
-        if (gpt2_decode(tok, ids, n_ids, &back, &blen, &err) != ST_OK || blen != (size_t)size ||
+        if (tokenizer_decode(tok, ids, n_ids, &back, &blen, &err) != ST_OK || blen != (size_t)size ||
             memcmp(back, text, blen)) {
             fprintf(stderr, "bench_tokenizer: decode(encode(text)) != text\n");
             return 1;
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         dec[r] = (double)size / 1e6 / (t4 - t3);
         free(ids);
         free(back);
-        gpt2_tokenizer_free(tok);
+        tokenizer_free(tok);
     }
     qsort(enc, (size_t)repeats, sizeof(double), cmp_double);
     qsort(split, (size_t)repeats, sizeof(double), cmp_double);

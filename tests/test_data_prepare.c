@@ -16,14 +16,14 @@
 #include "strata/data.h"
 
 typedef struct fixture {
-    gpt2_tokenizer *tok;
+    tokenizer *tok;
     char dir[64];
 } fixture;
 
 static int setup(void **state) {
     fixture *fx = calloc(1, sizeof *fx);
     st_error err = {0};
-    if (gpt2_tokenizer_load_default(&fx->tok, &err) != ST_OK) {
+    if (tokenizer_load_default(&fx->tok, &err) != ST_OK) {
         fprintf(stderr, "test_data_prepare: cannot load the GPT-2 vocabulary: %s\n", err.msg);
         free(fx);
         return -1;
@@ -39,7 +39,7 @@ static int teardown(void **state) {
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
     int rc = system(cmd);
-    gpt2_tokenizer_free(fx->tok);
+    tokenizer_free(fx->tok);
     free(fx);
     return rc == 0 ? 0 : -1;
 }
@@ -100,7 +100,7 @@ static void expect_doc(fixture *fx, const char *text, size_t len, int32_t **ids,
         *ids = realloc(*ids, *cap * sizeof **ids);
     }
     (*ids)[(*n)++] = GPT2_EOT;
-    assert_int_equal(gpt2_encode_append(fx->tok, text, len, flags, ids, n, cap, &err), ST_OK);
+    assert_int_equal(tokenizer_encode_append(fx->tok, text, len, flags, ids, n, cap, &err), ST_OK);
 }
 
 static int32_t *read_tokens(const char *path, size_t *n) {
@@ -237,12 +237,12 @@ static void test_allow_special_separates_documents(void **state) {
     for (size_t k = 0; k < reps; k++) memcpy(big + k * len, text, len);
     write_file(in, big, len * reps);
     const char *inputs[] = {in};
-    dataset_prepare_opts o = {.inputs = inputs, .n_inputs = 1, .out_dir = out, .encode_flags = GPT2_ALLOW_SPECIAL};
+    dataset_prepare_opts o = {.inputs = inputs, .n_inputs = 1, .out_dir = out, .encode_flags = TOKENIZER_ALLOW_SPECIAL};
     st_error err = {0};
     if (dataset_prepare(fx->tok, &o, NULL, &err) != ST_OK) fail_msg("%s", err.msg);
     int32_t *want = NULL;
     size_t n = 0, cap = 0;
-    expect_doc(fx, big, len * reps, &want, &n, &cap, GPT2_ALLOW_SPECIAL);
+    expect_doc(fx, big, len * reps, &want, &n, &cap, TOKENIZER_ALLOW_SPECIAL);
     size_t eots = 0;
     for (size_t k = 0; k < n; k++) eots += want[k] == GPT2_EOT;
     assert_int_equal(eots, 1 + reps);

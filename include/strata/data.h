@@ -128,7 +128,7 @@ typedef struct dataset_prepare_opts {
     const char *out_dir;         /* created if missing */
     double val_fraction;         /* share of tokens for validation, in (0, 0.5]; 0 means 0.1 */
     int overwrite;               /* replace a dataset already in out_dir */
-    unsigned encode_flags;       /* GPT2_ALLOW_SPECIAL: "<|endoftext|>" in the text separates documents */
+    unsigned encode_flags;       /* TOKENIZER_ALLOW_SPECIAL: "<|endoftext|>" in the text separates documents */
     dataset_progress_fn progress;
     void *progress_ctx;
 } dataset_prepare_opts;
@@ -150,7 +150,7 @@ typedef struct dataset_prepare_result {
  * out_dir already holding a dataset (ST_EEXIST unless overwrite). Output is
  * written to temporary files and renamed at the end, so a failure leaves
  * out_dir as it was. */
-st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *opts, dataset_prepare_result *res, st_error *err);
+st_status dataset_prepare(tokenizer *tok, const dataset_prepare_opts *opts, dataset_prepare_result *res, st_error *err);
 
 #ifdef __cplusplus
 }

@@ -229,7 +229,7 @@ static st_status write_meta(const char *path, const dataset_prepare_opts *o, con
     fprintf(f, "  \"train\": {\"file\": \"train.tok\", \"tokens\": %" PRIu64 "},\n", train_tokens);
     fprintf(f, "  \"val\": {\"file\": \"val.tok\", \"tokens\": %" PRIu64 "},\n", val_tokens);
     fprintf(f, "  \"val_fraction\": %g,\n  \"split_block_tokens\": %" PRIu64 ",\n", sp->val_fraction, sp->block);
-    fprintf(f, "  \"special_tokens_in_text\": %s,\n", (o->encode_flags & GPT2_ALLOW_SPECIAL) ? "true" : "false");
+    fprintf(f, "  \"special_tokens_in_text\": %s,\n", (o->encode_flags & TOKENIZER_ALLOW_SPECIAL) ? "true" : "false");
     fprintf(f, "  \"documents\": %zu,\n  \"text_bytes\": %" PRIu64 ",\n  \"inputs\": [", files->n, files->bytes);
     for (size_t k = 0; k < o->n_inputs; k++) {
         fputs(k ? ", " : "", f);
@@ -244,7 +244,7 @@ static st_status write_meta(const char *path, const dataset_prepare_opts *o, con
     return ST_OK;
 }
 
-static st_status encode_file(gpt2_tokenizer *tok, const dataset_prepare_opts *o, const input_file *in, splitter *sp,
+static st_status encode_file(tokenizer *tok, const dataset_prepare_opts *o, const input_file *in, splitter *sp,
                              uint64_t *bytes_done, uint64_t total, int32_t **ids, size_t *cap, st_error *err) {
     int fd = open(in->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return st_fail_errno(err, errno, "%s: cannot open", in->path);
@@ -272,7 +272,7 @@ static st_status encode_file(gpt2_tokenizer *tok, const dataset_prepare_opts *o,
     st_status st = ST_OK;
     for (size_t start = 0; start < size && !st;) {
         size_t end = chunk_end(text, size, start);
-        st = gpt2_encode_append(tok, text + start, end - start, o->encode_flags, ids, &n, cap, err);
+        st = tokenizer_encode_append(tok, text + start, end - start, o->encode_flags, ids, &n, cap, err);
         if (!st) st = route(sp, *ids, n, err);
         n = 0;
         *bytes_done += end - start;
@@ -312,7 +312,7 @@ static void remove_staging(const char *stage) {
     rmdir(stage);
 }
 
-st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *o, dataset_prepare_result *res,
+st_status dataset_prepare(tokenizer *tok, const dataset_prepare_opts *o, dataset_prepare_result *res,
                           st_error *err) {
     if (res) memset(res, 0, sizeof *res);
     if (!o->n_inputs) return st_fail(err, ST_EINVAL, "prepare: no input files or directories given");
