@@ -386,6 +386,41 @@ static void test_refusals_name_file_and_part(void **state) {
     rmdir(dir);
 }
 
+/* BOS and EOS come from the TemplateProcessing "single" template (inside a
+ * Sequence too), and the document separator is the BOS, whatever the ids. */
+static void test_template_gives_bos_eos_and_separator(void **state) {
+    (void)state;
+    char dir[] = "/tmp/strata_toktpl_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    const char *added = "[{\"id\": 257, \"content\": \"<|eot|>\", \"special\": true, \"normalized\": false},"
+                        " {\"id\": 258, \"content\": \"<|bos|>\", \"special\": true, \"normalized\": false}]";
+    mini m = {.added = added,
+              .post = "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"ByteLevel\"}, {\"type\": "
+                      "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<|bos|>\", \"type_id\": 0}}, "
+                      "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"<|eot|>\", "
+                      "\"type_id\": 0}}], \"special_tokens\": {\"<|bos|>\": {\"id\": \"<|bos|>\", \"ids\": [258]}, "
+                      "\"<|eot|>\": {\"id\": \"<|eot|>\", \"ids\": [257]}}}]}"};
+    write_mini(path, &m);
+    tokenizer *t;
+    st_error err = {0};
+    if (tokenizer_load_json(&t, path, &err) != ST_OK) fail_msg("%s", err.msg);
+    assert_int_equal(tokenizer_bos_id(t), 258);
+    assert_int_equal(tokenizer_eos_id(t), 257);
+    assert_int_equal(tokenizer_doc_separator(t), 258);
+    tokenizer_free(t);
+    /* without a template: the special token with the lowest id */
+    m.post = NULL;
+    write_mini(path, &m);
+    if (tokenizer_load_json(&t, path, &err) != ST_OK) fail_msg("%s", err.msg);
+    assert_int_equal(tokenizer_bos_id(t), -1);
+    assert_int_equal(tokenizer_doc_separator(t), 257);
+    tokenizer_free(t);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_malformed_files(void **state) {
     (void)state;
     char dir[] = "/tmp/strata_tokbad_XXXXXX";
@@ -429,6 +464,7 @@ int main(void) {
         cmocka_unit_test(test_llama3_pre_split_rules),
         cmocka_unit_test(test_any_bytes_round_trip),
         cmocka_unit_test(test_refusals_name_file_and_part),
+        cmocka_unit_test(test_template_gives_bos_eos_and_separator),
         cmocka_unit_test(test_malformed_files),
     };
     return cmocka_run_group_tests(tests, load_all, free_all);

@@ -186,14 +186,16 @@ async function cmdCases(file) {
 }
 
 function cmdSample(bytes, outFile, files) {
-  let out = '';
+  const out = [];
+  let size = 0;
   for (const f of files) {
     for (const line of fs.readFileSync(f, 'utf8').split(/(?<=\n)/)) {
-      if (Buffer.byteLength(out) >= bytes) break;
-      out += line;
+      if (size >= bytes) break;
+      out.push(line);
+      size += Buffer.byteLength(line);
     }
   }
-  fs.writeFileSync(outFile, out);
+  fs.writeFileSync(outFile, out.join(''));
 }
 
 async function cmdEncode(file, textFile, outFile) {
