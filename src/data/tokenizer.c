@@ -771,7 +771,7 @@ st_status tok_finish(tokenizer *t, st_error *err) {
     t->doc_sep = t->bos >= 0 ? t->bos : eot >= 0 ? eot : lowest;
 
     if (t->n_added > UINT16_MAX) return st_fail(err, ST_EUNSUPPORTED, "tokenizer: more than 65535 added tokens");
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);   /* (NULL with none) */
     added_index *ix = t->added_ix;
     for (int k = 0; k < t->n_added; k++) {
         const tok_added *a = &t->added[k];

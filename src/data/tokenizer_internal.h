@@ -119,6 +119,10 @@ long tok_unicode_to_bytes(const int16_t *byte_of_cp, const char *p, size_t n, ch
 /* 1 if p[0, n) is valid UTF-8. */
 int tok_utf8_valid(const char *p, size_t n);
 
+/* tokenizer_load_json of text[0, len) (NUL-terminated at len) instead of a
+ * file; name stands for the path in errors. For the fuzz target. */
+st_status tok_load_json_text(tokenizer **out, const char *text, size_t len, const char *name, st_error *err);
+
 /* ---- for tests and benchmarks --------------------------------------------------- */
 
 /* Pre-splits text[0, len) (no added tokens, no BPE): writes the end offset

@@ -44,12 +44,9 @@ static void line_col(const char *text, size_t at, size_t *line, size_t *col) {
     }
 }
 
-st_status tok_read_json(const char *path, cJSON **root, st_error *err) {
-    char *text;
-    size_t size;
+/* Parses text[0, size) (NUL-terminated) as one JSON document; name is for errors. */
+static st_status parse_json(const char *text, size_t size, const char *name, cJSON **root, st_error *err) {
     *root = NULL;
-    st_status st = tok_read_file(path, &text, &size, err);
-    if (st) return st;
     /* cJSON ends a string at an escaped NUL without saying so; no real
      * vocabulary has one, so refuse it rather than read a shorter token. */
     for (size_t i = 0; i + 6 <= size; i++) {
@@ -57,9 +54,8 @@ st_status tok_read_json(const char *path, cJSON **root, st_error *err) {
         if (text[i + 1] == 'u' && !memcmp(text + i + 2, "0000", 4)) {
             size_t line, col;
             line_col(text, i, &line, &col);
-            free(text);
             return st_fail(err, ST_EUNSUPPORTED, "%s: line %zu, column %zu (byte %zu): a string holds \\u0000, "
-                           "which this reader does not support", path, line, col, i);
+                           "which this reader does not support", name, line, col, i);
         }
         i++;   /* skip the escaped character (an escaped backslash included) */
     }
@@ -76,12 +72,21 @@ st_status tok_read_json(const char *path, cJSON **root, st_error *err) {
     if (!doc) {
         size_t line, col;
         line_col(text, at, &line, &col);
-        free(text);
-        return st_fail(err, ST_ECORRUPT, "%s: malformed JSON at line %zu, column %zu (byte %zu)", path, line, col, at);
+        return st_fail(err, ST_ECORRUPT, "%s: malformed JSON at line %zu, column %zu (byte %zu)", name, line, col, at);
     }
-    free(text);
     *root = doc;
     return ST_OK;
+}
+
+st_status tok_read_json(const char *path, cJSON **root, st_error *err) {
+    char *text;
+    size_t size;
+    *root = NULL;
+    st_status st = tok_read_file(path, &text, &size, err);
+    if (st) return st;
+    st = parse_json(text, size, path, root, err);
+    free(text);
+    return st;
 }
 
 /* ---- field helpers ------------------------------------------------------------ */
@@ -462,11 +467,25 @@ static st_status load(loader *L, const cJSON *root) {
     return st;
 }
 
+static st_status load_root(tokenizer **out, cJSON *root, const char *path, st_error *err);
+
 st_status tokenizer_load_json(tokenizer **out, const char *path, st_error *err) {
     *out = NULL;
     cJSON *root;
     st_status st = tok_read_json(path, &root, err);
-    if (st) return st;
+    return st ? st : load_root(out, root, path, err);
+}
+
+st_status tok_load_json_text(tokenizer **out, const char *text, size_t len, const char *name, st_error *err) {
+    *out = NULL;
+    cJSON *root;
+    st_status st = parse_json(text, len, name, &root, err);
+    return st ? st : load_root(out, root, name, err);
+}
+
+/* Builds the tokenizer from the parsed file; frees root. */
+static st_status load_root(tokenizer **out, cJSON *root, const char *path, st_error *err) {
+    st_status st;
     loader L = {.path = path, .err = err, .t = tok_new()};
     if (!L.t) {
         cJSON_Delete(root);
