@@ -1,7 +1,9 @@
-/* bench_tokenizer.c - GPT-2 encoding speed on one core.
+/* bench_tokenizer.c - encoding speed on one core, GPT-2's vocabulary or a
+ * tokenizer.json (Llama 3's: vocab/llama3-tokenizer.json).
  *
  *   cmake --build build --target bench_tokenizer
- *   ./build/bench_tokenizer [FILE] [REPEATS]     (default: data/corpus/kjv.txt, 5)
+ *   ./build/bench_tokenizer [--tokenizer FILE|DIR] [FILE] [REPEATS]
+ *                                   (default: GPT-2, data/corpus/kjv.txt, 5)
  *
  * Encodes FILE REPEATS times, each time with a freshly loaded tokenizer (an
  * empty word cache, as `strata prepare` starts), and reports the median MB/s
@@ -20,8 +22,14 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int main(int argc, char **argv) {
-    const char *path = argc > 1 ? argv[1] : "data/corpus/kjv.txt";
-    int repeats = argc > 2 ? atoi(argv[2]) : 5;
+    const char *tok_path = NULL, *pos[2] = {NULL, NULL};
+    int n_pos = 0;
+    for (int k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--tokenizer") && k + 1 < argc) tok_path = argv[++k];
+        else if (n_pos < 2) pos[n_pos++] = argv[k];
+    }
+    const char *path = pos[0] ? pos[0] : "data/corpus/kjv.txt";
+    int repeats = pos[1] ? atoi(pos[1]) : 5;
     if (repeats < 1 || repeats > 100) repeats = 5;
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -44,7 +52,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < repeats; r++) {
         double t0 = st_now();
         tokenizer *tok;
-        if (tokenizer_load_default(&tok, &err) != ST_OK) {
+        if (tokenizer_load_path(&tok, tok_path, &err) != ST_OK) {
             fprintf(stderr, "bench_tokenizer: %s\n", err.msg);
             return 1;
         }
@@ -79,6 +87,7 @@ int main(int argc, char **argv) {
     qsort(dec, (size_t)repeats, sizeof(double), cmp_double);
     qsort(load, (size_t)repeats, sizeof(double), cmp_double);
     int m = repeats / 2;
+    printf("tokenizer: %s\n", tok_path ? tok_path : "GPT-2 (vocab/encoder.json, vocab.bpe)");
     printf("file: %s (%ld bytes, %zu tokens, %.2f bytes/token)\n", path, size, n_ids, (double)size / (double)n_ids);
     printf("encode:   %.1f MB/s (median of %d; min %.1f, max %.1f)\n", enc[m], repeats, enc[0], enc[repeats - 1]);
     printf("pre-split alone: %.1f MB/s\n", split[m]);

@@ -459,12 +459,20 @@ static st_status encode_piece(tokenizer *t, const uint8_t *p, size_t len, int32_
 /* Pre-splits and encodes s[i, end), which holds no added token. */
 static st_status encode_plain(tokenizer *t, const uint8_t *s, size_t i, size_t end, int32_t **ids, size_t *n_ids,
                               size_t *cap, st_error *err) {
-    while (i < end) {
-        size_t j = next_piece(t, s, end, i);
-        st_status st = encode_piece(t, s + i, j - i, ids, n_ids, cap, err);
-        if (st) return st;
-        i = j;
+    /* one loop per regex, so that each matcher is inlined into its own */
+#define ENCODE_LOOP(next)                                                   \
+    while (i < end) {                                                       \
+        size_t j = next;                                                    \
+        st_status st = encode_piece(t, s + i, j - i, ids, n_ids, cap, err); \
+        if (st) return st;                                                  \
+        i = j;                                                              \
     }
+    switch (t->pretok) {
+    case PRETOK_LLAMA3: ENCODE_LOOP(next_piece_llama3(t, s, end, i, 3)) break;
+    case PRETOK_QWEN2: ENCODE_LOOP(next_piece_llama3(t, s, end, i, 1)) break;
+    default: ENCODE_LOOP(next_piece_gpt2(t, s, end, i)) break;
+    }
+#undef ENCODE_LOOP
     return ST_OK;
 }
 
@@ -483,6 +491,9 @@ struct tok_added_index {
     uint16_t start[2][256], count[2][256];
     uint64_t pair_bits[2][65536 / 64];   /* first two bytes of tokens of 2+ bytes */
     uint8_t single[2][256];              /* a one-byte token of that byte */
+    int n_first[2];                      /* distinct first bytes in each pass */
+    uint8_t only_first[2];               /* the first byte, when there is one (memchr finds it) */
+    int all_special;                     /* every added token is special */
 };
 typedef struct tok_added_index added_index;
 
@@ -508,6 +519,11 @@ static st_status encode_added(tokenizer *t, int pass, const uint8_t *s, size_t i
     const added_index *ix = t->added_ix;
     size_t seg = i;   /* start of the text not yet encoded */
     for (size_t p = i; p < end;) {
+        if (ix->n_first[pass] == 1) {   /* the common case (Llama 3: all start with '<') */
+            const uint8_t *q = memchr(s + p, ix->only_first[pass], end - p);
+            if (!q) break;
+            p = (size_t)(q - s);
+        }
         const tok_added *a = added_match_at(t, ix, pass, s, p, end);
         if (!a) {
             p++;
@@ -532,7 +548,9 @@ static st_status encode_added(tokenizer *t, int pass, const uint8_t *s, size_t i
 st_status tokenizer_encode_append(tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
                                   size_t *n_ids, size_t *cap, st_error *err) {
     const uint8_t *s = (const uint8_t *)text;
-    if (!t->n_added) return encode_plain(t, s, 0, len, ids, n_ids, cap, err);
+    /* with special tokens as text and nothing else added (GPT-2), no search */
+    if (!t->n_added || (t->added_ix->all_special && !(flags & TOKENIZER_ALLOW_SPECIAL)))
+        return encode_plain(t, s, 0, len, ids, n_ids, cap, err);
     return encode_added(t, 0, s, 0, len, flags, ids, n_ids, cap, err);
 }
 
@@ -773,11 +791,17 @@ st_status tok_finish(tokenizer *t, st_error *err) {
     if (t->n_added > UINT16_MAX) return st_fail(err, ST_EUNSUPPORTED, "tokenizer: more than 65535 added tokens");
     if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);   /* (NULL with none) */
     added_index *ix = t->added_ix;
+    ix->all_special = 1;
     for (int k = 0; k < t->n_added; k++) {
         const tok_added *a = &t->added[k];
         int pass = a->normalized;
         uint8_t c = (uint8_t)a->content[0];
-        if (!ix->count[pass][c]) ix->start[pass][c] = (uint16_t)k;
+        ix->all_special &= a->special;
+        if (!ix->count[pass][c]) {
+            ix->start[pass][c] = (uint16_t)k;
+            ix->n_first[pass]++;
+            ix->only_first[pass] = c;
+        }
         ix->count[pass][c]++;
         if (a->len == 1) {
             ix->single[pass][c] = 1;
