@@ -860,59 +860,7 @@ static st_status load_encoder(tokenizer *t, const char *path, const int16_t *byt
     cJSON *root;
     st_status st = tok_read_json(path, &root, err);
     if (st) return st;
-    int n = cJSON_IsObject(root) ? cJSON_GetArraySize(root) : 0;
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return st_fail(err, ST_ECORRUPT, "%s: not a JSON object of token strings to ids", path);
-    }
-    if (n == 0) {
-        cJSON_Delete(root);
-        return st_fail(err, ST_ECORRUPT, "%s: no tokens", path);
-    }
-    size_t pool = 0;
-    for (const cJSON *e = root->child; e; e = e->next) pool += strlen(e->string);
-    t->n_model = t->n_vocab = n;
-    t->tok_off = calloc((size_t)n + 1, sizeof(uint32_t));
-    t->tok_bytes = malloc(pool + 1);
-    char *bytes = malloc(pool + 1);
-    uint32_t *lens = calloc((size_t)n, sizeof(uint32_t));
-    const char **at = calloc((size_t)n, sizeof *at);
-    if (!t->tok_off || !t->tok_bytes || !bytes || !lens || !at) {
-        st = st_fail(err, ST_ENOMEM, "%s: out of memory", path);
-        goto done;
-    }
-    size_t used = 0;
-    for (const cJSON *e = root->child; e; e = e->next) {
-        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
-        if (!(v >= 0 && v < n) || v != (double)(int)v) {
-            st = st_fail(err, ST_ECORRUPT, "%s: token \"%.60s\" has id %s, not one of 0..%d", path, e->string,
-                         cJSON_IsNumber(e) ? "out of range" : "that is not a number", n - 1);
-            goto done;
-        }
-        int id = (int)v;
-        if (at[id]) {
-            st = st_fail(err, ST_ECORRUPT, "%s: id %d is repeated (%d tokens)", path, id, n);
-            goto done;
-        }
-        long bl = tok_unicode_to_bytes(byte_of_cp, e->string, strlen(e->string), bytes + used);
-        if (bl < 0) {
-            st = st_fail(err, ST_ECORRUPT, "%s: token \"%.60s\" has a character outside GPT-2's byte alphabet", path,
-                         e->string);
-            goto done;
-        }
-        at[id] = bytes + used;
-        lens[id] = (uint32_t)bl;
-        used += (size_t)bl;
-    }
-    uint32_t o = 0;
-    for (int id = 0; id < n; id++) {
-        t->tok_off[id] = o;
-        memcpy(t->tok_bytes + o, at[id], lens[id]);
-        o += lens[id];
-    }
-    t->tok_off[n] = o;
-done:
-    free(bytes); free(lens); free(at);
+    st = tok_set_vocab(t, root, byte_of_cp, path, "", ST_ECORRUPT, err);
     cJSON_Delete(root);
     return st;
 }
@@ -1006,7 +954,6 @@ st_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, const c
     t->ranges = uni_ranges_js;
     t->n_ranges = uni_ranges_js_count;
     st_status st = load_encoder(t, encoder_json, byte_of_cp, err);
-    if (!st) st = tok_index_vocab(t, encoder_json, err);
     if (!st) st = load_merges(t, vocab_bpe, byte_of_cp, err);
     if (!st) {
         /* <|endoftext|> is GPT-2's one special token, as in Hugging Face's gpt2 file */

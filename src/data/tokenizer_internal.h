@@ -111,6 +111,13 @@ st_status tok_read_file(const char *path, char **data, size_t *size, st_error *e
 struct cJSON;
 st_status tok_read_json(const char *path, struct cJSON **root, st_error *err);
 
+/* Sets the model's vocabulary [0, n) from a JSON object of token strings (in
+ * the byte alphabet) to ids, which must be exactly 0..n-1, then indexes it
+ * (tok_index_vocab). Errors name path and `where` (a field, or ""); a token
+ * outside the alphabet fails with status `outside`. */
+st_status tok_set_vocab(tokenizer *t, const struct cJSON *vocab, const int16_t *byte_of_cp, const char *path,
+                        const char *where, st_status outside, st_error *err);
+
 /* GPT-2's byte <-> unicode alphabet (bytes_to_unicode in OpenAI's encoder). */
 void tok_byte_alphabet(uint32_t cp_of_byte[256], int16_t byte_of_cp[512]);
 /* Converts a string in that alphabet (UTF-8 p[0, n)) to raw bytes in out (at

@@ -124,11 +124,12 @@ static int bool_field(const cJSON *obj, const char *name, int dflt) {
 
 /* ---- the model --------------------------------------------------------------- */
 
-static st_status load_vocab(loader *L, const cJSON *vocab) {
-    tokenizer *t = L->t;
-    if (!cJSON_IsObject(vocab)) return corrupt(L, "model.vocab", "is not an object of token strings to ids");
+st_status tok_set_vocab(tokenizer *t, const cJSON *vocab, const int16_t *byte_of_cp, const char *path,
+                        const char *where, st_status outside, st_error *err) {
+    if (!cJSON_IsObject(vocab))
+        return st_fail(err, ST_ECORRUPT, "%s: %snot a JSON object of token strings to ids", path, where);
     int n = cJSON_GetArraySize(vocab);
-    if (n <= 0) return corrupt(L, "model.vocab", "is empty");
+    if (n <= 0) return st_fail(err, ST_ECORRUPT, "%s: %sno tokens", path, where);
     size_t pool = 0;
     for (const cJSON *e = vocab->child; e; e = e->next) pool += strlen(e->string);
     t->n_model = t->n_vocab = n;
@@ -139,26 +140,26 @@ static st_status load_vocab(loader *L, const cJSON *vocab) {
     const char **at = calloc((size_t)n, sizeof *at);
     st_status st = ST_OK;
     if (!t->tok_off || !t->tok_bytes || !bytes || !lens || !at) {
-        st = st_fail(L->err, ST_ENOMEM, "%s: out of memory", L->path);
+        st = st_fail(err, ST_ENOMEM, "%s: out of memory", path);
         goto done;
     }
     size_t used = 0;
     for (const cJSON *e = vocab->child; e; e = e->next) {
         double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (!(v >= 0 && v < n) || v != (double)(int)v) {
-            st = st_fail(L->err, ST_ECORRUPT, "%s: model.vocab: token \"%.60s\" has %s id (the %d ids must be 0..%d)",
-                         L->path, e->string, cJSON_IsNumber(e) ? "an out-of-range" : "a non-numeric", n, n - 1);
+            st = st_fail(err, ST_ECORRUPT, "%s: %stoken \"%.60s\" has %s id (the %d ids must be 0..%d)", path, where,
+                         e->string, cJSON_IsNumber(e) ? "an out-of-range" : "a non-numeric", n, n - 1);
             goto done;
         }
         int id = (int)v;
         if (at[id]) {
-            st = st_fail(L->err, ST_ECORRUPT, "%s: model.vocab: id %d is given twice", L->path, id);
+            st = st_fail(err, ST_ECORRUPT, "%s: %sid %d is given twice", path, where, id);
             goto done;
         }
-        long bl = tok_unicode_to_bytes(L->byte_of_cp, e->string, strlen(e->string), bytes + used);
+        long bl = tok_unicode_to_bytes(byte_of_cp, e->string, strlen(e->string), bytes + used);
         if (bl <= 0) {
-            st = st_fail(L->err, ST_EUNSUPPORTED, "%s: model.vocab: token \"%.60s\" (id %d) is %s, not a byte-level "
-                         "token", L->path, e->string, id, bl == 0 ? "empty" : "outside the byte-level alphabet");
+            st = st_fail(err, outside, "%s: %stoken \"%.60s\" (id %d) is %s, not a byte-level token", path, where,
+                         e->string, id, bl == 0 ? "empty" : "outside GPT-2's byte alphabet");
             goto done;
         }
         at[id] = bytes + used;
@@ -172,7 +173,7 @@ static st_status load_vocab(loader *L, const cJSON *vocab) {
         o += lens[id];
     }
     t->tok_off[n] = o;
-    st = tok_index_vocab(t, L->path, L->err);
+    st = tok_index_vocab(t, path, err);
 done:
     free(bytes); free(lens); free(at);
     return st;
@@ -265,7 +266,8 @@ static st_status load_model(loader *L, const cJSON *model) {
     int ig = bool_field(model, "ignore_merges", 0);
     if (ig < 0) return corrupt(L, "model.ignore_merges", "is not a boolean");
     L->t->ignore_merges = ig;
-    st_status st = load_vocab(L, field(model, "vocab"));
+    st_status st = tok_set_vocab(L->t, field(model, "vocab"), L->byte_of_cp, L->path, "model.vocab: ", ST_EUNSUPPORTED,
+                                 L->err);
     if (!st) st = load_merges(L, field(model, "merges"));
     return st;
 }
