@@ -9,13 +9,13 @@
 
 #include "strata/tokenizer.h"
 
-static gpt2_tokenizer *tok;
+static tokenizer *tok;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     st_error err = {0};
-    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) {
+    if (tokenizer_load_default(&tok, &err) != ST_OK) {
         fprintf(stderr, "fuzz_data_tokenizer: %s\n", err.msg);
         abort();
     }
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st_error err = {0};
     int32_t *ids = NULL;
     size_t n = 0;
-    if (gpt2_encode(tok, (const char *)data, size, &ids, &n, &err) != ST_OK) {
+    if (tokenizer_encode(tok, (const char *)data, size, &ids, &n, &err) != ST_OK) {
         fprintf(stderr, "encode failed: %s\n", err.msg);
         abort();
     }
@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ids[i] < 0 || ids[i] >= GPT2_VOCAB_SIZE) abort();
     char *text = NULL;
     size_t len = 0;
-    if (gpt2_decode(tok, ids, n, &text, &len, &err) != ST_OK) {
+    if (tokenizer_decode(tok, ids, n, &text, &len, &err) != ST_OK) {
         fprintf(stderr, "decode failed: %s\n", err.msg);
         abort();
     }

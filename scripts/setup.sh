@@ -18,8 +18,9 @@ PACKAGES=(
   gnuplot-nox                              # loss-curve plots
   bible-kjv bible-kjv-text python3.11-doc  # default corpus (scripts/make_corpus.sh)
 )
-# node and npm fetch the GPT-2 vocabulary (npm pack); some images ship their
-# own Node.js build, so ask for Debian's only when the commands are absent.
+# node and npm fetch the GPT-2 vocabulary and the tokenizer reference (npm
+# pack); some images ship their own Node.js build, so ask for Debian's only
+# when the commands are absent.
 command -v node >/dev/null 2>&1 || PACKAGES+=(nodejs)
 command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
@@ -36,9 +37,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The GPT-2 vocabulary into vocab/ and the default corpus into data/corpus/
-# (both idempotent, both git-ignored).
+# The GPT-2 vocabulary into vocab/, Hugging Face's tokenizers library (a Node
+# binding) and the Llama 3 vocabulary into vendor/node_modules, the
+# tokenizer.json files built from them into vocab/ (the tests compare Strata
+# with the library on them), and the default corpus into data/corpus/ (all
+# idempotent, all git-ignored).
 scripts/fetch_vocab.sh
+scripts/fetch_tokenizers.sh
+node tools/make_tokenizer_json.js
 scripts/make_corpus.sh
 
 BUILD_DIR="${1:-build}"

@@ -3,6 +3,8 @@
  * chunked encoding of big files, and bad inputs that must fail without
  * touching what is already there. Needs vocab/ (scripts/fetch_vocab.sh). */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,30 +18,46 @@
 #include "strata/data.h"
 
 typedef struct fixture {
-    gpt2_tokenizer *tok;
+    tokenizer *tok;
     char dir[64];
 } fixture;
 
-static int setup(void **state) {
+static int vocab_size = GPT2_VOCAB_SIZE;   /* of the fixture's tokenizer, for reading shards */
+
+static int setup_with(void **state, const char *json) {
     fixture *fx = calloc(1, sizeof *fx);
     st_error err = {0};
-    if (gpt2_tokenizer_load_default(&fx->tok, &err) != ST_OK) {
-        fprintf(stderr, "test_data_prepare: cannot load the GPT-2 vocabulary: %s\n", err.msg);
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    st_status st = tokenizer_load_default(&fx->tok, &err);
+    if (!st && json) {
+        tokenizer_free(fx->tok);
+        st = tokenizer_find_vocab_dir(dir, sizeof dir, &err);
+        snprintf(path, sizeof path, "%s/%s", dir, json);
+        if (!st) st = tokenizer_load_json(&fx->tok, path, &err);
+    }
+    if (st) {
+        fprintf(stderr, "test_data_prepare: cannot load the vocabulary: %s\n", err.msg);
         free(fx);
         return -1;
     }
+    vocab_size = tokenizer_vocab_size(fx->tok);
     strcpy(fx->dir, "/tmp/strata_prepare_XXXXXX");
     if (!mkdtemp(fx->dir)) return -1;
     *state = fx;
     return 0;
 }
 
+static int setup(void **state) { return setup_with(state, NULL); }
+/* Llama 3 (vocab/llama3-tokenizer.json, made by scripts/setup.sh): 128256
+ * ids, so uint32 shards, and <|begin_of_text|> before each document. */
+static int setup_llama3(void **state) { return setup_with(state, "llama3-tokenizer.json"); }
+
 static int teardown(void **state) {
     fixture *fx = *state;
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", fx->dir);
     int rc = system(cmd);
-    gpt2_tokenizer_free(fx->tok);
+    tokenizer_free(fx->tok);
     free(fx);
     return rc == 0 ? 0 : -1;
 }
@@ -91,7 +109,7 @@ static char *make_text(uint64_t seed, size_t bytes) {
     return s;
 }
 
-/* [EOT] + tokens of text, appended to (*ids, *n). */
+/* [document separator] + tokens of text, appended to (*ids, *n). */
 static void expect_doc(fixture *fx, const char *text, size_t len, int32_t **ids, size_t *n, size_t *cap,
                        unsigned flags) {
     st_error err = {0};
@@ -99,8 +117,8 @@ static void expect_doc(fixture *fx, const char *text, size_t len, int32_t **ids,
         *cap = *cap * 2 + 1024;
         *ids = realloc(*ids, *cap * sizeof **ids);
     }
-    (*ids)[(*n)++] = GPT2_EOT;
-    assert_int_equal(gpt2_encode_append(fx->tok, text, len, flags, ids, n, cap, &err), ST_OK);
+    (*ids)[(*n)++] = tokenizer_doc_separator(fx->tok);
+    assert_int_equal(tokenizer_encode_append(fx->tok, text, len, flags, ids, n, cap, &err), ST_OK);
 }
 
 static int32_t *read_tokens(const char *path, size_t *n) {
@@ -109,7 +127,7 @@ static int32_t *read_tokens(const char *path, size_t *n) {
     if (token_file_open(&tf, path, TOKEN_FORMAT_AUTO, &err) != ST_OK) fail_msg("%s", err.msg);
     *n = token_file_count(tf);
     int32_t *ids = malloc(*n * sizeof *ids);
-    assert_int_equal(token_file_read(tf, 0, *n, ids, GPT2_VOCAB_SIZE, &err), ST_OK);
+    assert_int_equal(token_file_read(tf, 0, *n, ids, vocab_size, &err), ST_OK);
     token_file_close(tf);
     return ids;
 }
@@ -237,18 +255,72 @@ static void test_allow_special_separates_documents(void **state) {
     for (size_t k = 0; k < reps; k++) memcpy(big + k * len, text, len);
     write_file(in, big, len * reps);
     const char *inputs[] = {in};
-    dataset_prepare_opts o = {.inputs = inputs, .n_inputs = 1, .out_dir = out, .encode_flags = GPT2_ALLOW_SPECIAL};
+    dataset_prepare_opts o = {.inputs = inputs, .n_inputs = 1, .out_dir = out, .encode_flags = TOKENIZER_ALLOW_SPECIAL};
     st_error err = {0};
     if (dataset_prepare(fx->tok, &o, NULL, &err) != ST_OK) fail_msg("%s", err.msg);
     int32_t *want = NULL;
     size_t n = 0, cap = 0;
-    expect_doc(fx, big, len * reps, &want, &n, &cap, GPT2_ALLOW_SPECIAL);
+    expect_doc(fx, big, len * reps, &want, &n, &cap, TOKENIZER_ALLOW_SPECIAL);
     size_t eots = 0;
     for (size_t k = 0; k < n; k++) eots += want[k] == GPT2_EOT;
     assert_int_equal(eots, 1 + reps);
     check_dataset(out, want, n, 0.1);
     free(want);
     free(big);
+}
+
+/* meta.json names the tokenizer and its fingerprint; a vocabulary past
+ * 65535 ids gets uint32 shards, read back exactly (check_dataset). */
+static void test_meta_records_the_tokenizer(void **state) {
+    fixture *fx = *state;
+    char in[256], out[256];
+    snprintf(in, sizeof in, "%s", path_in(fx, "t.txt"));
+    snprintf(out, sizeof out, "%s", path_in(fx, "out"));
+    char *t = make_text(5, 60000);
+    write_file(in, t, strlen(t));
+    const char *inputs[] = {in};
+    dataset_prepare_opts o = {.inputs = inputs, .n_inputs = 1, .out_dir = out};
+    st_error err = {0};
+    if (dataset_prepare(fx->tok, &o, NULL, &err) != ST_OK) fail_msg("%s", err.msg);
+    int32_t *want = NULL;
+    size_t n = 0, cap = 0, big = 0;
+    expect_doc(fx, t, strlen(t), &want, &n, &cap, 0);
+    for (size_t k = 0; k < n; k++) big += want[k] > 65535;
+    check_dataset(out, want, n, 0.1);
+
+    char p[300], fp[64], line[400];
+    size_t mlen;
+    snprintf(p, sizeof p, "%s/meta.json", out);
+    char *meta = read_file(p, &mlen);
+    snprintf(fp, sizeof fp, "\"tokenizer_fingerprint\": \"%016" PRIx64 "\"", tokenizer_fingerprint(fx->tok));
+    assert_non_null(strstr(meta, fp));
+    snprintf(line, sizeof line, "\"tokenizer\": \"%s\"", tokenizer_name(fx->tok));
+    assert_non_null(strstr(meta, line));
+    snprintf(line, sizeof line, "\"vocab_size\": %d,\n  \"eot\": %d,", tokenizer_vocab_size(fx->tok),
+             tokenizer_doc_separator(fx->tok));
+    assert_non_null(strstr(meta, line));
+    assert_non_null(strstr(meta, "\"tokenizer_source\": \""));
+    assert_non_null(strstr(meta, "\"version\": 2,"));
+    /* the shard's width follows the vocabulary */
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/train.tok", out);
+    assert_int_equal(stat(p, &sb), 0);
+    st_error e2 = {0};
+    token_file *tf;
+    assert_int_equal(token_file_open(&tf, p, TOKEN_FORMAT_AUTO, &e2), ST_OK);
+    size_t width = tokenizer_vocab_size(fx->tok) > 65535 ? 4 : 2;
+    assert_int_equal((size_t)sb.st_size, 64 + width * token_file_count(tf));
+    assert_int_equal(token_file_vocab_size(tf), (uint32_t)tokenizer_vocab_size(fx->tok));
+    token_file_close(tf);
+    if (width == 4) {
+        assert_true(big > 0);   /* ids a uint16 shard could not hold */
+        assert_non_null(strstr(meta, "\"document_separator\": \"<|begin_of_text|>\""));
+    } else {
+        assert_non_null(strstr(meta, "\"document_separator\": \"<|endoftext|>\""));
+    }
+    free(meta);
+    free(want);
+    free(t);
 }
 
 static void expect_fail(fixture *fx, const char *const *inputs, size_t n_inputs, const char *out, int overwrite,
@@ -349,6 +421,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_big_file_chunks_do_not_change_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allow_special_separates_documents, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs_fail_clearly_and_keep_old_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_records_the_tokenizer, setup, teardown),
+        /* the same with Llama 3's tokenizer.json */
+        cmocka_unit_test_setup_teardown(test_prepare_reads_text_in_order_and_splits_exactly, setup_llama3, teardown),
+        cmocka_unit_test_setup_teardown(test_big_file_chunks_do_not_change_tokens, setup_llama3, teardown),
+        cmocka_unit_test_setup_teardown(test_meta_records_the_tokenizer, setup_llama3, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

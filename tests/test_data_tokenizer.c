@@ -15,12 +15,12 @@
 #include "data/tokenizer_internal.h"
 #include "strata/tokenizer.h"
 
-static gpt2_tokenizer *tok;
+static tokenizer *tok;
 
 static int load_tokenizer(void **state) {
     (void)state;
     st_error err = {0};
-    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) {
+    if (tokenizer_load_default(&tok, &err) != ST_OK) {
         fprintf(stderr, "test_data_tokenizer: cannot load the GPT-2 vocabulary: %s\n", err.msg);
         return -1;   /* cmocka reports the group setup as failed */
     }
@@ -29,7 +29,7 @@ static int load_tokenizer(void **state) {
 
 static int free_tokenizer(void **state) {
     (void)state;
-    gpt2_tokenizer_free(tok);
+    tokenizer_free(tok);
     return 0;
 }
 
@@ -41,10 +41,10 @@ static int hexval(char c) {
 static int32_t *encode_roundtrip(const char *text, size_t len, size_t *n) {
     st_error err = {0};
     int32_t *ids;
-    assert_int_equal(gpt2_encode(tok, text, len, &ids, n, &err), ST_OK);
+    assert_int_equal(tokenizer_encode(tok, text, len, &ids, n, &err), ST_OK);
     char *back;
     size_t blen;
-    assert_int_equal(gpt2_decode(tok, ids, *n, &back, &blen, &err), ST_OK);
+    assert_int_equal(tokenizer_decode(tok, ids, *n, &back, &blen, &err), ST_OK);
     assert_int_equal(blen, len);
     assert_memory_equal(back, text, len);
     free(back);
@@ -136,7 +136,7 @@ static void test_any_bytes_round_trip(void **state) {
  * list of strings ending with NULL. */
 static void check_split(const char *text, size_t len, ...) {
     size_t ends[64];
-    size_t n = gpt2_pretokenize(tok, text, len, ends, 64);
+    size_t n = tokenizer_pretokenize(tok, text, len, ends, 64);
     va_list ap;
     va_start(ap, len);
     size_t start = 0, k = 0;
@@ -182,18 +182,18 @@ static void test_special_token(void **state) {
     const char *text = "a<|endoftext|>b<|endoftext|>";
     int32_t *ids = NULL, *plain;
     size_t n = 0, cap = 0, n_plain;
-    assert_int_equal(gpt2_encode_append(tok, text, strlen(text), GPT2_ALLOW_SPECIAL, &ids, &n, &cap, &err), ST_OK);
+    assert_int_equal(tokenizer_encode_append(tok, text, strlen(text), TOKENIZER_ALLOW_SPECIAL, &ids, &n, &cap, &err), ST_OK);
     assert_int_equal(n, 4);
     assert_int_equal(ids[0], 64);            /* "a" */
     assert_int_equal(ids[1], GPT2_EOT);
     assert_int_equal(ids[2], 65);            /* "b" */
     assert_int_equal(ids[3], GPT2_EOT);
-    assert_int_equal(gpt2_encode(tok, text, strlen(text), &plain, &n_plain, &err), ST_OK);
+    assert_int_equal(tokenizer_encode(tok, text, strlen(text), &plain, &n_plain, &err), ST_OK);
     for (size_t k = 0; k < n_plain; k++) assert_int_not_equal(plain[k], GPT2_EOT);
     assert_true(n_plain > 4);
     char *back;
     size_t blen;
-    assert_int_equal(gpt2_decode(tok, ids, n, &back, &blen, &err), ST_OK);
+    assert_int_equal(tokenizer_decode(tok, ids, n, &back, &blen, &err), ST_OK);
     assert_string_equal(back, text);
     free(back);
     free(plain);
@@ -206,13 +206,13 @@ static void test_decode_rejects_bad_ids(void **state) {
     int32_t ids[] = {15496, GPT2_VOCAB_SIZE};
     char *text;
     size_t len;
-    assert_int_equal(gpt2_decode(tok, ids, 2, &text, &len, &err), ST_EINVAL);
+    assert_int_equal(tokenizer_decode(tok, ids, 2, &text, &len, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "token 1 is 50257"));
     int32_t neg[] = {-1};
-    assert_int_equal(gpt2_decode(tok, neg, 1, &text, &len, &err), ST_EINVAL);
+    assert_int_equal(tokenizer_decode(tok, neg, 1, &text, &len, &err), ST_EINVAL);
     size_t l;
-    assert_null(gpt2_token_bytes(tok, GPT2_VOCAB_SIZE, &l));
-    assert_non_null(gpt2_token_bytes(tok, GPT2_EOT, &l));
+    assert_null(tokenizer_token_bytes(tok, GPT2_VOCAB_SIZE, &l));
+    assert_non_null(tokenizer_token_bytes(tok, GPT2_EOT, &l));
     assert_int_equal(l, strlen(GPT2_EOT_TEXT));
 }
 
@@ -230,21 +230,21 @@ static void test_cache_overflow_is_invisible(void **state) {
         for (int k = 0; k < wl; k++) text[len++] = (char)('a' + st_rng_next(&rng) % 26);
     }
     st_error err = {0};
-    gpt2_tokenizer *fresh;
-    assert_int_equal(gpt2_tokenizer_load_default(&fresh, &err), ST_OK);
+    tokenizer *fresh;
+    assert_int_equal(tokenizer_load_default(&fresh, &err), ST_OK);
     int32_t *a, *b, *c;
     size_t na, nb, nc;
-    assert_int_equal(gpt2_encode(tok, text, len, &a, &na, &err), ST_OK);
-    assert_int_equal(gpt2_encode(tok, text, len, &b, &nb, &err), ST_OK);        /* warm, partly cleared cache */
+    assert_int_equal(tokenizer_encode(tok, text, len, &a, &na, &err), ST_OK);
+    assert_int_equal(tokenizer_encode(tok, text, len, &b, &nb, &err), ST_OK);        /* warm, partly cleared cache */
     size_t cut = len / 2;
     while (text[cut] != ' ') cut--;   /* a word boundary: the prefix encodes as a prefix */
-    assert_int_equal(gpt2_encode(fresh, text, cut, &c, &nc, &err), ST_OK);   /* other cache state */
+    assert_int_equal(tokenizer_encode(fresh, text, cut, &c, &nc, &err), ST_OK);   /* other cache state */
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, na * sizeof *a);
     assert_true(nc < na);
     assert_memory_equal(a, c, nc * sizeof *a);
     free(a); free(b); free(c); free(text);
-    gpt2_tokenizer_free(fresh);
+    tokenizer_free(fresh);
 }
 
 static void write_file(const char *path, const char *data) {
@@ -257,32 +257,32 @@ static void write_file(const char *path, const char *data) {
 static void test_load_errors_name_the_file(void **state) {
     (void)state;
     st_error err = {0};
-    gpt2_tokenizer *t = NULL;
+    tokenizer *t = NULL;
     char dir[] = "/tmp/strata_tok_XXXXXX";
     assert_non_null(mkdtemp(dir));
     char enc[128], bpe[128];
     snprintf(enc, sizeof enc, "%s/encoder.json", dir);
     snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
 
-    assert_int_equal(gpt2_tokenizer_load(&t, enc, bpe, &err), ST_ENOENT);
+    assert_int_equal(tokenizer_load_gpt2(&t, enc, bpe, &err), ST_ENOENT);
     assert_non_null(strstr(err.msg, enc));
     assert_null(t);
 
     write_file(enc, "{\"a\": 0, \"b\" 1}");
-    assert_int_equal(gpt2_tokenizer_load(&t, enc, bpe, &err), ST_ECORRUPT);
+    assert_int_equal(tokenizer_load_gpt2(&t, enc, bpe, &err), ST_ECORRUPT);
     assert_non_null(strstr(err.msg, enc));
 
     /* a tiny but valid encoder lacks most bytes */
     write_file(enc, "{\"a\": 0, \"b\": 1, \"ab\": 2}");
     write_file(bpe, "#version: 0.2\na b\n");
-    assert_int_equal(gpt2_tokenizer_load(&t, enc, bpe, &err), ST_ECORRUPT);
+    assert_int_equal(tokenizer_load_gpt2(&t, enc, bpe, &err), ST_ECORRUPT);
     assert_non_null(strstr(err.msg, "byte 0x00"));
 
     /* $STRATA_VOCAB_DIR pointing at nothing is an error that says so */
     const char *old = getenv("STRATA_VOCAB_DIR");
     char *saved = old ? strdup(old) : NULL;
     setenv("STRATA_VOCAB_DIR", "/nonexistent/vocab", 1);
-    assert_int_equal(gpt2_tokenizer_load_default(&t, &err), ST_ENOENT);
+    assert_int_equal(tokenizer_load_default(&t, &err), ST_ENOENT);
     assert_non_null(strstr(err.msg, "/nonexistent/vocab"));
     if (saved) setenv("STRATA_VOCAB_DIR", saved, 1);
     else unsetenv("STRATA_VOCAB_DIR");

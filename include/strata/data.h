@@ -21,7 +21,8 @@
  *
  * A dataset is a directory written by dataset_prepare / `strata prepare`:
  *   DIR/train.tok, DIR/val.tok   shards of the training and validation splits
- *   DIR/meta.json                what made them (tokenizer, sources, counts)
+ *   DIR/meta.json                what made them (tokenizer and its fingerprint,
+ *                                sources, counts)
  * A nanoGPT directory (train.bin, val.bin) is accepted as a dataset too.
  *
  *     char train[4096], val[4096];
@@ -29,7 +30,7 @@
  *     if (dataset_resolve("data/corpus-tok", train, val, sizeof train, &err) ||
  *         token_file_open(&tf, train, TOKEN_FORMAT_AUTO, &err)) { ...err.msg... }
  *     int32_t batch[1025];
- *     token_file_read(tf, 0, 1025, batch, GPT2_VOCAB_SIZE, &err);
+ *     token_file_read(tf, 0, 1025, batch, tokenizer_vocab_size(tok), &err);
  *     token_file_close(tf);
  *
  * Threading: a token_file may be read from several threads at once (reads use
@@ -144,7 +145,8 @@ typedef struct dataset_prepare_opts {
     const char *out_dir;         /* created if missing */
     double val_fraction;         /* share of tokens for validation, in (0, 0.5]; 0 means 0.1 */
     int overwrite;               /* replace a dataset already in out_dir */
-    unsigned encode_flags;       /* GPT2_ALLOW_SPECIAL: "<|endoftext|>" in the text separates documents */
+    unsigned encode_flags;       /* TOKENIZER_ALLOW_SPECIAL: special tokens written in the text
+                                    ("<|endoftext|>", ...) become their ids */
     dataset_progress_fn progress;
     void *progress_ctx;
 } dataset_prepare_opts;
@@ -156,8 +158,12 @@ typedef struct dataset_prepare_result {
     uint64_t train_tokens, val_tokens;
 } dataset_prepare_result;
 
-/* Tokenizes the inputs into out_dir/{train.tok,val.tok,meta.json}. Each file
- * is one document and begins with GPT2_EOT. The token stream is cut into
+/* Tokenizes the inputs with tok into out_dir/{train.tok,val.tok,meta.json}.
+ * Each file is one document and begins with tokenizer_doc_separator(tok)
+ * (GPT-2: <|endoftext|>; Llama 3: <|begin_of_text|>; ST_EUNSUPPORTED if it
+ * has none). The shards hold uint32 ids when the vocabulary has more than
+ * 65535 tokens, and meta.json records the tokenizer's name, fingerprint and
+ * source (docs/FORMATS.md). The token stream is cut into
  * blocks and every k-th block (k = round(1/val_fraction)) goes to validation,
  * so both splits sample every source. Files in directories are taken in
  * sorted order; hidden entries and files that look binary (a NUL byte in the
@@ -166,7 +172,7 @@ typedef struct dataset_prepare_result {
  * out_dir already holding a dataset (ST_EEXIST unless overwrite). Output is
  * written to temporary files and renamed at the end, so a failure leaves
  * out_dir as it was. */
-st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *opts, dataset_prepare_result *res, st_error *err);
+st_status dataset_prepare(tokenizer *tok, const dataset_prepare_opts *opts, dataset_prepare_result *res, st_error *err);
 
 #ifdef __cplusplus
 }

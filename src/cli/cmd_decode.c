@@ -1,4 +1,4 @@
-/* cmd_decode.c - `strata decode`: GPT-2 token ids (stdin or a token file) to text. */
+/* cmd_decode.c - `strata decode`: token ids (stdin or a token file) to text. */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -13,13 +13,16 @@
 #include "strata/tokenizer.h"
 
 typedef struct decode_opts {
-    const char *tokens, *data_format;
+    const char *tokens, *data_format, *tokenizer;
     uint64_t start, count;
 } decode_opts;
 
 #define O(field) offsetof(decode_opts, field)
 static const cli_flag decode_flags[] = {
     CLI_STRING("tokens", O(tokens), "FILE", "decode this token file"),
+    CLI_STRING("tokenizer", O(tokenizer), "FILE|DIR",
+               "a Hugging Face tokenizer.json, or a model directory holding\n"
+               "one (default: GPT-2's vocabulary)"),
     CLI_DATA_FORMAT_FLAG(O(data_format)),
     CLI_U64("start", O(start), "N", "first token to decode (default 0)"),
     CLI_U64("count", O(count), "N", "number of tokens (default: to the end)"),
@@ -27,9 +30,9 @@ static const cli_flag decode_flags[] = {
 
 static const cli_spec decode_spec = {
     .command = "decode",
-    .usage = "usage: strata decode < ids > text\n"
-             "       strata decode --tokens FILE [--start N] [--count N]",
-    .about = "Reads GPT-2 token ids separated by spaces, newlines or commas (brackets are\n"
+    .usage = "usage: strata decode [--tokenizer FILE|DIR] < ids > text\n"
+             "       strata decode [--tokenizer FILE|DIR] --tokens FILE [--start N] [--count N]",
+    .about = "Reads token ids separated by spaces, newlines or commas (brackets are\n"
              "ignored, so a JSON list works) and writes the text they stand for, byte\n"
              "for byte. With --tokens, decodes a token file instead (a shard from\n"
              "'strata prepare' or a nanoGPT .bin).",
@@ -37,16 +40,16 @@ static const cli_spec decode_spec = {
     .n_flags = CLI_COUNT(decode_flags),
 };
 
-static int put_token(const gpt2_tokenizer *tok, int32_t id, const char *where, uint64_t pos) {
+static int put_token(const tokenizer *tok, int32_t id, const char *where, uint64_t pos) {
     size_t len;
-    const char *b = gpt2_token_bytes(tok, id, &len);
-    if (!b) return cli_error("%s: token %" PRIu64 " is %d, outside the GPT-2 vocabulary [0, %d)", where, pos, id,
-                             GPT2_VOCAB_SIZE);
+    const char *b = tokenizer_token_bytes(tok, id, &len);
+    if (!b) return cli_error("%s: token %" PRIu64 " is %d, outside the vocabulary [0, %d) of %s", where, pos, id,
+                             tokenizer_vocab_size(tok), tokenizer_source(tok));
     fwrite(b, 1, len, stdout);
     return 0;
 }
 
-static int decode_stdin(const gpt2_tokenizer *tok) {
+static int decode_stdin(const tokenizer *tok) {
     uint64_t pos = 0;
     char word[32];
     size_t wl = 0;
@@ -76,7 +79,7 @@ static int decode_stdin(const gpt2_tokenizer *tok) {
     return 0;
 }
 
-static int decode_file(const gpt2_tokenizer *tok, const char *path, token_format format, uint64_t start,
+static int decode_file(const tokenizer *tok, const char *path, token_format format, uint64_t start,
                        uint64_t count, int has_count) {
     st_error err = {0};
     token_file *tf;
@@ -92,7 +95,7 @@ static int decode_file(const gpt2_tokenizer *tok, const char *path, token_format
     int rc = buf ? 0 : cli_error("out of memory");
     for (uint64_t pos = start; pos < end && !rc; pos += CHUNK) {
         size_t m = end - pos < CHUNK ? (size_t)(end - pos) : CHUNK;
-        if (token_file_read(tf, pos, m, buf, GPT2_VOCAB_SIZE, &err) != ST_OK) rc = cli_fail(&err);
+        if (token_file_read(tf, pos, m, buf, tokenizer_vocab_size(tok), &err) != ST_OK) rc = cli_fail(&err);
         for (size_t k = 0; k < m && !rc; k++) rc = put_token(tok, buf[k], path, pos + k);
     }
     free(buf);
@@ -112,10 +115,10 @@ int cmd_decode(int argc, char **argv) {
     token_format format;
     if (token_format_parse(o.data_format, &format, &err) != ST_OK) return cli_usage_error("decode", "--%s", err.msg);
 
-    gpt2_tokenizer *tok;
-    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
+    tokenizer *tok;
+    if (tokenizer_load_path(&tok, o.tokenizer, &err) != ST_OK) return cli_fail(&err);
     int rc = path ? decode_file(tok, path, format, o.start, o.count, has_count) : decode_stdin(tok);
-    gpt2_tokenizer_free(tok);
+    tokenizer_free(tok);
     if (fflush(stdout) != 0 || ferror(stdout)) return rc ? rc : cli_error("stdout: %s", strerror(errno));
     return rc;
 }

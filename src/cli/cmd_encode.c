@@ -1,4 +1,4 @@
-/* cmd_encode.c - `strata encode`: text on stdin to GPT-2 token ids on stdout. */
+/* cmd_encode.c - `strata encode`: text on stdin to token ids on stdout. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -10,22 +10,27 @@
 #include "strata/tokenizer.h"
 
 typedef struct encode_opts {
+    const char *tokenizer;
     int allow_special, count;
 } encode_opts;
 
 static const cli_flag encode_flags[] = {
+    CLI_STRING("tokenizer", offsetof(encode_opts, tokenizer), "FILE|DIR",
+               "a Hugging Face tokenizer.json, or a model directory holding\n"
+               "one (default: GPT-2's vocabulary)"),
     CLI_ON("allow-special", offsetof(encode_opts, allow_special),
-           "encode the literal text <|endoftext|> as token 50256\n"
-           "(default: plain text, as OpenAI's and the JS encoder do)"),
+           "encode special tokens written in the text (<|endoftext|>,\n"
+           "<|begin_of_text|>, ...) as their ids, as Hugging Face's library\n"
+           "does (default: plain text, as OpenAI's encoder does)"),
     CLI_ON("count", offsetof(encode_opts, count), "print only the number of tokens"),
 };
 
 static const cli_spec encode_spec = {
     .command = "encode",
-    .usage = "usage: strata encode [--allow-special] < text > ids",
-    .about = "Reads text (any bytes) on stdin and prints its GPT-2 token ids, separated by\n"
-             "spaces, on one line. 'strata decode' reverses it exactly.",
-    .epilogue = "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).",
+    .usage = "usage: strata encode [--tokenizer FILE|DIR] [--allow-special] < text > ids",
+    .about = "Reads text (any bytes) on stdin and prints its token ids, separated by spaces,\n"
+             "on one line. 'strata decode' with the same tokenizer reverses it exactly.",
+    .epilogue = "GPT-2's vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).",
     .flags = encode_flags,
     .n_flags = CLI_COUNT(encode_flags),
     .takes_args = 1,   /* to say where the text comes from */
@@ -58,22 +63,22 @@ int cmd_encode(int argc, char **argv) {
     int parsed = cli_parse_flags(&encode_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
     if (flags.n_args) return cli_usage_error("encode", "unexpected argument '%s' (the text comes on stdin)", flags.args[0]);
-    const unsigned gpt2_flags = o.allow_special ? GPT2_ALLOW_SPECIAL : 0;
+    const unsigned enc_flags = o.allow_special ? TOKENIZER_ALLOW_SPECIAL : 0;
 
     st_error err = {0};
-    gpt2_tokenizer *tok;
-    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
+    tokenizer *tok;
+    if (tokenizer_load_path(&tok, o.tokenizer, &err) != ST_OK) return cli_fail(&err);
     char *text;
     size_t len;
     if (read_stdin(&text, &len) != 0) {
-        gpt2_tokenizer_free(tok);
+        tokenizer_free(tok);
         return cli_error("stdin: %s", strerror(errno));
     }
     int32_t *ids = NULL;
     size_t n = 0, cap = 0;
-    st_status st = gpt2_encode_append(tok, text, len, gpt2_flags, &ids, &n, &cap, &err);
+    st_status st = tokenizer_encode_append(tok, text, len, enc_flags, &ids, &n, &cap, &err);
     free(text);
-    gpt2_tokenizer_free(tok);
+    tokenizer_free(tok);
     if (st) {
         free(ids);
         return cli_fail(&err);

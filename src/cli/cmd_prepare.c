@@ -10,7 +10,7 @@
 #include "strata/data.h"
 
 typedef struct prepare_opts {
-    const char *out;
+    const char *out, *tokenizer;
     double val_fraction;
     int overwrite, allow_special;
 } prepare_opts;
@@ -18,11 +18,14 @@ typedef struct prepare_opts {
 #define O(field) offsetof(prepare_opts, field)
 static const cli_flag prepare_flags[] = {
     CLI_STRING("out", O(out), "DIR", "where the dataset goes (created if missing)"),
+    CLI_STRING("tokenizer", O(tokenizer), "FILE|DIR",
+               "a Hugging Face tokenizer.json, or a model directory holding\n"
+               "one (default: GPT-2's vocabulary)"),
     CLI_DOUBLE("val-fraction", O(val_fraction), 1e-6, 0.5, "F", "share of tokens for validation, in (0, 0.5] (default 0.1)"),
     CLI_ON("overwrite", O(overwrite), "replace a dataset already in DIR"),
     CLI_ON("allow-special", O(allow_special),
-           "the literal text <|endoftext|> in the input becomes the\n"
-           "document separator token (default: plain text)"),
+           "special tokens written in the input (<|endoftext|>, ...)\n"
+           "become their ids (default: plain text)"),
 };
 
 static const cli_spec prepare_spec = {
@@ -30,10 +33,12 @@ static const cli_spec prepare_spec = {
     .usage = "usage: strata prepare INPUT... --out DIR [flags]",
     .about = "Tokenizes text files, and the text files found in directories (recursively,\n"
              "in sorted order; hidden, empty and binary files are skipped), with GPT-2's\n"
-             "tokenizer into DIR/train.tok and DIR/val.tok (see docs/FORMATS.md). Each file\n"
-             "is one document, preceded by <|endoftext|>. The token stream is cut into\n"
-             "blocks and an evenly spread share of them becomes the validation split.",
-    .epilogue = "The vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).",
+             "tokenizer or --tokenizer's into DIR/train.tok and DIR/val.tok (see\n"
+             "docs/FORMATS.md). Each file is one document, preceded by the document\n"
+             "separator (GPT-2: <|endoftext|>; Llama 3: <|begin_of_text|>). The token\n"
+             "stream is cut into blocks and an evenly spread share of them becomes the\n"
+             "validation split. DIR/meta.json records the tokenizer and its fingerprint.",
+    .epilogue = "GPT-2's vocabulary is read from $STRATA_VOCAB_DIR or vocab/ (scripts/fetch_vocab.sh).",
     .flags = prepare_flags,
     .n_flags = CLI_COUNT(prepare_flags),
     .takes_args = 1,
@@ -87,17 +92,17 @@ int cmd_prepare(int argc, char **argv) {
     if (!flags.n_args) return cli_usage_error("prepare", "no input files or directories");
     dataset_prepare_opts o = {.inputs = (const char *const *)flags.args, .n_inputs = (size_t)flags.n_args,
                               .out_dir = po.out, .val_fraction = po.val_fraction, .overwrite = po.overwrite,
-                              .encode_flags = po.allow_special ? GPT2_ALLOW_SPECIAL : 0};
+                              .encode_flags = po.allow_special ? TOKENIZER_ALLOW_SPECIAL : 0};
     st_error err = {0};
 
-    gpt2_tokenizer *tok;
-    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) return cli_fail(&err);
+    tokenizer *tok;
+    if (tokenizer_load_path(&tok, po.tokenizer, &err) != ST_OK) return cli_fail(&err);
     progress p = {cli_stdout_is_tty(), st_now(), 0, -1};
     o.progress = on_progress;
     o.progress_ctx = &p;
     dataset_prepare_result r;
     st_status st = dataset_prepare(tok, &o, &r, &err);
-    gpt2_tokenizer_free(tok);
+    tokenizer_free(tok);
     if (p.tty) printf("\n");
     if (st) return cli_fail(&err);
     double el = st_now() - p.t0;

@@ -87,7 +87,7 @@ int cmd_sample(int argc, char **argv) {
     double *probs = NULL;
     int32_t *ctx = NULL, *order = NULL, *prompt_ids = NULL;
     size_t n_prompt = 0;
-    gpt2_tokenizer *tok = NULL;
+    tokenizer *tok = NULL;
     gpt_workspace *ws = NULL;
     if (gpt_load_safetensors(model, (int)o.n_head, &cfg, &params, &err) != ST_OK) goto fail;
     if (cfg.vocab_size < GPT2_VOCAB_SIZE) {
@@ -95,8 +95,8 @@ int cmd_sample(int argc, char **argv) {
                 model, cfg.vocab_size, GPT2_VOCAB_SIZE);
         goto fail;
     }
-    if (gpt2_tokenizer_load_default(&tok, &err) != ST_OK) goto fail;
-    if (gpt2_encode(tok, prompt, strlen(prompt), &prompt_ids, &n_prompt, &err) != ST_OK) goto fail;
+    if (tokenizer_load_default(&tok, &err) != ST_OK) goto fail;
+    if (tokenizer_encode(tok, prompt, strlen(prompt), &prompt_ids, &n_prompt, &err) != ST_OK) goto fail;
     const int T = cfg.n_ctx;
     ctx = malloc(sizeof *ctx * (size_t)(n_prompt + (size_t)o.tokens + 1));
     logits = malloc(sizeof *logits * (size_t)T * (size_t)cfg.padded_vocab);
@@ -125,7 +125,7 @@ int cmd_sample(int argc, char **argv) {
         ctx[n++] = next;
         if (next == GPT2_EOT) break;
         size_t blen;
-        const char *bytes = gpt2_token_bytes(tok, next, &blen);
+        const char *bytes = tokenizer_token_bytes(tok, next, &blen);
         if (bytes) fwrite(bytes, 1, blen, stdout);
         fflush(stdout);
     }
@@ -136,7 +136,7 @@ fail:
     rc = cli_fail(&err);
 out:
     gpt_workspace_free(ws);
-    gpt2_tokenizer_free(tok);
+    tokenizer_free(tok);
     st_free_aligned(params);
     free(prompt_ids);
     free(ctx);

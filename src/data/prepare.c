@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "data/data_internal.h"
+#include "data/tokenizer_internal.h"
 #include "strata/fs.h"
 
 #define CHUNK_BYTES (1u << 20)      /* text encoded per call (and per progress update) */
@@ -170,11 +171,15 @@ static st_status collect_inputs(const dataset_prepare_opts *o, file_list *files,
 
 /* Where a chunk of text may end without changing how the whole encodes:
  * right after a "\n" that follows a printable ASCII byte and precedes one.
- * The regex then makes "\n" a piece of its own whether or not the text goes
- * on, and the next piece starts after it either way. Returns the end of the
- * chunk starting at `start`: at least CHUNK_BYTES long unless the text ends. */
-static size_t chunk_end(const char *s, size_t n, size_t start) {
-    if (n - start <= CHUNK_BYTES) return n;
+ * Each pre-split regex (GPT-2's, Llama 3's, Qwen2's) then ends a piece right
+ * after that "\n" whether or not the text goes on ("x\n" gives "x", "\n";
+ * ".\n" gives ".\n" as one), and, matching only forwards, starts the next
+ * piece after it either way. An added token that holds a "\n" could span the
+ * cut, so such a vocabulary is encoded a file at a time. Returns the end of
+ * the chunk starting at `start`: at least CHUNK_BYTES long unless the text
+ * ends. */
+static size_t chunk_end(const tokenizer *tok, const char *s, size_t n, size_t start) {
+    if (n - start <= CHUNK_BYTES || tok->added_has_newline) return n;
     for (size_t i = start + CHUNK_BYTES; i + 1 < n; i++) {
         if (s[i] != '\n') continue;
         unsigned char before = (unsigned char)s[i - 1], after = (unsigned char)s[i + 1];
@@ -220,16 +225,33 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static st_status write_meta(const char *path, const dataset_prepare_opts *o, const file_list *files,
-                            const splitter *sp, uint64_t train_tokens, uint64_t val_tokens, st_error *err) {
+/* json_str of n bytes (a token's). */
+static void json_strn(FILE *f, const char *s, size_t n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%.*s", (int)(n < sizeof buf - 1 ? n : sizeof buf - 1), s);
+    json_str(f, buf);
+}
+
+static st_status write_meta(const char *path, const tokenizer *tok, const dataset_prepare_opts *o,
+                            const file_list *files, const splitter *sp, uint64_t train_tokens, uint64_t val_tokens,
+                            st_error *err) {
     FILE *f = fopen(path, "w");
     if (!f) return st_fail_errno(err, errno, "%s: cannot create", path);
-    fprintf(f, "{\n  \"format\": \"strata-dataset\",\n  \"version\": 1,\n  \"tokenizer\": \"gpt2\",\n");
-    fprintf(f, "  \"vocab_size\": %d,\n  \"eot\": %d,\n", GPT2_VOCAB_SIZE, GPT2_EOT);
+    fprintf(f, "{\n  \"format\": \"strata-dataset\",\n  \"version\": 2,\n  \"tokenizer\": ");
+    json_str(f, tokenizer_name(tok));
+    fprintf(f, ",\n  \"tokenizer_fingerprint\": \"%016" PRIx64 "\",\n  \"tokenizer_source\": ",
+            tokenizer_fingerprint(tok));
+    json_str(f, tokenizer_source(tok));
+    int32_t sep = tokenizer_doc_separator(tok);
+    size_t sep_len = 0;
+    const char *sep_text = tokenizer_token_bytes(tok, sep, &sep_len);
+    fprintf(f, ",\n  \"vocab_size\": %d,\n  \"eot\": %d,\n  \"document_separator\": ", tokenizer_vocab_size(tok), sep);
+    json_strn(f, sep_text, sep_len);
+    fprintf(f, ",\n");
     fprintf(f, "  \"train\": {\"file\": \"train.tok\", \"tokens\": %" PRIu64 "},\n", train_tokens);
     fprintf(f, "  \"val\": {\"file\": \"val.tok\", \"tokens\": %" PRIu64 "},\n", val_tokens);
     fprintf(f, "  \"val_fraction\": %g,\n  \"split_block_tokens\": %" PRIu64 ",\n", sp->val_fraction, sp->block);
-    fprintf(f, "  \"special_tokens_in_text\": %s,\n", (o->encode_flags & GPT2_ALLOW_SPECIAL) ? "true" : "false");
+    fprintf(f, "  \"special_tokens_in_text\": %s,\n", (o->encode_flags & TOKENIZER_ALLOW_SPECIAL) ? "true" : "false");
     fprintf(f, "  \"documents\": %zu,\n  \"text_bytes\": %" PRIu64 ",\n  \"inputs\": [", files->n, files->bytes);
     for (size_t k = 0; k < o->n_inputs; k++) {
         fputs(k ? ", " : "", f);
@@ -244,7 +266,7 @@ static st_status write_meta(const char *path, const dataset_prepare_opts *o, con
     return ST_OK;
 }
 
-static st_status encode_file(gpt2_tokenizer *tok, const dataset_prepare_opts *o, const input_file *in, splitter *sp,
+static st_status encode_file(tokenizer *tok, const dataset_prepare_opts *o, const input_file *in, splitter *sp,
                              uint64_t *bytes_done, uint64_t total, int32_t **ids, size_t *cap, st_error *err) {
     int fd = open(in->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return st_fail_errno(err, errno, "%s: cannot open", in->path);
@@ -266,13 +288,14 @@ static st_status encode_file(gpt2_tokenizer *tok, const dataset_prepare_opts *o,
         madvise((void *)text, size, MADV_SEQUENTIAL);
     }
     close(fd);
-    /* Each file is a document, and GPT-2 marks a document's start with EOT. */
+    /* Each file is a document, and its start is marked (GPT-2: EOT; Llama 3:
+     * the BOS its template puts first). */
     size_t n = 0;
-    (*ids)[n++] = GPT2_EOT;
+    (*ids)[n++] = tokenizer_doc_separator(tok);
     st_status st = ST_OK;
     for (size_t start = 0; start < size && !st;) {
-        size_t end = chunk_end(text, size, start);
-        st = gpt2_encode_append(tok, text + start, end - start, o->encode_flags, ids, &n, cap, err);
+        size_t end = chunk_end(tok, text, size, start);
+        st = tokenizer_encode_append(tok, text + start, end - start, o->encode_flags, ids, &n, cap, err);
         if (!st) st = route(sp, *ids, n, err);
         n = 0;
         *bytes_done += end - start;
@@ -312,13 +335,16 @@ static void remove_staging(const char *stage) {
     rmdir(stage);
 }
 
-st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *o, dataset_prepare_result *res,
+st_status dataset_prepare(tokenizer *tok, const dataset_prepare_opts *o, dataset_prepare_result *res,
                           st_error *err) {
     if (res) memset(res, 0, sizeof *res);
     if (!o->n_inputs) return st_fail(err, ST_EINVAL, "prepare: no input files or directories given");
     if (!o->out_dir || !*o->out_dir) return st_fail(err, ST_EINVAL, "prepare: no output directory given");
     double f = o->val_fraction == 0 ? 0.1 : o->val_fraction;
     if (!(f > 0 && f <= 0.5)) return st_fail(err, ST_EINVAL, "prepare: validation fraction %g is not in (0, 0.5]", f);
+    if (tokenizer_doc_separator(tok) < 0)
+        return st_fail(err, ST_EUNSUPPORTED, "prepare: the tokenizer (%s) has no special token to put before each "
+                       "document", tokenizer_source(tok));
 
     /* Refuse before reading anything, so a mistake costs nothing. */
     char which[32];
@@ -366,8 +392,10 @@ st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *o, da
         st = st_fail_errno(err, errno, "%s: cannot write in the output directory", o->out_dir);
         goto done;
     }
-    if ((st = token_writer_open(&sp.train, tpath, GPT2_VOCAB_SIZE, 0, err))) goto done;
-    if ((st = token_writer_open(&sp.val, vpath, GPT2_VOCAB_SIZE, 0, err))) goto done;
+    const uint32_t vocab = (uint32_t)tokenizer_vocab_size(tok);   /* ids past 65535: uint32 shards */
+    const uint64_t fp = tokenizer_fingerprint(tok);                  /* which vocabulary the ids mean */
+    if ((st = token_writer_open(&sp.train, tpath, vocab, fp, err))) goto done;
+    if ((st = token_writer_open(&sp.val, vpath, vocab, fp, err))) goto done;
     /* Blocks of about 1/200 of the expected tokens (GPT-2 averages about 4
      * bytes of English per token), so validation samples the whole corpus
      * in about 200 f places, not one region. */
@@ -395,7 +423,7 @@ st_status dataset_prepare(gpt2_tokenizer *tok, const dataset_prepare_opts *o, da
     sp.train = NULL;
     if (!st) st = token_writer_commit(sp.val, err);
     sp.val = NULL;
-    if (!st) st = write_meta(mpath, o, &files, &sp, train_tokens, val_tokens, err);
+    if (!st) st = write_meta(mpath, tok, o, &files, &sp, train_tokens, val_tokens, err);
     if (st) goto done;
     static const char *names[] = {"train.tok", "val.tok", "meta.json"};
     for (int k = 0; k < 3 && !st; k++) {

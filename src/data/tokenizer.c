@@ -1,4 +1,6 @@
-/* tokenizer.c - GPT-2 byte-level BPE: vocabulary loading, pre-split, merges. */
+/* tokenizer.c - byte-level BPE: the engine (pre-split, added tokens, merges,
+ * the word cache), decoding, and loading GPT-2's own files. tokenizer.json
+ * files are read by tokenizer_json.c into the same structure. */
 #define _GNU_SOURCE   /* memmem */
 #include "strata/tokenizer.h"
 
@@ -10,50 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "data/tokenizer_internal.h"
 #include "data/unicode_tables.h"
-
-/* ---- hash tables ----------------------------------------------------------
- * merges: (left id, right id) -> (rank, merged id), open addressing.
- * cache:  recent pieces -> their ids, cleared wholesale when it fills up. */
-
-typedef struct merge_slot {
-    uint64_t key;        /* (left << 32) | right; UINT64_MAX = empty */
-    int32_t rank, merged;
-} merge_slot;
 
 #define CACHE_SLOTS (1u << 16)
 #define CACHE_MAX_ENTRIES (CACHE_SLOTS / 2)
 #define CACHE_MAX_PIECE 48          /* longer pieces are rare; not worth caching */
 #define CACHE_ARENA_BYTES (4u << 20)
-
-typedef struct cache_slot {
-    uint32_t hash;
-    uint32_t off;                   /* into arena: key bytes, then n_ids int32 (aligned) */
-    uint16_t len, n_ids;            /* len == 0: empty */
-} cache_slot;
-
-struct gpt2_tokenizer {
-    int n_vocab;
-    char *tok_bytes;                /* every token's bytes, concatenated */
-    uint32_t *tok_off;              /* [n_vocab + 1] */
-    int32_t byte_id[256];
-    merge_slot *merges;
-    uint64_t merge_mask;
-    int n_merges;
-    uint8_t *bmp_class;             /* class of each code point below 0x10000 */
-    /* encode cache and scratch (why encoding is single-threaded per tokenizer) */
-    cache_slot *cache;
-    size_t cache_entries;
-    uint8_t *arena;
-    size_t arena_used;
-    int32_t *sym;                   /* BPE scratch, grown as needed */
-    int32_t *rank;
-    int32_t *next, *prev;
-    size_t scratch_cap;
-    void *heap;
-    size_t heap_cap;
-};
 
 static inline uint64_t mix64(uint64_t x) {
     x ^= x >> 33;
@@ -62,10 +29,10 @@ static inline uint64_t mix64(uint64_t x) {
     return x;
 }
 
-static inline const merge_slot *merge_find(const gpt2_tokenizer *t, int32_t a, int32_t b) {
+static inline const tok_merge_slot *merge_find(const tokenizer *t, int32_t a, int32_t b) {
     uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     for (uint64_t i = mix64(key) & t->merge_mask;; i = (i + 1) & t->merge_mask) {
-        const merge_slot *s = &t->merges[i];
+        const tok_merge_slot *s = &t->merges[i];
         if (s->key == key) return s;
         if (s->key == UINT64_MAX) return NULL;
     }
@@ -77,13 +44,17 @@ static inline uint32_t hash_bytes(const uint8_t *p, size_t n) {
     return h ? h : 1;
 }
 
+static inline uint32_t tok_len(const tokenizer *t, int32_t id) { return t->tok_off[id + 1] - t->tok_off[id]; }
+
 /* ---- byte <-> unicode map (GPT-2's bytes_to_unicode) --------------------- */
 
-static void bytes_to_unicode(uint32_t cp_of_byte[256]) {
+void tok_byte_alphabet(uint32_t cp_of_byte[256], int16_t byte_of_cp[512]) {
     int n = 0;
+    for (int k = 0; k < 512; k++) byte_of_cp[k] = -1;
     for (int b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
         cp_of_byte[b] = printable ? (uint32_t)b : (uint32_t)(256 + n++);
+        byte_of_cp[cp_of_byte[b]] = (int16_t)b;
     }
 }
 
@@ -115,33 +86,43 @@ static inline size_t utf8_next(const uint8_t *p, size_t n, uint32_t *cp) {
     return 1;
 }
 
-static size_t utf8_put(uint32_t cp, char *out) {
-    if (cp < 0x80) { out[0] = (char)cp; return 1; }
-    if (cp < 0x800) { out[0] = (char)(0xC0 | (cp >> 6)); out[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12)); out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
+int tok_utf8_valid(const char *p, size_t n) {
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        i += utf8_next((const uint8_t *)p + i, n - i, &cp);
+        if (cp == UINT32_MAX) return 0;
     }
-    out[0] = (char)(0xF0 | (cp >> 18)); out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
+    return 1;
+}
+
+long tok_unicode_to_bytes(const int16_t *byte_of_cp, const char *p, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        i += utf8_next((const uint8_t *)p + i, n - i, &cp);
+        if (cp >= 512 || byte_of_cp[cp] < 0) return -1;
+        out[o++] = (char)byte_of_cp[cp];
+    }
+    return (long)o;
 }
 
 /* Class of the character at p[0, n): its length in *len. */
-static inline int char_class(const gpt2_tokenizer *t, const uint8_t *p, size_t n, size_t *len) {
+static inline int char_class(const tokenizer *t, const uint8_t *p, size_t n, size_t *len) {
     if (p[0] < 0x80) { *len = 1; return t->bmp_class[p[0]]; }
     uint32_t cp;
     *len = utf8_next(p, n, &cp);
     if (cp == UINT32_MAX) return UNI_OTHER;
-    return cp < 0x10000 ? t->bmp_class[cp] : uni_class_search(cp);
+    return cp < 0x10000 ? t->bmp_class[cp] : uni_class_search(t->ranges, t->n_ranges, cp);
 }
 
 /* ---- pre-split -------------------------------------------------------------
- * Returns the end of the piece that starts at s[i] (i < n), exactly as the
- * regex 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * would match it, the alternatives tried in order. */
-static size_t next_piece(const gpt2_tokenizer *t, const uint8_t *s, size_t n, size_t i) {
+ * Each function returns the end of the piece that starts at s[i] (i < n),
+ * exactly as its regex would match there, the alternatives tried in order
+ * (a backtracking engine's leftmost-first choice, as Oniguruma makes it).
+ * Every character matches some alternative, so the pieces tile the text. */
+
+/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t next_piece_gpt2(const tokenizer *t, const uint8_t *s, size_t n, size_t i) {
     if (s[i] == '\'' && i + 1 < n) {
         uint8_t a = s[i + 1];
         if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
@@ -180,7 +161,79 @@ static size_t next_piece(const gpt2_tokenizer *t, const uint8_t *s, size_t n, si
     return last;
 }
 
-size_t gpt2_pretokenize(const gpt2_tokenizer *t, const char *text, size_t len, size_t *ends, size_t cap) {
+static inline uint8_t ascii_lower(uint8_t c) { return c >= 'A' && c <= 'Z' ? (uint8_t)(c | 0x20) : c; }
+
+/* Llama 3 (max_digits 3) and Qwen2 (max_digits 1):
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+ *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t next_piece_llama3(const tokenizer *t, const uint8_t *s, size_t n, size_t i, int max_digits) {
+    if (s[i] == '\'' && i + 1 < n) {
+        uint8_t a = ascii_lower(s[i + 1]);
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+        /* (?i:) folds case as Unicode does: U+017F LATIN SMALL LETTER LONG S
+         * is an 's' (the library splits "'ſx" as "'ſ", "x"). */
+        if (s[i + 1] == 0xC5 && i + 2 < n && s[i + 2] == 0xBF) return i + 3;
+        if (i + 2 < n) {
+            uint8_t b = ascii_lower(s[i + 2]);
+            if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+        }
+    }
+    size_t len, len2;
+    int cls = char_class(t, s + i, n - i, &len);
+    size_t j = i + len;
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    int lead = cls == UNI_LETTER;
+    if (!lead && cls != UNI_NUMBER && s[i] != '\r' && s[i] != '\n' && j < n &&
+        char_class(t, s + j, n - j, &len2) == UNI_LETTER) {
+        lead = 1;
+        j += len2;
+    }
+    if (lead) {
+        while (j < n && char_class(t, s + j, n - j, &len) == UNI_LETTER) j += len;
+        return j;
+    }
+    /* \p{N}{1,3} */
+    if (cls == UNI_NUMBER) {
+        for (int k = 1; k < max_digits && j < n && char_class(t, s + j, n - j, &len) == UNI_NUMBER; k++) j += len;
+        return j;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+    size_t k = i;
+    if (s[i] == ' ' && j < n && char_class(t, s + j, n - j, &len2) == UNI_OTHER) {
+        k = j;
+        cls = UNI_OTHER;
+    }
+    if (cls == UNI_OTHER) {
+        k += k == i ? len : len2;
+        while (k < n && char_class(t, s + k, n - k, &len) == UNI_OTHER) k += len;
+        while (k < n && (s[k] == '\r' || s[k] == '\n')) k++;
+        return k;
+    }
+    /* Whitespace from here. \s*[\r\n]+ ends after the run's last CR or LF;
+     * without one, \s+(?!\S) takes the run but its last character when
+     * something follows (as GPT-2's), and \s+ a single character. */
+    size_t last = i, crlf_end = (s[i] == '\r' || s[i] == '\n') ? i + 1 : 0;
+    while (j < n) {
+        int c = char_class(t, s + j, n - j, &len);
+        if (c != UNI_SPACE) break;
+        last = j;
+        j += len;
+        if (s[last] == '\r' || s[last] == '\n') crlf_end = j;
+    }
+    if (crlf_end) return crlf_end;
+    if (j == n || last == i) return j;
+    return last;
+}
+
+static inline size_t next_piece(const tokenizer *t, const uint8_t *s, size_t n, size_t i) {
+    switch (t->pretok) {
+    case PRETOK_LLAMA3: return next_piece_llama3(t, s, n, i, 3);
+    case PRETOK_QWEN2: return next_piece_llama3(t, s, n, i, 1);
+    default: return next_piece_gpt2(t, s, n, i);
+    }
+}
+
+size_t tokenizer_pretokenize(const tokenizer *t, const char *text, size_t len, size_t *ends, size_t cap) {
     const uint8_t *s = (const uint8_t *)text;
     size_t count = 0;
     for (size_t i = 0; i < len;) {
@@ -192,16 +245,17 @@ size_t gpt2_pretokenize(const gpt2_tokenizer *t, const char *text, size_t len, s
 }
 
 /* ---- BPE -------------------------------------------------------------------
- * GPT-2 merges, in every step, all occurrences of the lowest-ranked adjacent
- * pair, left to right. Merging only the leftmost occurrence per step gives the
- * same result because a pair that involves a merged token always ranks after
- * the merge that made it (checked when loading), so the other occurrences of
- * the same pair are still the lowest afterwards. Short pieces scan an array;
- * long ones use a heap, so a megabyte-long word costs O(n log n), not O(n^2). */
+ * Hugging Face's BPE merges, in every step, the lowest-ranked adjacent pair,
+ * the leftmost of equals (its heap orders by rank, then position). OpenAI's
+ * GPT-2 encoder merges all occurrences of that pair in one step, which gives
+ * the same result when a pair that involves a merged token always ranks after
+ * the merge that made it (GPT-2's files are checked for that when loaded).
+ * Short pieces scan an array; long ones use a heap, so a megabyte-long word
+ * costs O(n log n), not O(n^2). */
 
 #define BPE_SCAN_MAX 64
 
-static int grow_scratch(gpt2_tokenizer *t, size_t n) {
+static int grow_scratch(tokenizer *t, size_t n) {
     if (n <= t->scratch_cap) return 0;
     size_t cap = t->scratch_cap ? t->scratch_cap : 256;
     while (cap < n) cap *= 2;
@@ -220,9 +274,9 @@ static int grow_scratch(gpt2_tokenizer *t, size_t n) {
 }
 
 /* Merges sym[0, n) in place; returns the new length. */
-static size_t bpe_scan(const gpt2_tokenizer *t, int32_t *sym, int32_t *rank, size_t n) {
+static size_t bpe_scan(const tokenizer *t, int32_t *sym, int32_t *rank, size_t n) {
     for (size_t k = 0; k + 1 < n; k++) {
-        const merge_slot *m = merge_find(t, sym[k], sym[k + 1]);
+        const tok_merge_slot *m = merge_find(t, sym[k], sym[k + 1]);
         rank[k] = m ? m->rank : INT32_MAX;
     }
     while (n > 1) {
@@ -235,11 +289,11 @@ static size_t bpe_scan(const gpt2_tokenizer *t, int32_t *sym, int32_t *rank, siz
         memmove(rank + best, rank + best + 1, (n - best - 2) * sizeof *rank);
         n--;
         if (best > 0) {
-            const merge_slot *m = merge_find(t, sym[best - 1], sym[best]);
+            const tok_merge_slot *m = merge_find(t, sym[best - 1], sym[best]);
             rank[best - 1] = m ? m->rank : INT32_MAX;
         }
         if (best + 1 < n) {
-            const merge_slot *m = merge_find(t, sym[best], sym[best + 1]);
+            const tok_merge_slot *m = merge_find(t, sym[best], sym[best + 1]);
             rank[best] = m ? m->rank : INT32_MAX;
         }
     }
@@ -282,7 +336,7 @@ static heap_item heap_pop(heap_item *h, size_t *n) {
  * (a merged symbol keeps its left position), so (rank, pos) orders the heap
  * like the scan: lowest rank, then leftmost. Returns the new length, with the
  * result compacted into sym[0, len). -1 if out of memory. */
-static long bpe_heap(gpt2_tokenizer *t, int32_t *sym, size_t n) {
+static long bpe_heap(tokenizer *t, int32_t *sym, size_t n) {
     int32_t *next = t->next, *prev = t->prev;
     if (2 * n > t->heap_cap) {
         heap_item *h = realloc(t->heap, 2 * n * sizeof(heap_item));
@@ -297,7 +351,7 @@ static long bpe_heap(gpt2_tokenizer *t, int32_t *sym, size_t n) {
         prev[k] = (int32_t)k - 1;
     }
     for (size_t k = 0; k + 1 < n; k++) {
-        const merge_slot *m = merge_find(t, sym[k], sym[k + 1]);
+        const tok_merge_slot *m = merge_find(t, sym[k], sym[k + 1]);
         if (m) heap_push(heap, &hn, (heap_item){m->rank, (int32_t)k, sym[k], sym[k + 1]});
     }
     /* n - 1 pairs to start, and each merge pops one and pushes at most two:
@@ -311,11 +365,11 @@ static long bpe_heap(gpt2_tokenizer *t, int32_t *sym, size_t n) {
         next[a] = next[b];
         if (next[b] >= 0) prev[next[b]] = a;
         if (prev[a] >= 0) {
-            const merge_slot *m = merge_find(t, sym[prev[a]], sym[a]);
+            const tok_merge_slot *m = merge_find(t, sym[prev[a]], sym[a]);
             if (m) heap_push(heap, &hn, (heap_item){m->rank, prev[a], sym[prev[a]], sym[a]});
         }
         if (next[a] >= 0) {
-            const merge_slot *m = merge_find(t, sym[a], sym[next[a]]);
+            const tok_merge_slot *m = merge_find(t, sym[a], sym[next[a]]);
             if (m) heap_push(heap, &hn, (heap_item){m->rank, a, sym[a], sym[next[a]]});
         }
     }
@@ -335,14 +389,14 @@ static int ids_reserve(int32_t **ids, size_t *cap, size_t need) {
     return 0;
 }
 
-static void cache_clear(gpt2_tokenizer *t) {
-    memset(t->cache, 0, CACHE_SLOTS * sizeof(cache_slot));
+static void cache_clear(tokenizer *t) {
+    memset(t->cache, 0, CACHE_SLOTS * sizeof(tok_cache_slot));
     t->cache_entries = 0;
     t->arena_used = 0;
 }
 
 /* Encodes one piece and appends its ids. */
-static st_status encode_piece(gpt2_tokenizer *t, const uint8_t *p, size_t len, int32_t **ids, size_t *n_ids,
+static st_status encode_piece(tokenizer *t, const uint8_t *p, size_t len, int32_t **ids, size_t *n_ids,
                               size_t *cap, st_error *err) {
     if (len == 1) {
         if (ids_reserve(ids, cap, *n_ids + 1)) return st_fail(err, ST_ENOMEM, "encoding: out of memory");
@@ -353,7 +407,7 @@ static st_status encode_piece(gpt2_tokenizer *t, const uint8_t *p, size_t len, i
     if (len <= CACHE_MAX_PIECE) {
         h = hash_bytes(p, len);
         for (slot = h & (CACHE_SLOTS - 1);; slot = (slot + 1) & (CACHE_SLOTS - 1)) {
-            cache_slot *c = &t->cache[slot];
+            tok_cache_slot *c = &t->cache[slot];
             if (!c->len) break;
             if (c->hash == h && c->len == len && !memcmp(t->arena + c->off, p, len)) {
                 if (ids_reserve(ids, cap, *n_ids + c->n_ids)) return st_fail(err, ST_ENOMEM, "encoding: out of memory");
@@ -365,14 +419,20 @@ static st_status encode_piece(gpt2_tokenizer *t, const uint8_t *p, size_t len, i
     }
     if (grow_scratch(t, len)) return st_fail(err, ST_ENOMEM, "encoding: out of memory for a %zu-byte word", len);
     int32_t *sym = t->sym;
-    for (size_t k = 0; k < len; k++) sym[k] = t->byte_id[p[k]];
     size_t m;
-    if (len <= BPE_SCAN_MAX) {
-        m = bpe_scan(t, sym, t->rank, len);
+    int32_t whole = t->ignore_merges ? tok_find_bytes(t, (const char *)p, len) : -1;
+    if (whole >= 0) {   /* ignore_merges: a piece that is a token is that token */
+        sym[0] = whole;
+        m = 1;
     } else {
-        long r = bpe_heap(t, sym, len);
-        if (r < 0) return st_fail(err, ST_ENOMEM, "encoding: out of memory for a %zu-byte word", len);
-        m = (size_t)r;
+        for (size_t k = 0; k < len; k++) sym[k] = t->byte_id[p[k]];
+        if (len <= BPE_SCAN_MAX) {
+            m = bpe_scan(t, sym, t->rank, len);
+        } else {
+            long r = bpe_heap(t, sym, len);
+            if (r < 0) return st_fail(err, ST_ENOMEM, "encoding: out of memory for a %zu-byte word", len);
+            m = (size_t)r;
+        }
     }
     if (ids_reserve(ids, cap, *n_ids + m)) return st_fail(err, ST_ENOMEM, "encoding: out of memory");
     memcpy(*ids + *n_ids, sym, m * sizeof(int32_t));
@@ -383,7 +443,7 @@ static st_status encode_piece(gpt2_tokenizer *t, const uint8_t *p, size_t len, i
             cache_clear(t);
             for (slot = h & (CACHE_SLOTS - 1); t->cache[slot].len; slot = (slot + 1) & (CACHE_SLOTS - 1)) {}
         }
-        cache_slot *c = &t->cache[slot];
+        tok_cache_slot *c = &t->cache[slot];
         c->hash = h;
         c->off = (uint32_t)t->arena_used;
         c->len = (uint16_t)len;
@@ -396,38 +456,109 @@ static st_status encode_piece(gpt2_tokenizer *t, const uint8_t *p, size_t len, i
     return ST_OK;
 }
 
-st_status gpt2_encode_append(gpt2_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
-                             size_t *n_ids, size_t *cap, st_error *err) {
-    const uint8_t *s = (const uint8_t *)text;
-    size_t i = 0;
-    const size_t eot_len = sizeof GPT2_EOT_TEXT - 1;
-    while (i < len) {
-        size_t end = len;
-        const uint8_t *special = NULL;
-        if (flags & GPT2_ALLOW_SPECIAL) {
-            special = memmem(s + i, len - i, GPT2_EOT_TEXT, eot_len);
-            if (special) end = (size_t)(special - s);
-        }
-        while (i < end) {
-            size_t j = next_piece(t, s, end, i);
-            st_status st = encode_piece(t, s + i, j - i, ids, n_ids, cap, err);
-            if (st) return st;
-            i = j;
-        }
-        if (special) {
-            if (ids_reserve(ids, cap, *n_ids + 1)) return st_fail(err, ST_ENOMEM, "encoding: out of memory");
-            (*ids)[(*n_ids)++] = GPT2_EOT;
-            i = end + eot_len;
-        }
+/* Pre-splits and encodes s[i, end), which holds no added token. */
+static st_status encode_plain(tokenizer *t, const uint8_t *s, size_t i, size_t end, int32_t **ids, size_t *n_ids,
+                              size_t *cap, st_error *err) {
+    /* one loop per regex, so that each matcher is inlined into its own */
+#define ENCODE_LOOP(next)                                                   \
+    while (i < end) {                                                       \
+        size_t j = next;                                                    \
+        st_status st = encode_piece(t, s + i, j - i, ids, n_ids, cap, err); \
+        if (st) return st;                                                  \
+        i = j;                                                              \
     }
+    switch (t->pretok) {
+    case PRETOK_LLAMA3: ENCODE_LOOP(next_piece_llama3(t, s, end, i, 3)) break;
+    case PRETOK_QWEN2: ENCODE_LOOP(next_piece_llama3(t, s, end, i, 1)) break;
+    default: ENCODE_LOOP(next_piece_gpt2(t, s, end, i)) break;
+    }
+#undef ENCODE_LOOP
     return ST_OK;
 }
 
-st_status gpt2_encode(gpt2_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n_ids, st_error *err) {
+/* ---- added tokens ----------------------------------------------------------
+ * The library finds added tokens with an Aho-Corasick automaton in
+ * leftmost-longest mode, in two passes: first the tokens not marked
+ * "normalized" in the text, then the normalized ones in the text between
+ * those matches (with no normalizer, the same text). A special token it is
+ * told not to split on (encode_special_tokens; here: no ALLOW_SPECIAL) is
+ * dropped after matching, so the search goes on after its end. The set is
+ * small (hundreds), so a table of first bytes and a bitmap of first byte
+ * pairs stand in for the automaton. t->added is sorted (pass, first byte,
+ * longest first) at tok_finish; added_at[pass][byte] indexes it. */
+
+struct tok_added_index {
+    uint16_t start[2][256], count[2][256];
+    uint64_t pair_bits[2][65536 / 64];   /* first two bytes of tokens of 2+ bytes */
+    uint8_t single[2][256];              /* a one-byte token of that byte */
+    int n_first[2];                      /* distinct first bytes in each pass */
+    uint8_t only_first[2];               /* the first byte, when there is one (memchr finds it) */
+    int all_special;                     /* every added token is special */
+};
+typedef struct tok_added_index added_index;
+
+/* The longest token of the pass at s[p, end), or NULL. */
+static const tok_added *added_match_at(const tokenizer *t, const added_index *ix, int pass, const uint8_t *s,
+                                       size_t p, size_t end) {
+    uint8_t c = s[p];
+    if (!ix->count[pass][c]) return NULL;
+    if (p + 1 < end) {
+        unsigned pair = (unsigned)c << 8 | s[p + 1];
+        if (!(ix->pair_bits[pass][pair >> 6] >> (pair & 63) & 1) && !ix->single[pass][c]) return NULL;
+    } else if (!ix->single[pass][c]) {
+        return NULL;
+    }
+    const tok_added *a = t->added + ix->start[pass][c];
+    for (int k = 0; k < ix->count[pass][c]; k++)   /* longest first */
+        if (a[k].len <= end - p && !memcmp(a[k].content, s + p, a[k].len)) return &a[k];
+    return NULL;
+}
+
+static st_status encode_added(tokenizer *t, int pass, const uint8_t *s, size_t i, size_t end, unsigned flags,
+                              int32_t **ids, size_t *n_ids, size_t *cap, st_error *err) {
+    const added_index *ix = t->added_ix;
+    size_t seg = i;   /* start of the text not yet encoded */
+    for (size_t p = i; p < end;) {
+        if (ix->n_first[pass] == 1) {   /* the common case (Llama 3: all start with '<') */
+            const uint8_t *q = memchr(s + p, ix->only_first[pass], end - p);
+            if (!q) break;
+            p = (size_t)(q - s);
+        }
+        const tok_added *a = added_match_at(t, ix, pass, s, p, end);
+        if (!a) {
+            p++;
+            continue;
+        }
+        if (a->special && !(flags & TOKENIZER_ALLOW_SPECIAL)) {   /* plain text: search on after it */
+            p += a->len;
+            continue;
+        }
+        st_status st = pass == 0 ? encode_added(t, 1, s, seg, p, flags, ids, n_ids, cap, err)
+                                 : encode_plain(t, s, seg, p, ids, n_ids, cap, err);
+        if (st) return st;
+        if (ids_reserve(ids, cap, *n_ids + 1)) return st_fail(err, ST_ENOMEM, "encoding: out of memory");
+        (*ids)[(*n_ids)++] = a->id;
+        p += a->len;
+        seg = p;
+    }
+    return pass == 0 ? encode_added(t, 1, s, seg, end, flags, ids, n_ids, cap, err)
+                     : encode_plain(t, s, seg, end, ids, n_ids, cap, err);
+}
+
+st_status tokenizer_encode_append(tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
+                                  size_t *n_ids, size_t *cap, st_error *err) {
+    const uint8_t *s = (const uint8_t *)text;
+    /* with special tokens as text and nothing else added (GPT-2), no search */
+    if (!t->n_added || (t->added_ix->all_special && !(flags & TOKENIZER_ALLOW_SPECIAL)))
+        return encode_plain(t, s, 0, len, ids, n_ids, cap, err);
+    return encode_added(t, 0, s, 0, len, flags, ids, n_ids, cap, err);
+}
+
+st_status tokenizer_encode(tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n_ids, st_error *err) {
     int32_t *buf = NULL;
     size_t n = 0, cap = 0;
     if (ids_reserve(&buf, &cap, len / 3 + 16)) return st_fail(err, ST_ENOMEM, "encoding: out of memory");
-    st_status st = gpt2_encode_append(t, text, len, 0, &buf, &n, &cap, err);
+    st_status st = tokenizer_encode_append(t, text, len, 0, &buf, &n, &cap, err);
     if (st) {
         free(buf);
         return st;
@@ -437,25 +568,27 @@ st_status gpt2_encode(gpt2_tokenizer *t, const char *text, size_t len, int32_t *
     return ST_OK;
 }
 
-const char *gpt2_token_bytes(const gpt2_tokenizer *t, int32_t id, size_t *len) {
+/* ---- decoding and what a tokenizer is --------------------------------------- */
+
+const char *tokenizer_token_bytes(const tokenizer *t, int32_t id, size_t *len) {
     if (id < 0 || id >= t->n_vocab) return NULL;
-    *len = t->tok_off[id + 1] - t->tok_off[id];
+    *len = tok_len(t, id);
     return t->tok_bytes + t->tok_off[id];
 }
 
-st_status gpt2_decode(const gpt2_tokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len, st_error *err) {
+st_status tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len, st_error *err) {
     size_t total = 0;
     for (size_t k = 0; k < n; k++) {
         if (ids[k] < 0 || ids[k] >= t->n_vocab)
             return st_fail(err, ST_EINVAL, "decoding: token %zu is %d, outside the vocabulary [0, %d)", k, ids[k],
                            t->n_vocab);
-        total += t->tok_off[ids[k] + 1] - t->tok_off[ids[k]];
+        total += tok_len(t, ids[k]);
     }
     char *out = malloc(total + 1);
     if (!out) return st_fail(err, ST_ENOMEM, "decoding: out of memory for %zu bytes", total);
     size_t o = 0;
     for (size_t k = 0; k < n; k++) {
-        size_t l = t->tok_off[ids[k] + 1] - t->tok_off[ids[k]];
+        size_t l = tok_len(t, ids[k]);
         memcpy(out + o, t->tok_bytes + t->tok_off[ids[k]], l);
         o += l;
     }
@@ -465,9 +598,237 @@ st_status gpt2_decode(const gpt2_tokenizer *t, const int32_t *ids, size_t n, cha
     return ST_OK;
 }
 
-/* ---- loading ---------------------------------------------------------------- */
+int32_t tokenizer_token_id(const tokenizer *t, const char *text, size_t len) {
+    for (int k = 0; k < t->n_added; k++)
+        if (t->added[k].len == len && !memcmp(t->added[k].content, text, len)) return t->added[k].id;
+    return tok_find_bytes(t, text, len);
+}
 
-static st_status read_file(const char *path, char **data, size_t *size, st_error *err) {
+int tokenizer_is_special(const tokenizer *t, int32_t id) { return id >= 0 && id < t->n_vocab && t->special[id]; }
+int tokenizer_vocab_size(const tokenizer *t) { return t->n_vocab; }
+const char *tokenizer_name(const tokenizer *t) { return t->name; }
+const char *tokenizer_source(const tokenizer *t) { return t->source ? t->source : ""; }
+uint64_t tokenizer_fingerprint(const tokenizer *t) { return t->fingerprint; }
+int32_t tokenizer_bos_id(const tokenizer *t) { return t->bos; }
+int32_t tokenizer_eos_id(const tokenizer *t) { return t->eos; }
+int32_t tokenizer_doc_separator(const tokenizer *t) { return t->doc_sep; }
+
+/* ---- building (both loaders) ----------------------------------------------- */
+
+tokenizer *tok_new(void) {
+    tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->bos = t->eos = t->doc_sep = -1;
+    t->pretok = PRETOK_GPT2;
+    t->ranges = uni_ranges_hf;
+    t->n_ranges = uni_ranges_hf_count;
+    snprintf(t->name, sizeof t->name, "gpt2");
+    return t;
+}
+
+int32_t tok_find_bytes(const tokenizer *t, const char *p, size_t n) {
+    if (!t->vocab_slot) return -1;
+    for (uint32_t i = hash_bytes((const uint8_t *)p, n) & t->vocab_mask;; i = (i + 1) & t->vocab_mask) {
+        int32_t id = t->vocab_slot[i];
+        if (id < 0) return -1;
+        if (tok_len(t, id) == n && !memcmp(t->tok_bytes + t->tok_off[id], p, n)) return id;
+    }
+}
+
+st_status tok_index_vocab(tokenizer *t, const char *what, st_error *err) {
+    uint32_t size = 1;
+    while (size < 2u * (uint32_t)t->n_model) size *= 2;
+    free(t->vocab_slot);
+    t->vocab_slot = malloc(size * sizeof(int32_t));
+    if (!t->vocab_slot) return st_fail(err, ST_ENOMEM, "%s: out of memory", what);
+    t->vocab_mask = size - 1;
+    for (uint32_t k = 0; k < size; k++) t->vocab_slot[k] = -1;
+    for (int id = 0; id < t->n_model; id++) {
+        const char *p = t->tok_bytes + t->tok_off[id];
+        uint32_t n = tok_len(t, id), i = hash_bytes((const uint8_t *)p, n) & t->vocab_mask;
+        for (; t->vocab_slot[i] >= 0; i = (i + 1) & t->vocab_mask) {
+            int32_t o = t->vocab_slot[i];
+            if (tok_len(t, o) == n && !memcmp(t->tok_bytes + t->tok_off[o], p, n))
+                return st_fail(err, ST_ECORRUPT, "%s: tokens %d and %d are the same bytes", what, o, id);
+        }
+        t->vocab_slot[i] = id;
+    }
+    for (int b = 0; b < 256; b++) {
+        char ch = (char)b;
+        t->byte_id[b] = tok_find_bytes(t, &ch, 1);
+        if (t->byte_id[b] < 0)
+            return st_fail(err, ST_ECORRUPT, "%s: the vocabulary has no token for byte 0x%02x", what, b);
+    }
+    return ST_OK;
+}
+
+st_status tok_set_merges(tokenizer *t, const int32_t *pairs, size_t n, const char *what, st_error *err) {
+    if (n > INT32_MAX / 2) return st_fail(err, ST_ECORRUPT, "%s: too many merges", what);
+    uint64_t size = 1;
+    while (size < 2 * (uint64_t)n + 2) size *= 2;
+    t->merges = malloc(size * sizeof(tok_merge_slot));
+    t->merge_list = malloc((2 * n + 1) * sizeof(int32_t));
+    size_t buf_cap = 256;
+    char *buf = malloc(buf_cap);
+    if (!t->merges || !t->merge_list || !buf) {
+        free(buf);
+        return st_fail(err, ST_ENOMEM, "%s: out of memory", what);
+    }
+    t->merge_mask = size - 1;
+    for (uint64_t k = 0; k < size; k++) t->merges[k].key = UINT64_MAX;
+    memcpy(t->merge_list, pairs, 2 * n * sizeof(int32_t));
+    t->n_merges = (int)n;
+    for (size_t r = 0; r < n; r++) {
+        int32_t a = pairs[2 * r], b = pairs[2 * r + 1];
+        size_t la = tok_len(t, a), lb = tok_len(t, b);
+        if (la + lb > buf_cap) {
+            buf_cap = 2 * (la + lb);
+            char *nb = realloc(buf, buf_cap);
+            if (!nb) {
+                free(buf);
+                return st_fail(err, ST_ENOMEM, "%s: out of memory", what);
+            }
+            buf = nb;
+        }
+        memcpy(buf, t->tok_bytes + t->tok_off[a], la);
+        memcpy(buf + la, t->tok_bytes + t->tok_off[b], lb);
+        int32_t m = tok_find_bytes(t, buf, la + lb);
+        if (m < 0) {
+            free(buf);
+            return st_fail(err, ST_ECORRUPT, "%s: merge %zu (tokens %d and %d) makes a token that is not in the vocabulary",
+                           what, r, a, b);
+        }
+        uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+        uint64_t i = mix64(key) & t->merge_mask;
+        while (t->merges[i].key != UINT64_MAX && t->merges[i].key != key) i = (i + 1) & t->merge_mask;
+        t->merges[i] = (tok_merge_slot){key, (int32_t)r, m};   /* a repeated pair takes its last rank */
+    }
+    free(buf);
+    return ST_OK;
+}
+
+st_status tok_add_token(tokenizer *t, const char *content, size_t len, int32_t id, int special, int normalized,
+                        st_error *err) {
+    if (t->n_added == t->cap_added) {
+        int cap = t->cap_added ? 2 * t->cap_added : 16;
+        tok_added *a = realloc(t->added, (size_t)cap * sizeof *a);
+        if (!a) return st_fail(err, ST_ENOMEM, "tokenizer: out of memory");
+        t->added = a;
+        t->cap_added = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return st_fail(err, ST_ENOMEM, "tokenizer: out of memory");
+    memcpy(c, content, len);
+    c[len] = 0;
+    t->added[t->n_added++] = (tok_added){c, (uint32_t)len, id, (uint8_t)!!special, (uint8_t)!!normalized};
+    return ST_OK;
+}
+
+/* FNV-1a, 64 bits. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+    const uint8_t *b = p;
+    for (size_t k = 0; k < n; k++) h = (h ^ b[k]) * 0x100000001b3ull;
+    return h;
+}
+static uint64_t fnv_u32(uint64_t h, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    return fnv(h, b, 4);
+}
+
+static uint64_t fingerprint(const tokenizer *t) {
+    uint64_t h = fnv(0xcbf29ce484222325ull, "strata-vocab-1", 14);
+    h = fnv_u32(h, (uint32_t)t->n_vocab);
+    for (int id = 0; id < t->n_vocab; id++) {
+        h = fnv_u32(h, tok_len(t, id));
+        h = fnv(h, t->tok_bytes + t->tok_off[id], tok_len(t, id));
+    }
+    h = fnv_u32(h, (uint32_t)t->n_merges);
+    for (int k = 0; k < 2 * t->n_merges; k++) h = fnv_u32(h, (uint32_t)t->merge_list[k]);
+    h = fnv_u32(h, (uint32_t)t->n_added);
+    for (int k = 0; k < t->n_added; k++) {   /* (file order: tok_finish sorts a copy) */
+        const tok_added *a = &t->added[k];
+        h = fnv_u32(h, (uint32_t)a->id);
+        h = fnv_u32(h, a->len);
+        h = fnv(h, a->content, a->len);
+        h = fnv(h, &a->special, 1);
+    }
+    return h;
+}
+
+static int cmp_added(const void *x, const void *y) {
+    const tok_added *a = x, *b = y;
+    if (a->normalized != b->normalized) return a->normalized - b->normalized;
+    if ((uint8_t)a->content[0] != (uint8_t)b->content[0]) return (uint8_t)a->content[0] - (uint8_t)b->content[0];
+    return a->len < b->len ? 1 : a->len > b->len ? -1 : 0;   /* longest first */
+}
+
+st_status tok_finish(tokenizer *t, st_error *err) {
+    t->fingerprint = fingerprint(t);   /* before the added tokens are sorted */
+    t->special = calloc((size_t)t->n_vocab, 1);
+    t->bmp_class = malloc(0x10000);
+    t->cache = calloc(CACHE_SLOTS, sizeof(tok_cache_slot));
+    t->arena = malloc(CACHE_ARENA_BYTES);
+    t->added_ix = calloc(1, sizeof(added_index));
+    if (!t->special || !t->bmp_class || !t->cache || !t->arena || !t->added_ix)
+        return st_fail(err, ST_ENOMEM, "tokenizer: out of memory");
+    memset(t->bmp_class, UNI_OTHER, 0x10000);
+    for (size_t k = 0; k < t->n_ranges && t->ranges[k].lo < 0x10000; k++)
+        for (uint32_t cp = t->ranges[k].lo; cp <= t->ranges[k].hi && cp < 0x10000; cp++)
+            t->bmp_class[cp] = t->ranges[k].cls;
+
+    /* the document separator: the template's BOS, else <|endoftext|>, else
+     * the special token with the lowest id */
+    int32_t eot = -1, lowest = -1;
+    for (int k = 0; k < t->n_added; k++) {
+        const tok_added *a = &t->added[k];
+        if (!a->special) continue;
+        t->special[a->id] = 1;
+        if (a->len == sizeof GPT2_EOT_TEXT - 1 && !memcmp(a->content, GPT2_EOT_TEXT, a->len)) eot = a->id;
+        if (lowest < 0 || a->id < lowest) lowest = a->id;
+    }
+    t->doc_sep = t->bos >= 0 ? t->bos : eot >= 0 ? eot : lowest;
+
+    if (t->n_added > UINT16_MAX) return st_fail(err, ST_EUNSUPPORTED, "tokenizer: more than 65535 added tokens");
+    if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);   /* (NULL with none) */
+    added_index *ix = t->added_ix;
+    ix->all_special = 1;
+    for (int k = 0; k < t->n_added; k++) {
+        const tok_added *a = &t->added[k];
+        int pass = a->normalized;
+        uint8_t c = (uint8_t)a->content[0];
+        ix->all_special &= a->special;
+        if (!ix->count[pass][c]) {
+            ix->start[pass][c] = (uint16_t)k;
+            ix->n_first[pass]++;
+            ix->only_first[pass] = c;
+        }
+        ix->count[pass][c]++;
+        if (a->len == 1) {
+            ix->single[pass][c] = 1;
+        } else {
+            unsigned pair = (unsigned)c << 8 | (uint8_t)a->content[1];
+            ix->pair_bits[pass][pair >> 6] |= 1ull << (pair & 63);
+        }
+        if (memchr(a->content, '\n', a->len)) t->added_has_newline = 1;
+    }
+    return ST_OK;
+}
+
+void tokenizer_free(tokenizer *t) {
+    if (!t) return;
+    for (int k = 0; k < t->n_added; k++) free(t->added[k].content);
+    free(t->added); free(t->added_ix);
+    free(t->tok_bytes); free(t->tok_off); free(t->special); free(t->vocab_slot);
+    free(t->merges); free(t->merge_list); free(t->bmp_class); free(t->source);
+    free(t->cache); free(t->arena);
+    free(t->sym); free(t->rank); free(t->next); free(t->prev); free(t->heap);
+    free(t);
+}
+
+/* ---- GPT-2's own files --------------------------------------------------------- */
+
+
+st_status tok_read_file(const char *path, char **data, size_t *size, st_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return st_fail_errno(err, errno, "%s: cannot open", path);
     struct stat sb;
@@ -494,243 +855,32 @@ static st_status read_file(const char *path, char **data, size_t *size, st_error
     return ST_OK;
 }
 
-/* A string -> id table used only while loading (merge parts are strings). */
-typedef struct str_table {
-    const char *bytes;      /* tok_bytes */
-    const uint32_t *off;
-    int32_t *slot;          /* id or -1 */
-    uint32_t mask;
-} str_table;
-
-static int32_t str_find(const str_table *st, const char *p, size_t n) {
-    for (uint32_t i = hash_bytes((const uint8_t *)p, n) & st->mask;; i = (i + 1) & st->mask) {
-        int32_t id = st->slot[i];
-        if (id < 0) return -1;
-        if (st->off[id + 1] - st->off[id] == n && !memcmp(st->bytes + st->off[id], p, n)) return id;
-    }
-}
-
-/* Converts a token string in the byte-to-unicode alphabet (UTF-8 p[0, n)) to
- * raw bytes in out (at most n bytes). Returns the length, or -1 for a
- * character outside the alphabet. */
-static long unicode_to_bytes(const int16_t *byte_of_cp, const char *p, size_t n, char *out) {
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        i += utf8_next((const uint8_t *)p + i, n - i, &cp);
-        if (cp >= 512 || byte_of_cp[cp] < 0) return -1;
-        out[o++] = (char)byte_of_cp[cp];
-    }
-    return (long)o;
-}
-
-typedef struct json_cursor { const char *p, *end, *base; } json_cursor;
-
-static void json_ws(json_cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
-}
-
-static int hex4(const char *p, uint32_t *v) {
-    *v = 0;
-    for (int k = 0; k < 4; k++) {
-        char ch = p[k];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-              : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        *v = *v * 16 + (uint32_t)d;
-    }
-    return 0;
-}
-
-/* Parses a JSON string at c->p (on the opening quote) into out (UTF-8, at most
- * as long as the source). Returns the length or -1. */
-static long json_string(json_cursor *c, char *out) {
-    if (c->p >= c->end || *c->p != '"') return -1;
-    c->p++;
-    size_t o = 0;
-    while (c->p < c->end && *c->p != '"') {
-        if (*c->p != '\\') { out[o++] = *c->p++; continue; }
-        if (c->end - c->p < 2) return -1;
-        char e = c->p[1];
-        c->p += 2;
-        switch (e) {
-        case '"': out[o++] = '"'; break;
-        case '\\': out[o++] = '\\'; break;
-        case '/': out[o++] = '/'; break;
-        case 'b': out[o++] = '\b'; break;
-        case 'f': out[o++] = '\f'; break;
-        case 'n': out[o++] = '\n'; break;
-        case 'r': out[o++] = '\r'; break;
-        case 't': out[o++] = '\t'; break;
-        case 'u': {
-            uint32_t cp, lo;
-            if (c->end - c->p < 4 || hex4(c->p, &cp)) return -1;
-            c->p += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (c->end - c->p < 6 || c->p[0] != '\\' || c->p[1] != 'u' || hex4(c->p + 2, &lo) || lo < 0xDC00 ||
-                    lo > 0xDFFF)
-                    return -1;
-                c->p += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                return -1;
-            }
-            /* a \uXXXX escape is 6 source bytes, at most 4 UTF-8 bytes */
-            o += utf8_put(cp, out + o);
-            break;
-        }
-        default: return -1;
-        }
-    }
-    if (c->p >= c->end) return -1;
-    c->p++;
-    return (long)o;
-}
-
-static st_status load_encoder(gpt2_tokenizer *t, const char *path, const int16_t *byte_of_cp, st_error *err) {
-    char *data;
-    size_t size;
-    st_status st = read_file(path, &data, &size, err);
+/* encoder.json: {"token in the byte alphabet": id, ...}, ids exactly 0..n-1. */
+static st_status load_encoder(tokenizer *t, const char *path, const int16_t *byte_of_cp, st_error *err) {
+    cJSON *root;
+    st_status st = tok_read_json(path, &root, err);
     if (st) return st;
-    /* Two passes: count entries, then fill. Token bytes are never longer than
-     * their JSON text, so `size` bounds the byte pool. */
-    json_cursor c = {data, data + size, data};
-    char *tmp = malloc(size + 1), *pool = malloc(size + 1);
-    int32_t *ids_seen = NULL;
-    uint32_t *lens = NULL;
-    long *starts = NULL;
-    int n = 0, cap = 0;
-    if (!tmp || !pool) goto oom;
-    json_ws(&c);
-    if (c.p >= c.end || *c.p != '{') goto bad;
-    c.p++;
-    size_t pool_used = 0;
-    for (;;) {
-        json_ws(&c);
-        if (c.p < c.end && *c.p == '}' && n == 0) { c.p++; break; }
-        long sl = json_string(&c, tmp);
-        if (sl < 0) goto bad;
-        long bl = unicode_to_bytes(byte_of_cp, tmp, (size_t)sl, pool + pool_used);
-        if (bl < 0) {
-            st = st_fail(err, ST_ECORRUPT, "%s: offset %ld: token \"%.*s\" has a character outside GPT-2's byte alphabet",
-                         path, (long)(c.p - data), (int)(sl > 60 ? 60 : sl), tmp);
-            goto fail;
-        }
-        json_ws(&c);
-        if (c.p >= c.end || *c.p != ':') goto bad;
-        c.p++;
-        json_ws(&c);
-        char *num_end;
-        errno = 0;
-        long id = strtol(c.p, &num_end, 10);
-        if (num_end == c.p || errno || id < 0 || id > (1 << 24)) goto bad;
-        c.p = num_end;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 65536;
-            int32_t *a = realloc(ids_seen, (size_t)cap * sizeof *a);
-            if (a) ids_seen = a;
-            uint32_t *b = realloc(lens, (size_t)cap * sizeof *b);
-            if (b) lens = b;
-            long *s2 = realloc(starts, (size_t)cap * sizeof *s2);
-            if (s2) starts = s2;
-            if (!a || !b || !s2) goto oom;
-        }
-        ids_seen[n] = (int32_t)id;
-        starts[n] = (long)pool_used;
-        lens[n] = (uint32_t)bl;
-        pool_used += (size_t)bl;
-        n++;
-        json_ws(&c);
-        if (c.p < c.end && *c.p == ',') { c.p++; continue; }
-        if (c.p < c.end && *c.p == '}') { c.p++; break; }
-        goto bad;
-    }
-    if (n == 0) {
-        st = st_fail(err, ST_ECORRUPT, "%s: no tokens", path);
-        goto fail;
-    }
-    /* ids must be exactly 0..n-1 */
-    t->n_vocab = n;
-    t->tok_off = calloc((size_t)n + 1, sizeof(uint32_t));
-    t->tok_bytes = malloc(pool_used + 1);
-    int32_t *where = malloc((size_t)n * sizeof(int32_t));
-    if (!t->tok_off || !t->tok_bytes || !where) {
-        free(where);
-        goto oom;
-    }
-    for (int k = 0; k < n; k++) where[k] = -1;
-    for (int k = 0; k < n; k++) {
-        if (ids_seen[k] >= n || where[ids_seen[k]] >= 0) {
-            st = st_fail(err, ST_ECORRUPT, "%s: id %d is out of range or repeated (%d tokens)", path, ids_seen[k], n);
-            free(where);
-            goto fail;
-        }
-        where[ids_seen[k]] = k;
-    }
-    uint32_t o = 0;
-    for (int id = 0; id < n; id++) {
-        int k = where[id];
-        t->tok_off[id] = o;
-        memcpy(t->tok_bytes + o, pool + starts[k], lens[k]);
-        o += lens[k];
-    }
-    t->tok_off[n] = o;
-    free(where);
-    free(data); free(tmp); free(pool); free(ids_seen); free(lens); free(starts);
-    return ST_OK;
-oom:
-    st = st_fail(err, ST_ENOMEM, "%s: out of memory", path);
-    goto fail;
-bad:
-    st = st_fail(err, ST_ECORRUPT, "%s: offset %ld: not a JSON object of token strings to ids", path,
-                 (long)(c.p - data));
-fail:
-    free(data); free(tmp); free(pool); free(ids_seen); free(lens); free(starts);
+    st = tok_set_vocab(t, root, byte_of_cp, path, "", ST_ECORRUPT, err);
+    cJSON_Delete(root);
     return st;
 }
 
-static st_status load_merges(gpt2_tokenizer *t, const char *path, const int16_t *byte_of_cp, st_error *err) {
+/* vocab.bpe: "#version" line, then one "a b" merge per line in rank order. */
+static st_status load_merges(tokenizer *t, const char *path, const int16_t *byte_of_cp, st_error *err) {
     char *data;
     size_t size;
-    st_status st = read_file(path, &data, &size, err);
+    st_status st = tok_read_file(path, &data, &size, err);
     if (st) return st;
-    str_table tab = {t->tok_bytes, t->tok_off, NULL, 0};
-    uint32_t tsize = 1;
-    while (tsize < 2u * (uint32_t)t->n_vocab) tsize *= 2;
-    tab.mask = tsize - 1;
-    tab.slot = malloc(tsize * sizeof(int32_t));
-    /* rank of the merge that makes each token (INT32_MIN for a byte) */
-    int32_t *made_at = malloc((size_t)t->n_vocab * sizeof(int32_t));
-    char *a_bytes = malloc(size + 1), *b_bytes = malloc(size + 1), *ab = malloc(2 * size + 2);
     size_t n_lines = 1;
     for (size_t k = 0; k < size; k++) n_lines += data[k] == '\n';
-    uint64_t msize = 1;
-    while (msize < 2 * n_lines) msize *= 2;
-    t->merges = malloc(msize * sizeof(merge_slot));
-    t->merge_mask = msize - 1;
-    if (!tab.slot || !made_at || !a_bytes || !b_bytes || !ab || !t->merges) {
+    int32_t *pairs = malloc(2 * n_lines * sizeof(int32_t));
+    int32_t *made_at = malloc((size_t)t->n_vocab * sizeof(int32_t));
+    char *a_bytes = malloc(size + 1), *b_bytes = malloc(size + 1);
+    if (!pairs || !made_at || !a_bytes || !b_bytes) {
         st = st_fail(err, ST_ENOMEM, "%s: out of memory", path);
         goto done;
     }
-    for (uint32_t k = 0; k < tsize; k++) tab.slot[k] = -1;
-    for (int id = 0; id < t->n_vocab; id++) {
-        made_at[id] = INT32_MAX;
-        uint32_t i = hash_bytes((const uint8_t *)t->tok_bytes + t->tok_off[id], t->tok_off[id + 1] - t->tok_off[id]) & tab.mask;
-        while (tab.slot[i] >= 0) i = (i + 1) & tab.mask;
-        tab.slot[i] = id;
-    }
-    for (int b = 0; b < 256; b++) {
-        char ch = (char)b;
-        t->byte_id[b] = str_find(&tab, &ch, 1);
-        if (t->byte_id[b] < 0) {
-            st = st_fail(err, ST_ECORRUPT, "%s: the vocabulary has no token for byte 0x%02x", path, b);
-            goto done;
-        }
-        made_at[t->byte_id[b]] = INT32_MIN;
-    }
-    for (uint64_t k = 0; k <= t->merge_mask; k++) t->merges[k].key = UINT64_MAX;
-    int rank = 0;
-    size_t line_no = 0;
+    size_t n = 0, line_no = 0;
     for (char *line = data; line < data + size;) {
         char *nl = memchr(line, '\n', (size_t)(data + size - line));
         char *end = nl ? nl : data + size;
@@ -747,39 +897,39 @@ static st_status load_merges(gpt2_tokenizer *t, const char *path, const int16_t 
         while (q < end && *q == ' ') q++;
         char *qe = q;
         while (qe < end && *qe != ' ' && *qe != '\t') qe++;
-        long la = sp == end ? -1 : unicode_to_bytes(byte_of_cp, p, (size_t)(sp - p), a_bytes);
-        long lb = q == end ? -1 : unicode_to_bytes(byte_of_cp, q, (size_t)(qe - q), b_bytes);
+        long la = sp == end ? -1 : tok_unicode_to_bytes(byte_of_cp, p, (size_t)(sp - p), a_bytes);
+        long lb = q == end ? -1 : tok_unicode_to_bytes(byte_of_cp, q, (size_t)(qe - q), b_bytes);
         if (la <= 0 || lb <= 0) {
             st = st_fail(err, ST_ECORRUPT, "%s: line %zu: not a merge of two tokens in GPT-2's byte alphabet", path,
                          line_no);
             goto done;
         }
-        int32_t ia = str_find(&tab, a_bytes, (size_t)la), ib = str_find(&tab, b_bytes, (size_t)lb);
-        memcpy(ab, a_bytes, (size_t)la);
-        memcpy(ab + la, b_bytes, (size_t)lb);
-        int32_t im = str_find(&tab, ab, (size_t)(la + lb));
-        if (ia < 0 || ib < 0 || im < 0) {
-            st = st_fail(err, ST_ECORRUPT, "%s: line %zu: a token of this merge or its result is not in encoder.json",
-                         path, line_no);
+        int32_t ia = tok_find_bytes(t, a_bytes, (size_t)la), ib = tok_find_bytes(t, b_bytes, (size_t)lb);
+        if (ia < 0 || ib < 0) {
+            st = st_fail(err, ST_ECORRUPT, "%s: line %zu: a token of this merge is not in encoder.json", path, line_no);
             goto done;
         }
-        uint64_t key = ((uint64_t)(uint32_t)ia << 32) | (uint32_t)ib;
-        uint64_t i = mix64(key) & t->merge_mask;
-        while (t->merges[i].key != UINT64_MAX && t->merges[i].key != key) i = (i + 1) & t->merge_mask;
-        if (t->merges[i].key == key) continue;   /* a repeated merge keeps its first (lowest) rank */
-        t->merges[i] = (merge_slot){key, rank, im};
-        if (made_at[im] == INT32_MAX) made_at[im] = rank;
-        rank++;
+        pairs[2 * n] = ia;
+        pairs[2 * n + 1] = ib;
+        n++;
     }
-    t->n_merges = rank;
-    if (rank == 0) {
+    if (n == 0) {
         st = st_fail(err, ST_ECORRUPT, "%s: no merges", path);
         goto done;
     }
-    /* The leftmost-first BPE above relies on every merge's parts being bytes
-     * or made by earlier merges (see the comment there); GPT-2's are. */
+    if ((st = tok_set_merges(t, pairs, n, path, err))) goto done;
+    /* OpenAI's encoder merges every occurrence of the best pair at once; the
+     * one-at-a-time BPE gives the same ids when every merge's parts are bytes
+     * or made by earlier merges (see the BPE comment). GPT-2's are. */
+    for (int id = 0; id < t->n_vocab; id++) made_at[id] = INT32_MAX;
+    for (int b = 0; b < 256; b++) made_at[t->byte_id[b]] = INT32_MIN;
     for (uint64_t k = 0; k <= t->merge_mask; k++) {
-        const merge_slot *m = &t->merges[k];
+        const tok_merge_slot *m = &t->merges[k];
+        if (m->key != UINT64_MAX && made_at[m->merged] != INT32_MIN && m->rank < made_at[m->merged])
+            made_at[m->merged] = m->rank;
+    }
+    for (uint64_t k = 0; k <= t->merge_mask; k++) {
+        const tok_merge_slot *m = &t->merges[k];
         if (m->key == UINT64_MAX) continue;
         int32_t ia = (int32_t)(m->key >> 32), ib = (int32_t)(m->key & 0xffffffffu);
         if ((made_at[ia] != INT32_MAX && made_at[ia] >= m->rank) || (made_at[ib] != INT32_MAX && made_at[ib] >= m->rank))
@@ -789,49 +939,43 @@ static st_status load_merges(gpt2_tokenizer *t, const char *path, const int16_t 
         }
     }
 done:
-    free(data); free(tab.slot); free(made_at); free(a_bytes); free(b_bytes); free(ab);
+    free(data); free(pairs); free(made_at); free(a_bytes); free(b_bytes);
     return st;
 }
 
-st_status gpt2_tokenizer_load(gpt2_tokenizer **out, const char *encoder_json, const char *vocab_bpe, st_error *err) {
+st_status tokenizer_load_gpt2(tokenizer **out, const char *encoder_json, const char *vocab_bpe, st_error *err) {
     *out = NULL;
-    gpt2_tokenizer *t = calloc(1, sizeof *t);
+    tokenizer *t = tok_new();
     if (!t) return st_fail(err, ST_ENOMEM, "tokenizer: out of memory");
     uint32_t cp_of_byte[256];
     int16_t byte_of_cp[512];
-    bytes_to_unicode(cp_of_byte);
-    for (int k = 0; k < 512; k++) byte_of_cp[k] = -1;
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = (int16_t)b;
+    tok_byte_alphabet(cp_of_byte, byte_of_cp);
+    /* GPT-2's files are split as the JavaScript encoder (node's classes) does. */
+    t->ranges = uni_ranges_js;
+    t->n_ranges = uni_ranges_js_count;
     st_status st = load_encoder(t, encoder_json, byte_of_cp, err);
     if (!st) st = load_merges(t, vocab_bpe, byte_of_cp, err);
     if (!st) {
-        t->bmp_class = malloc(0x10000);
-        t->cache = calloc(CACHE_SLOTS, sizeof(cache_slot));
-        t->arena = malloc(CACHE_ARENA_BYTES);
-        if (!t->bmp_class || !t->cache || !t->arena) st = st_fail(err, ST_ENOMEM, "tokenizer: out of memory");
+        /* <|endoftext|> is GPT-2's one special token, as in Hugging Face's gpt2 file */
+        int32_t eot = tok_find_bytes(t, GPT2_EOT_TEXT, sizeof GPT2_EOT_TEXT - 1);
+        if (eot >= 0) st = tok_add_token(t, GPT2_EOT_TEXT, sizeof GPT2_EOT_TEXT - 1, eot, 1, 0, err);
     }
+    if (!st) {
+        size_t n = strlen(encoder_json) + strlen(vocab_bpe) + 4;
+        t->source = malloc(n);
+        if (!t->source) st = st_fail(err, ST_ENOMEM, "tokenizer: out of memory");
+        else snprintf(t->source, n, "%s + %s", encoder_json, vocab_bpe);
+    }
+    if (!st) st = tok_finish(t, err);
     if (st) {
-        gpt2_tokenizer_free(t);
+        tokenizer_free(t);
         return st;
     }
-    memset(t->bmp_class, UNI_OTHER, 0x10000);
-    for (size_t k = 0; k < uni_ranges_count && uni_ranges[k].lo < 0x10000; k++)
-        for (uint32_t cp = uni_ranges[k].lo; cp <= uni_ranges[k].hi && cp < 0x10000; cp++)
-            t->bmp_class[cp] = uni_ranges[k].cls;
     *out = t;
     return ST_OK;
 }
 
-void gpt2_tokenizer_free(gpt2_tokenizer *t) {
-    if (!t) return;
-    free(t->tok_bytes); free(t->tok_off); free(t->merges); free(t->bmp_class);
-    free(t->cache); free(t->arena);
-    free(t->sym); free(t->rank); free(t->next); free(t->prev); free(t->heap);
-    free(t);
-}
-
-/* ---- finding the vocabulary --------------------------------------------------- */
-
+/* ---- finding GPT-2's files ------------------------------------------------------ */
 static int has_vocab(const char *dir) {
     char p[PATH_MAX + 32];
     struct stat sb;
@@ -840,7 +984,7 @@ static int has_vocab(const char *dir) {
     return stat(p, &sb) == 0;
 }
 
-st_status gpt2_find_vocab_dir(char *dir, size_t cap, st_error *err) {
+st_status tokenizer_find_vocab_dir(char *dir, size_t cap, st_error *err) {
     const char *env = getenv("STRATA_VOCAB_DIR");
     if (env && *env) {
         if (!has_vocab(env))
@@ -877,12 +1021,12 @@ st_status gpt2_find_vocab_dir(char *dir, size_t cap, st_error *err) {
                    cand[0], cand[1][0] ? cand[1] : "<program dir>/../vocab");
 }
 
-st_status gpt2_tokenizer_load_default(gpt2_tokenizer **out, st_error *err) {
+st_status tokenizer_load_default(tokenizer **out, st_error *err) {
     char dir[PATH_MAX], enc[PATH_MAX + 16], bpe[PATH_MAX + 16];
     *out = NULL;
-    st_status st = gpt2_find_vocab_dir(dir, sizeof dir, err);
+    st_status st = tokenizer_find_vocab_dir(dir, sizeof dir, err);
     if (st) return st;
     snprintf(enc, sizeof enc, "%s/encoder.json", dir);
     snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
-    return gpt2_tokenizer_load(out, enc, bpe, err);
+    return tokenizer_load_gpt2(out, enc, bpe, err);
 }
