@@ -25,9 +25,10 @@
 #include "strata/offload.h"
 #include "strata/planner.h"
 #include "strata/run.h"
+#include "strata/tokenizer.h"
 
 typedef struct train_opts {
-    const char *model, *init, *data, *data_format, *run_dir, *precision, *schedule, *offload, *store;
+    const char *model, *init, *tokenizer, *data, *data_format, *run_dir, *precision, *schedule, *offload, *store;
     long n_layer, n_head, d_model, n_ctx, vocab;
     const char *arch, *rope_scaling;
     long n_kv_head, d_ff, tied;
@@ -47,7 +48,11 @@ typedef struct train_opts {
 /* The order is run.json's. */
 static const cli_flag train_flags[] = {
     CLI_MODEL_SHAPE_FLAGS(O),
-    CLI_STRING("init", O(init), "FILE", "start from these weights (.safetensors) to fine-tune"),
+    CLI_STRING("init", O(init), "PATH", "start from these weights to fine-tune: a Hugging Face model directory\n"
+                                        "(GPT-2 or Llama; read a unit at a time) or a GPT-2 .safetensors file"),
+    CLI_STRING("tokenizer", O(tokenizer), "FILE|DIR",
+               "the data's tokenizer (tokenizer.json, or a directory holding one; default:\n"
+               "--init's, if it has one): checked against the data, copied into the run"),
     CLI_STRING("data", O(data), "PATH", "dataset directory (strata prepare) or token file"),
     CLI_DATA_FORMAT_FLAG(O(data_format)),
     CLI_INT("batch", O(batch), 1, INT_MAX, "N", "sequences per optimizer step (global batch)"),
@@ -123,7 +128,8 @@ static const cli_spec train_spec = {
 /* What run.json records: every setting but those that only say how to
  * start. The settings that make the run what it is (its model, data, math
  * and state layout) are kept by a resumed run; the others may change. */
-static const char *const not_recorded[] = {"model", "init", "plan", "hw", "run-dir", "overwrite", "resume", "trace"};
+static const char *const not_recorded[] = {"model", "init", "tokenizer", "plan", "hw", "run-dir", "overwrite", "resume",
+                                           "trace"};
 static const char *const kept_on_resume[] = {"n-layer", "n-head", "d-model", "n-ctx", "vocab", "arch", "n-kv-head",
                                              "d-ff", "tied", "norm-eps", "rope-theta", "rope-scaling", "data",
                                              "data-format", "batch", "micro-batch", "seq", "steps", "lr", "min-lr",
@@ -328,6 +334,7 @@ typedef struct session {
     train_run_config rc;          /* what the run is: the trainer, its settings, its stores */
     int auto_offload;             /* --offload auto: the executor's placement is chosen */
     hf_checkpoint *init;          /* --init's checkpoint, read unit by unit as the run is created */
+    char tokenizer_json[4200];    /* the tokenizer.json the run copies into its directory, or "" */
     token_format data_format;     /* --data-format */
     token_file *train_tf, *val_tf;
     char rope_scaling[96];        /* the resolved --rope-scaling, recorded */
@@ -544,6 +551,37 @@ static st_status offload_auto_by_time(session *s, st_error *err) {
     return ST_OK;
 }
 
+/* --tokenizer (else the tokenizer.json of --init's directory): its
+ * vocabulary must be the data's and fit the model's; it goes into the run
+ * directory, which is then a model directory that sample reads whole. */
+static st_status check_tokenizer(session *s, st_error *err) {
+    const char *path = s->o.tokenizer;
+    char beside[4200];
+    if (!path && s->init) {
+        snprintf(beside, sizeof beside, "%s/tokenizer.json", hf_checkpoint_dir(s->init));
+        if (access(beside, F_OK) == 0) path = beside;
+    }
+    if (!path) return ST_OK;
+    tokenizer *tok;
+    st_status st = tokenizer_load_path(&tok, path, err);
+    if (st != ST_OK) return st;
+    const uint64_t fp = tokenizer_fingerprint(tok);
+    const int V = tokenizer_vocab_size(tok);
+    st = vocab_fingerprint_check(s->train_path, s->vocab_fp, tokenizer_source(tok), fp, err);
+    if (st == ST_OK && V > s->rc.train.model.vocab_size)
+        st = st_fail(err, ST_EINVAL, "%s has %d tokens, more than the model's vocabulary of %d", tokenizer_source(tok),
+                     V, s->rc.train.model.vocab_size);
+    struct stat sb;
+    const int dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (st == ST_OK && !strstr(tokenizer_source(tok), "encoder.json") &&   /* a tokenizer.json, not GPT-2's own files */
+        snprintf(s->tokenizer_json, sizeof s->tokenizer_json, "%s%s", path, dir ? "/tokenizer.json" : "") >=
+            (int)sizeof s->tokenizer_json)
+        st = st_fail(err, ST_EINVAL, "%s: path too long", path);
+    if (st == ST_OK && !s->vocab_fp) s->vocab_fp = fp;   /* data without a fingerprint: the tokenizer's */
+    tokenizer_free(tok);
+    return st;
+}
+
 /* The training and validation files, each checked now rather than at its
  * first use: every id within the model's vocabulary, and one batch's worth
  * of tokens (a micro-batch for validation). */
@@ -565,6 +603,7 @@ static st_status open_data(session *s, st_error *err) {
     const uint64_t init_fp = s->init ? hf_checkpoint_vocab_fingerprint(s->init) : 0;
     if (st == ST_OK) st = vocab_fingerprint_check(s->train_path, s->vocab_fp, s->o.init, init_fp, err);
     if (st == ST_OK && !s->vocab_fp) s->vocab_fp = init_fp;
+    if (st == ST_OK) st = check_tokenizer(s, err);
     if (st == ST_OK) st = token_file_check_ids(s->train_tf, tc->model.vocab_size, err);
     if (st == ST_OK && !same) st = token_file_check_ids(s->val_tf, tc->model.vocab_size, err);
     if (st == ST_OK)
@@ -683,6 +722,7 @@ static st_status open_run_dir(session *s, st_error *err) {
         st = settings ? run_dir_create(&s->rd, o->run_dir, settings, o->overwrite, err)
                       : st_fail(err, ST_ENOMEM, "out of memory");
         free(settings);
+        if (st == ST_OK && s->tokenizer_json[0]) st = run_dir_save_tokenizer(s->rd, s->tokenizer_json, err);
         if (st == ST_OK && !o->store) st = store_remove(&s->default_dirs, err);
         if (st == ST_OK && o->store) st = claim_store(s, &previous, err);
         s->store_ours = st == ST_OK;

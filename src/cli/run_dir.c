@@ -26,7 +26,7 @@ struct run_dir {
 /* What a run writes into its directory. With --overwrite, a previous run's
  * copies are moved aside into PREVIOUS and deleted only when the new run
  * finishes; if it fails, they are put back, so a failed run loses nothing. */
-static const char *run_files[] = {"run.json", "metrics.jsonl", "model.safetensors", "config.json",
+static const char *run_files[] = {"run.json", "metrics.jsonl", "model.safetensors", "config.json", "tokenizer.json",
                                   "loss.png", "loss.dat", "loss.gnuplot", "store"};
 #define N_RUN_FILES (sizeof run_files / sizeof run_files[0])
 #define PREVIOUS ".previous-run"
@@ -241,6 +241,18 @@ st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_read
     /* the run directory is a Hugging Face model directory: one file, F32 */
     const hf_save_opts o = {.dtype = SAFETENSORS_F32, .vocab_fingerprint = vocab_fingerprint};
     return hf_checkpoint_save(rd->path, cfg, read_unit, ctx, &o, err);
+}
+
+st_status run_dir_save_tokenizer(run_dir *rd, const char *tokenizer_json, st_error *err) {
+    char *text;
+    size_t n;
+    st_status s = st_read_file(tokenizer_json, 0, &text, &n, err);
+    if (s != ST_OK) return s;
+    char f[4200];
+    join(f, sizeof f, rd->path, "tokenizer.json");
+    s = st_write_file_atomic(f, text, n, err);
+    free(text);
+    return s;
 }
 
 /* Runs `gnuplot script` and returns its exit status (-1 if it could not start). */

@@ -1,7 +1,8 @@
 /*
  * run_dir.h - a training run's directory: run.json (what was asked for),
  * metrics.jsonl (one JSON object per step), model.safetensors + config.json
- * (the weights, in the Hugging Face layout), loss.png (the loss curve).
+ * (the weights, in the Hugging Face layout) and tokenizer.json when the run
+ * was given one, loss.png (the loss curve).
  *
  * One process writes a run at a time: creating or reopening a run takes
  * its lock (run.lock, holding the writer's PID) until run_dir_finish, and
@@ -54,6 +55,9 @@ st_status run_dir_sync_metrics(run_dir *rd, st_error *err);
  * so a model larger than memory saves too. */
 st_status run_dir_save_weights(run_dir *rd, const gpt_config *cfg, gpt_unit_reader read_unit, void *ctx,
                                uint64_t vocab_fingerprint, st_error *err);
+/* A copy of tokenizer_json as RUN/tokenizer.json (atomically), so that the
+ * run directory is a model directory its users find the tokenizer in. */
+st_status run_dir_save_tokenizer(run_dir *rd, const char *tokenizer_json, st_error *err);
 /* Draws loss.png from metrics.jsonl with gnuplot; msg says what happened
  * (a missing gnuplot is reported, not an error). */
 void run_dir_plot(run_dir *rd, char *msg, size_t cap);
