@@ -2,6 +2,7 @@
  * fraction of this machine's sgemm rate it achieves, measured in one run.
  *
  *   build/bench_train --model gpt2-124m --batch 4 --seq 64 --steps 5 --threads 2
+ *   build/bench_train --model smollm2-135m ...      (any named shape, Llama too)
  *
  * --backend check runs the same steps on the checking backend (what its
  * protection and copies cost); the default is the CPU backend.
@@ -86,7 +87,7 @@ int main(int argc, char **argv) {
     int32_t *tokens = malloc(ntok * sizeof *tokens);
     st_rng r;
     st_rng_seed(&r, 1);
-    for (size_t i = 0; i < ntok; i++) tokens[i] = (int32_t)(st_rng_next(&r) % 50257);
+    for (size_t i = 0; i < ntok; i++) tokens[i] = (int32_t)(st_rng_next(&r) % (uint64_t)tc.model.vocab_size);
     double total = 0;
     for (int s = 0; s < warmup + steps; s++) {
         train_step_stats st;

@@ -76,9 +76,14 @@ done
 import json, os, sys
 out, models, hws, batches = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), [int(b) for b in sys.argv[4].split()]
 short = {"weights": "W", "optim": "O", "acts": "A", "grads": "G", "none": "-"}
-def placement(p):
+def placement(p):   # "optim=0.35,acts": a kind whole, or its share on the SSD (fractional placement)
     p = p.replace(" (auto)", "")
-    return "".join(short[k] for k in p.split(",")) if p != "none" else "-"
+    if p == "none":
+        return "-"
+    kinds = [k.split("=") for k in p.split(",")]
+    if all(len(k) == 1 for k in kinds):
+        return "".join(short[k[0]] for k in kinds)
+    return " ".join(short[k[0]] + (f"{100 * float(k[1]):.0f}%" if len(k) == 2 else "") for k in kinds)
 def limit(r):   # the critical path's shares of the iteration, largest first, those of 10% or more
     cp = sorted(((v, k) for k, v in r["critical_path"].items() if v >= 0.1 * r["iter_s"]), reverse=True)
     text = ", ".join(f"{k} {100 * v / r['iter_s']:.0f}%" for v, k in cp)
@@ -91,7 +96,7 @@ print("Predicted by `strata simulate` (bench/scale_table.sh). Per GPU: tokens/s 
 print("plus attention; recomputation not counted); bound: the roofline's tokens/s per GPU and its limit; limited by: the")
 print("simulated critical path, by resource, as shares of the iteration (10% or more), and in brackets a resource busy 90%")
 print("of the iteration or more. B x M: micro-batch x micro-batches per GPU. On SSD: W weights, O optimizer state,")
-print("A activation checkpoints, G gradients (- none).")
+print("A activation checkpoints, G gradients (- none); O35% 35% of the optimizer state (fractional placement).")
 for model in models:
     print()
     params = None

@@ -7,7 +7,7 @@
  * reads each unit's weights twice per iteration whatever the number of
  * micro-batches while horizontal reads them 2M times; the bytes it predicts
  * are the bytes the executor moves (measured, and by its own count); and a
- * run is deterministic. */
+ * run is deterministic; a Llama block costs what gpt_train_flops counts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,6 +97,48 @@ static void test_compute_alone_is_the_sum(void **state) {
     assert_true(b.matmul_flops == 3 * w.matmul_flops && b.attention_flops == 3 * w.attention_flops);
     sim_work h = sim_task_work(&c, &l, 4);
     assert_true(h.head_flops == 6 * N * C * c.model.padded_vocab);
+    sched_list_free(&l);
+}
+
+/* A Llama block (GQA: 3 kv heads for 9 query heads, SwiGLU) costs what
+ * gpt_train_flops counts for it: its products, forward and the two of
+ * backward, are 6 per block parameter-row, the head's 6 N C V (the vocabulary
+ * padded here); the attention is the causal half of gpt_train_flops' full
+ * T x T. And the bytes beside the products follow the kernels' passes. */
+static void test_llama_block_flops(void **state) {
+    (void)state;
+    const int B = 2, T = 32;
+    sim_config c = config("smollm2-135m", B, T, 1);
+    const gpt_config *g = &c.model;
+    sched_list l = {0};
+    add(&l, TASK_BLOCK_FORWARD, 1, 0, -1);
+    add(&l, TASK_BLOCK_BACKWARD, 1, 0, -1);
+    add(&l, TASK_HEAD, 0, 0, -1);
+    add(&l, TASK_EMBED_BACKWARD, 0, 0, -1);
+    const sim_work f = sim_task_work(&c, &l, 0), b = sim_task_work(&c, &l, 1), h = sim_task_work(&c, &l, 2);
+    const sim_work e = sim_task_work(&c, &l, 3);
+    const double N = (double)B * T, C = g->d_model, L = g->n_layer, F = g->d_ff;
+    const double kv = 2.0 * g->n_kv_head * (C / g->n_head);
+    gpt_config head_only = *g;
+    head_only.n_layer = 0;
+    const double head = gpt_train_flops(&head_only, B, T), blocks = gpt_train_flops(g, B, T) - head;
+    const double full_attention = 3.0 * N * L * 2.0 * 2.0 * T * C;   /* gpt_train_flops' attention term */
+    assert_close(L * 3 * f.matmul_flops, blocks - full_attention);
+    assert_close(3 * f.matmul_flops, 6 * N * (C * (C + kv) + C * C + 3 * C * F));
+    assert_true(b.matmul_flops == 3 * f.matmul_flops);   /* the recomputed forward, then backward */
+    assert_close(3 * f.attention_flops * L, full_attention * (T + 1) / (2.0 * T));
+    assert_close(h.head_flops * g->vocab_size / g->padded_vocab, head);
+    /* beside the products: 2 RMSNorms (8), 2 residual adds (12), the q and k
+     * rotations, SwiGLU 12 N F and the causal softmax 8 per entry forward;
+     * backward adds SwiGLU's 20 N F, 2 RMSNorm backward (24), 2 copies (8),
+     * the inverse rotations and the softmax backward, 12 per entry */
+    const double tri = (double)B * g->n_head * T * (T + 1) / 2, rot = 8 * N * (C + kv / 2);
+    assert_close(f.other_bytes, 40 * N * C + rot + 12 * N * F + 8 * tri);
+    /* (and the gradients: a unit's first gradient task zeroes them, its last sums their squares) */
+    const double block_n = (double)gpt_unit_numel(g, 1), embed_n = (double)gpt_unit_numel(g, 0);
+    assert_close(b.other_bytes - f.other_bytes, 20 * N * F + 64 * N * C + rot + 12 * tri + 8 * block_n);
+    assert_close(h.other_bytes, 36 * N * C + 16 * N * g->padded_vocab + 4 * embed_n);
+    assert_close(e.other_bytes, 12 * N * C + 4 * embed_n);
     sched_list_free(&l);
 }
 
@@ -594,6 +636,7 @@ static void test_bad_input(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compute_alone_is_the_sum),
+        cmocka_unit_test(test_llama_block_flops),
         cmocka_unit_test(test_rates_by_rows),
         cmocka_unit_test(test_read_alone_is_bytes_over_bandwidth),
         cmocka_unit_test(test_prefetch_hides_a_shorter_read),

@@ -26,6 +26,7 @@ What lives here:
   * LlamaConfig / Llama: the model, in any dtype (float64 for the fixtures).
   * naive_forward: the same written straight from the formulas, one head at a
     time, to check Llama against; slow, tiny configs only.
+  * PRESETS: the named shapes the benchmarks run (bench/torch_train.py).
   * inv_freq: the rotary frequencies for a config (both rope types).
   * param_names / param_shapes / is_decayed / init_weights_f32: the fixture
     conventions, as gpt2_reference.py has them for GPT-2.
@@ -71,6 +72,19 @@ class LlamaConfig:
     @property
     def head_size(self):
         return self.d_model // self.n_head
+
+
+# The shapes Strata knows by name (src/model/gpt.c) that the benchmarks run in
+# PyTorch; rope scaling is left out, it does not change the work.
+PRESETS = {
+    "llama-tiny": LlamaConfig(n_layer=2, n_head=4, n_kv_head=2, d_model=128, d_ff=352, n_ctx=1024, vocab=50257),
+    "llama-mini": LlamaConfig(n_layer=6, n_head=6, n_kv_head=2, d_model=384, d_ff=1024, n_ctx=1024, vocab=50257,
+                              tied=True),
+    "smollm2-135m": LlamaConfig(n_layer=30, n_head=9, n_kv_head=3, d_model=576, d_ff=1536, n_ctx=8192,
+                                vocab=49152, tied=True, rope_theta=100000.0),
+    "smollm2-360m": LlamaConfig(n_layer=32, n_head=15, n_kv_head=5, d_model=960, d_ff=2560, n_ctx=8192,
+                                vocab=49152, tied=True, rope_theta=100000.0),
+}
 
 
 def inv_freq(cfg, dtype=torch.float64):

@@ -174,9 +174,10 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
                                    : (16 + 24 + 32 + 36) * N * C + 8 * tri;
     /* backward beyond the recomputed forward: GPT-2's GELU backward, 2
      * LayerNorm backward, 2 copies, bias gradients, softmax backward; Llama's
-     * SwiGLU backward (3F read, 2F written), 2 RMSNorm backward, 2 copies,
-     * the inverse rotations, softmax backward */
-    const double bwd_other = llama ? 20 * N * F + (32 + 16) * N * C + 8 * N * (C + kv / 2) + 12 * tri
+     * SwiGLU backward (3F read, 2F written), 2 RMSNorm backward (24 N C each:
+     * x and dout read and dx updated by rows, then x and dout read again by
+     * column ranges for dw), 2 copies, the inverse rotations, softmax backward */
+    const double bwd_other = llama ? 20 * N * F + (48 + 16) * N * C + 8 * N * (C + kv / 2) + 12 * tri
                                    : (48 + 32 + 16 + 36) * N * C + 12 * tri;
     switch (t->op) {
     case TASK_EMBED_FORWARD:
@@ -195,11 +196,14 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
         break;
     case TASK_HEAD:
         w.head_flops = 6 * N * C * Vp;   /* logits, dx, dhead */
-        /* the final norm forward and backward; cross-entropy: 3 passes over the logits, one write */
-        w.other_bytes = (llama ? 20 : 28) * N * C + 16 * N * Vp;
+        /* the final norm forward and backward (Llama: RMSNorm 8, dx zeroed 4,
+         * RMSNorm backward 24, per N C); cross-entropy: 3 passes over the
+         * logits, one write */
+        w.other_bytes = (llama ? 36 : 28) * N * C + 16 * N * Vp;
         break;
     case TASK_EMBED_BACKWARD:
-        w.other_bytes = (llama ? 16 : 24) * N * C;   /* token rows (and positions) accumulated */
+        /* Llama: dout read, token rows read and written; GPT-2 positions too */
+        w.other_bytes = (llama ? 12 : 24) * N * C;
         break;
     case TASK_LOAD_WEIGHTS:
         if (c->precision == GPT_MIXED_BF16 && t->unit >= 0)
