@@ -176,8 +176,97 @@ static void tile_grid(int M, int N, int *mb, int *nb) {
     *nb = n;
 }
 
+/* One row times a matrix, M = 1: what generation's single-token steps are
+ * made of. A [1,K] row against B, which is read once from memory: these
+ * products are bound by memory bandwidth, not arithmetic, and OpenBLAS's
+ * sgemm at M = 1 packs B first (reads it twice) and ran at a third of the
+ * bandwidth (docs/BENCHMARKS.md, generation). So they are vector loops that
+ * stream B once, the threads splitting the outputs. Each output is summed in
+ * an order fixed by K alone (the vector and scalar paths do the same fused
+ * multiply-adds in the same order), so the bits do not depend on which
+ * thread computes it, nor on the thread count. */
+
+/* acc[j] = sum_k a[k] B[k, j] for j < n, B [K, n] rows ldb apart: k
+ * ascending, one fused multiply-add per k, so each column's sum is the same
+ * whatever range it falls in. Columns in blocks of GEMV_COLS (accumulators
+ * that stay in L1) streaming the rows of B. */
+#define GEMV_COLS 1024
+static void gemv_n(float *acc, const float *a, const float *B, int ldb, int K, int n) {
+    for (int j0 = 0; j0 < n; j0 += GEMV_COLS) {
+        const int j1 = n - j0 < GEMV_COLS ? n : j0 + GEMV_COLS;
+        for (int j = j0; j < j1; j++) acc[j] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float ak = a[k], *b = B + (size_t)k * ldb;
+            int j = j0;
+#ifdef KERNELS_AVX2
+            const __m256 va = _mm256_set1_ps(ak);
+            for (; j + 32 <= j1; j += 32)
+                for (int u = 0; u < 32; u += 8)
+                    _mm256_storeu_ps(acc + j + u,
+                                     _mm256_fmadd_ps(va, _mm256_loadu_ps(b + j + u), _mm256_loadu_ps(acc + j + u)));
+            for (; j + 8 <= j1; j += 8)
+                _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(b + j), _mm256_loadu_ps(acc + j)));
+#endif
+            for (; j < j1; j++) acc[j] = fmaf(ak, b[j], acc[j]);
+        }
+    }
+}
+
+/* a[K] . b[K]: four 8-lane partial sums over blocks of 32 (independent
+ * chains, so loads keep flowing), added in a fixed order, then the rest in
+ * order. The same arithmetic for every row. */
+static float dot(const float *a, const float *b, int K) {
+    int k = 0;
+    float s = 0.0f;
+#ifdef KERNELS_AVX2
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (; k + 32 <= K; k += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), _mm256_loadu_ps(b + k + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), _mm256_loadu_ps(b + k + 24), s3);
+    }
+    for (; k + 8 <= K; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+    s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+#endif
+    for (; k < K; k++) s = fmaf(a[k], b[k], s);
+    return s;
+}
+
+/* C[1,N] = alpha a[1,K] op(B) + beta C. op(B) = B [K,N]: the threads split
+ * the columns (in multiples of 64, for whole cache lines); B^T, B [N,K]:
+ * each output is a dot product of a row of B, the threads split the rows. */
+static void gemv(int trans_b, int N, int K, float alpha, const float *a, const float *B, int ldb, float beta,
+                 float *C) {
+#pragma omp parallel
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int per = ((N + nt - 1) / nt + 63) / 64 * 64;
+        const int n0 = t * per < N ? t * per : N, n1 = n0 + per < N ? n0 + per : N;
+        if (trans_b) {
+            for (int n = n0; n < n1; n++) {
+                const float y = alpha * dot(a, B + (size_t)n * ldb, K);
+                C[n] = beta == 0.0f ? y : y + beta * C[n];
+            }
+        } else if (beta == 0.0f && alpha == 1.0f) {
+            gemv_n(C + n0, a, B + n0, ldb, K, n1 - n0);
+        } else {
+            float acc[GEMV_COLS];
+            for (int j0 = n0; j0 < n1; j0 += GEMV_COLS) {
+                const int w = n1 - j0 < GEMV_COLS ? n1 - j0 : GEMV_COLS;
+                gemv_n(acc, a, B + j0, ldb, K, w);
+                for (int j = 0; j < w; j++) C[j0 + j] = alpha * acc[j] + (beta == 0.0f ? 0.0f : beta * C[j0 + j]);
+            }
+        }
+    }
+}
+
 static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
+    if (M == 1 && !trans_a) {
+        gemv(trans_b, N, K, alpha, A, B, ldb, beta, C);
+        return;
+    }
     int mb, nb;
     tile_grid(M, N, &mb, &nb);
     const int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb;
@@ -331,6 +420,45 @@ static void attention_backward(const compute_backend *be, float *dqkv, float *dp
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, hs, rows, 1.0f, dS + (size_t)c0 * T + c0, T,
                             q + (size_t)c0 * C3, C3, 0.0f, dk + (size_t)c0 * C3, C3);
             }
+        }
+    }
+}
+
+/* --- attention over a cache of keys and values ----------------------------------- */
+
+static void kv_cache_write(const compute_backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
+                           int ld, int N, int pos, int max_len, int NKV, int hs) {
+    for (int h = 0; h < NKV; h++)
+        for (int n = 0; n < N; n++) {
+            const size_t at = ((size_t)h * max_len + pos + n) * hs, from = (size_t)n * ld + (size_t)h * hs;
+            memcpy(k_cache + at, k + from, (size_t)hs * sizeof(float));
+            memcpy(v_cache + at, v + from, (size_t)hs * sizeof(float));
+        }
+}
+
+/* As attention_forward, in blocks of ATT_BLOCK query rows, each block a
+ * product against the keys it may see: rows r0.. of the N new ones sit at
+ * positions pos+r0.., so they see keys 0 .. pos+r0+rows-1. Head h's keys
+ * and values are rows of hs floats, contiguous in the cache. */
+static void attention_cached_forward(const compute_backend *be, float *out, float *att, const float *q, int ldq,
+                                     const float *k_cache, const float *v_cache, int N, int pos, int max_len, int NH,
+                                     int NKV, int hs) {
+    const int C = NH * hs, T = pos + N, blocks = (N + ATT_BLOCK - 1) / ATT_BLOCK, group = NH / NKV;
+    const float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int h = 0; h < NH; h++) {
+        for (int blk = 0; blk < blocks; blk++) {
+            const int r0 = blk * ATT_BLOCK, rows = N - r0 < ATT_BLOCK ? N - r0 : ATT_BLOCK, keys = pos + r0 + rows;
+            const float *k = k_cache + (size_t)(h / group) * max_len * hs;
+            const float *v = v_cache + (size_t)(h / group) * max_len * hs;
+            float *S = att + ((size_t)h * N + r0) * T;   /* [rows, T], the first `keys` columns used */
+            /* S = q[r0:] k[:keys]^T / sqrt(hs) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hs, scale, q + (size_t)r0 * ldq + h * hs,
+                        ldq, k, hs, 0.0f, S, T);
+            for (int i = 0; i < rows; i++) causal_softmax_row(S + (size_t)i * T, pos + r0 + i, keys);
+            /* out[r0:] = P v[:keys] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, keys, 1.0f, S, T, v, hs, 0.0f,
+                        out + (size_t)r0 * C + h * hs, C);
         }
     }
 }
@@ -553,6 +681,8 @@ static const compute_backend cpu_backend = {
     .matmul_backward = matmul_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
+    .kv_cache_write = kv_cache_write,
+    .attention_cached_forward = attention_cached_forward,
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
     .residual_forward = residual_forward,
