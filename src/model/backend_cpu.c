@@ -178,13 +178,14 @@ static void tile_grid(int M, int N, int *mb, int *nb) {
 
 /* One row times a matrix, M = 1: what generation's single-token steps are
  * made of. A [1,K] row against B, which is read once from memory: these
- * products are bound by memory bandwidth, not arithmetic, and OpenBLAS's
- * sgemm at M = 1 packs B first (reads it twice) and ran at a third of the
- * bandwidth (docs/BENCHMARKS.md, generation). So they are vector loops that
- * stream B once, the threads splitting the outputs. Each output is summed in
- * an order fixed by K alone (the vector and scalar paths do the same fused
- * multiply-adds in the same order), so the bits do not depend on which
- * thread computes it, nor on the thread count. */
+ * products are bound by memory bandwidth, not arithmetic. OpenBLAS's sgemm
+ * at M = 1 read gpt2-124m's c_fc and LM-head weights at 11 GB/s on 2
+ * threads, these loops at 30 and 35 (the machine streams about 30 GB/s;
+ * docs/BENCHMARKS.md, generation). They stream B once, the threads
+ * splitting the outputs. Each output is summed in an order fixed by K alone
+ * (the vector and scalar paths do the same fused multiply-adds in the same
+ * order), so the bits do not depend on which thread computes it, nor on the
+ * thread count. */
 
 /* acc[j] = sum_k a[k] B[k, j] for j < n, B [K, n] rows ldb apart: k
  * ascending, one fused multiply-add per k, so each column's sum is the same
@@ -195,19 +196,29 @@ static void gemv_n(float *acc, const float *a, const float *B, int ldb, int K, i
     for (int j0 = 0; j0 < n; j0 += GEMV_COLS) {
         const int j1 = n - j0 < GEMV_COLS ? n : j0 + GEMV_COLS;
         for (int j = j0; j < j1; j++) acc[j] = 0.0f;
-        for (int k = 0; k < K; k++) {
-            const float ak = a[k], *b = B + (size_t)k * ldb;
-            int j = j0;
+        int k = 0;
 #ifdef KERNELS_AVX2
-            const __m256 va = _mm256_set1_ps(ak);
-            for (; j + 32 <= j1; j += 32)
-                for (int u = 0; u < 32; u += 8)
-                    _mm256_storeu_ps(acc + j + u,
-                                     _mm256_fmadd_ps(va, _mm256_loadu_ps(b + j + u), _mm256_loadu_ps(acc + j + u)));
-            for (; j + 8 <= j1; j += 8)
-                _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(b + j), _mm256_loadu_ps(acc + j)));
+        /* four rows of B per pass over the block: four streams to prefetch, and
+         * acc loaded and stored once per four multiply-adds (still one per k,
+         * k ascending: the same bits as one row at a time) */
+        for (; k + 4 <= K; k += 4) {
+            const float *b0 = B + (size_t)k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+            const __m256 a0 = _mm256_set1_ps(a[k]), a1 = _mm256_set1_ps(a[k + 1]);
+            const __m256 a2 = _mm256_set1_ps(a[k + 2]), a3 = _mm256_set1_ps(a[k + 3]);
+            int j = j0;
+            for (; j + 8 <= j1; j += 8) {
+                __m256 t = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + j), _mm256_loadu_ps(acc + j));
+                t = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + j), t);
+                t = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b2 + j), t);
+                _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(a3, _mm256_loadu_ps(b3 + j), t));
+            }
+            for (; j < j1; j++)
+                acc[j] = fmaf(a[k + 3], b3[j], fmaf(a[k + 2], b2[j], fmaf(a[k + 1], b1[j], fmaf(a[k], b0[j], acc[j]))));
+        }
 #endif
-            for (; j < j1; j++) acc[j] = fmaf(ak, b[j], acc[j]);
+        for (; k < K; k++) {
+            const float ak = a[k], *b = B + (size_t)k * ldb;
+            for (int j = j0; j < j1; j++) acc[j] = fmaf(ak, b[j], acc[j]);
         }
     }
 }
