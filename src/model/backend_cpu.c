@@ -24,6 +24,14 @@
 #define KERNELS_AVX2 1
 #endif
 
+/* Loops over fewer elements than this run on the calling thread: a fork and
+ * join costs more than such work, and every join waits for the slowest
+ * thread, which on a machine shared with other jobs may be one that has just
+ * been descheduled. Generation's one-row steps have about a dozen such ops
+ * per layer; left threaded they are a dozen more joins per layer. The
+ * elements are computed the same either way. */
+#define PARALLEL_MIN 32768
+
 /* --- vector math ------------------------------------------------------------ */
 
 #ifdef KERNELS_AVX2
@@ -67,7 +75,7 @@ static inline float hmax8(__m256 v) {
 
 static void layernorm_forward(const compute_backend *be, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float *o = out + (size_t)n * C;
@@ -297,7 +305,7 @@ static void matmul_forward(const compute_backend *be, float *out, const float *i
                            int N, int IC, int OC) {
     float beta = 0.0f;
     if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= PARALLEL_MIN)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
@@ -456,7 +464,8 @@ static void attention_cached_forward(const compute_backend *be, float *out, floa
                                      int NKV, int hs) {
     const int C = NH * hs, T = pos + N, blocks = (N + ATT_BLOCK - 1) / ATT_BLOCK, group = NH / NKV;
     const float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for collapse(2) schedule(static)
+    /* a step reads T keys and values per head: worth both threads at long contexts only */
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)N * T * C >= 8 * PARALLEL_MIN)
     for (int h = 0; h < NH; h++) {
         for (int blk = 0; blk < blocks; blk++) {
             const int r0 = blk * ATT_BLOCK, rows = N - r0 < ATT_BLOCK ? N - r0 : ATT_BLOCK, keys = pos + r0 + rows;
@@ -483,7 +492,7 @@ static void attention_cached_forward(const compute_backend *be, float *out, floa
 #define GELU_A 0.044715f
 
 static void gelu_forward(const compute_backend *be, float *out, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t blk = 0; blk < (n + 4095) / 4096; blk++) {
         size_t i = blk * 4096, end = i + 4096 < n ? i + 4096 : n;
 #ifdef KERNELS_AVX2
@@ -529,7 +538,7 @@ static void gelu_backward(const compute_backend *be, float *dinout, const float 
 }
 
 static void residual_forward(const compute_backend *be, float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
@@ -578,7 +587,7 @@ static void crossentropy_softmax(const compute_backend *be, float *logits, float
 
 static void embed_forward(const compute_backend *be, float *out, const int32_t *tokens, const float *wte,
                           const float *wpe, int B, int T, int C, int Vp) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * C >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *te = wte + (size_t)tokens[b * T + t] * C, *pe = wpe + (size_t)t * C;
