@@ -1,7 +1,6 @@
 /* cmd_sample.c - `strata sample`: generate text from a trained model, with
  * the model's decoder (a cache of keys and values: the prompt in one pass,
  * then one token per step) and the sampler of strata/generate.h. */
-#include <math.h>
 #include <omp.h>
 #include <stddef.h>
 #include <stdio.h>
