@@ -188,7 +188,7 @@ static void run_memset(const compute_backend *be, void *const *dev, double *s) {
 /* One row: generation's matrix-vector products (the CPU backend's own
  * loops, not sgemm), outputs past one block of 1024 columns and split
  * unevenly among 3 threads. */
-enum { RK = 203, RN = 1100 };
+enum { RK = 1003, RN = 1100 };   /* 1.1M weights: past GEMV_PARALLEL_MIN, threaded */
 static void run_row_matmul_forward(const compute_backend *be, void *const *dev, double *s) {
     be->matmul_forward(be, F(0), F(1), F(2), F(3), 1, RK, RN);
 }

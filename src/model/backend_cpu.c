@@ -200,6 +200,13 @@ static void tile_grid(int M, int N, int *mb, int *nb) {
  * whatever range it falls in. Columns in blocks of GEMV_COLS (accumulators
  * that stay in L1) streaming the rows of B. */
 #define GEMV_COLS 1024
+/* Below this many weights (4 MiB) a product runs on the calling thread: the
+ * demo model's block products (256 x 768 .. 1024 x 256) take microseconds
+ * and mostly come from L3, and threading them only added joins: with other
+ * jobs on the 2 cores (load 6-7) its 2-thread generation went from 8-30 to
+ * 73-107 tokens/s (docs/BENCHMARKS.md, generation). gpt2-124m's products
+ * (2.4 MiB c_proj aside) and every LM head stay threaded. */
+#define GEMV_PARALLEL_MIN ((size_t)1 << 20)
 static void gemv_n(float *acc, const float *a, const float *B, int ldb, int K, int n) {
     for (int j0 = 0; j0 < n; j0 += GEMV_COLS) {
         const int j1 = n - j0 < GEMV_COLS ? n : j0 + GEMV_COLS;
@@ -257,7 +264,7 @@ static float dot(const float *a, const float *b, int K) {
  * each output is a dot product of a row of B, the threads split the rows. */
 static void gemv(int trans_b, int N, int K, float alpha, const float *a, const float *B, int ldb, float beta,
                  float *C) {
-#pragma omp parallel
+#pragma omp parallel if ((size_t)N * K >= GEMV_PARALLEL_MIN)
     {
         const int nt = omp_get_num_threads(), t = omp_get_thread_num();
         const int per = ((N + nt - 1) / nt + 63) / 64 * 64;
