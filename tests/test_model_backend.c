@@ -246,6 +246,36 @@ static void run_memset(const compute_backend *be, void *const *dev, double *s) {
     be->memset(be, dev[0], 0x5a, (NC + 3) * sizeof(float));
 }
 
+/* One row: generation's matrix-vector products (the CPU backend's own
+ * loops, not sgemm), outputs past one block of 1024 columns and split
+ * unevenly among 3 threads. */
+enum { RK = 1003, RN = 1100 };   /* 1.1M weights: past GEMV_PARALLEL_MIN, threaded */
+static void run_row_matmul_forward(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_forward(be, F(0), F(1), F(2), F(3), 1, RK, RN);
+}
+static void run_row_matmul_forward_no_bias(const compute_backend *be, void *const *dev, double *s) {
+    be->matmul_forward(be, F(0), F(1), F(2), NULL, 1, RK, RN);
+}
+static void run_row_sgemm(const compute_backend *be, void *const *dev, int tb) {
+    be->sgemm(be, 0, tb, 1, RN, RK, 0.7f, F(0), RK + 3, F(1), tb ? RK + 5 : RN + 5, 0.3f, F(2), RN + 2);
+}
+static void run_row_sgemm_nn(const compute_backend *be, void *const *dev, double *s) { run_row_sgemm(be, dev, 0); }
+static void run_row_sgemm_nt(const compute_backend *be, void *const *dev, double *s) { run_row_sgemm(be, dev, 1); }
+/* A cache of 2 key/value heads for 4 query heads of 8 floats, 80
+ * positions; 70 new rows (two blocks of 64) at position 5, or one at 40. */
+enum { KV_NH = 4, KV_NKV = 2, KV_HS = 8, KV_MAX = 80, KV_N = 70, KV_POS = 5, KV_LD = 2 * KV_NKV * KV_HS + 3 };
+#define KV_CACHE ((size_t)KV_NKV * KV_MAX * KV_HS)
+static void run_kv_cache_write(const compute_backend *be, void *const *dev, double *s) {
+    be->kv_cache_write(be, F(0), F(1), F(2), F(2) + KV_NKV * KV_HS, KV_LD, KV_N, KV_POS, KV_MAX, KV_NKV, KV_HS);
+}
+static void run_attention_cached(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_cached_forward(be, F(0), F(1), F(2), KV_NH * KV_HS + 1, F(3), F(4), KV_N, KV_POS, KV_MAX, KV_NH,
+                                 KV_NKV, KV_HS);
+}
+static void run_attention_cached_row(const compute_backend *be, void *const *dev, double *s) {
+    be->attention_cached_forward(be, F(0), F(1), F(2), KV_NH * KV_HS, F(3), F(4), 1, 40, KV_MAX, KV_NH, KV_NKV, KV_HS);
+}
+
 /* Floats of a [rows, cols] matrix with rows ld apart. */
 #define MAT(rows, cols, ld) ((size_t)((rows) - 1) * (ld) + (cols))
 #define SGEMM_BUFS_OF(ta, tb, M, N, K)                                     \
@@ -331,6 +361,18 @@ static const op_case op_cases[] = {
      run_swiglu_backward},
     {"embed_forward (no positions)", {{NC, F32}, {N, IDS}, {(size_t)VP * C, F32}}, run_embed_forward_no_positions},
     {"embed_backward (no positions)", {{(size_t)VP * C, F32}, {N, IDS}, {NC, F32}}, run_embed_backward_no_positions},
+    {"matmul_forward (one row)", {{RN, F32}, {RK, F32}, {(size_t)RK * RN, F32}, {RN, F32}}, run_row_matmul_forward},
+    {"matmul_forward (one row, no bias)", {{RN, F32}, {RK, F32}, {(size_t)RK * RN, F32}}, run_row_matmul_forward_no_bias},
+    {"sgemm (one row)", SGEMM_BUFS_OF(0, 0, 1, RN, RK), run_row_sgemm_nn},
+    {"sgemm (one row, B transposed)", SGEMM_BUFS_OF(0, 1, 1, RN, RK), run_row_sgemm_nt},
+    {"kv_cache_write", {{KV_CACHE, F32}, {KV_CACHE, F32}, {(size_t)KV_N * KV_LD, F32}}, run_kv_cache_write},
+    {"attention_cached_forward",
+     {{(size_t)KV_N * KV_NH * KV_HS, F32}, {(size_t)KV_NH * KV_N * (KV_POS + KV_N), F32},
+      {MAT(KV_N, KV_NH * KV_HS, KV_NH * KV_HS + 1), F32}, {KV_CACHE, F32}, {KV_CACHE, F32}},
+     run_attention_cached},
+    {"attention_cached_forward (one row)",
+     {{KV_NH * KV_HS, F32}, {KV_NH * 41, F32}, {KV_NH * KV_HS, F32}, {KV_CACHE, F32}, {KV_CACHE, F32}},
+     run_attention_cached_row},
 };
 
 static void test_every_op_is_bit_identical_to_cpu(void **state) {

@@ -2,7 +2,8 @@
  * strata/backend.h) against plain double-precision loops, at shapes the
  * small fixtures do not reach: causal attention over several query blocks
  * (T not a multiple of the block), forward and backward, multi-head and
- * grouped- and multi-query. */
+ * grouped- and multi-query; attention over a cache of keys and values
+ * (generation), and the one-row products. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -127,6 +128,100 @@ static void test_grouped_query_attention_against_naive(void **state) {
     check_attention(3, 5, 24, 3, 1);     /* one short block, hs 8 */
 }
 
+/* Attention over a cache: N new rows at positions pos.. after kv_cache_write,
+ * NKV key/value heads shared by NH query heads, against the same sums in
+ * double straight from the new rows' q and the cache's keys and values. */
+static void check_cached_attention(int N, int pos, int max_len, int NH, int NKV, int hs) {
+    st_rng r;
+    st_rng_seed(&r, (uint64_t)(N * 1000 + pos));
+    const int Cq = NH * hs, Ckv = NKV * hs, T = pos + N, ld = Cq + 2 * Ckv;
+    const size_t ncache = (size_t)NKV * max_len * hs;
+    float *kc = malloc(sizeof(float) * ncache), *vc = malloc(sizeof(float) * ncache);
+    float *qkv = malloc(sizeof(float) * (size_t)N * ld), *out = malloc(sizeof(float) * (size_t)N * Cq);
+    float *att = malloc(sizeof(float) * (size_t)NH * N * T);
+    double *ref = malloc(sizeof(double) * (size_t)N * Cq), *p = malloc(sizeof(double) * (size_t)T);
+    st_rng_normal_fill(&r, kc, ncache, 1.0f);   /* positions < pos: earlier tokens' keys and values */
+    st_rng_normal_fill(&r, vc, ncache, 1.0f);
+    st_rng_normal_fill(&r, qkv, (size_t)N * ld, 1.0f);
+    const compute_backend *be = compute_backend_cpu();
+    be->kv_cache_write(be, kc, vc, qkv + Cq, qkv + Cq + Ckv, ld, N, pos, max_len, NKV, hs);
+    for (int n = 0; n < N; n++)   /* the write put row n's k and v at position pos + n */
+        for (int c = 0; c < Ckv; c++) {
+            const size_t at = ((size_t)(c / hs) * max_len + pos + n) * hs + c % hs;
+            assert_true(kc[at] == qkv[(size_t)n * ld + Cq + c] && vc[at] == qkv[(size_t)n * ld + Cq + Ckv + c]);
+        }
+    be->attention_cached_forward(be, out, att, qkv, ld, kc, vc, N, pos, max_len, NH, NKV, hs);
+    for (int h = 0; h < NH; h++) {
+        const float *K = kc + (size_t)(h / (NH / NKV)) * max_len * hs, *V = vc + (size_t)(h / (NH / NKV)) * max_len * hs;
+        for (int i = 0; i < N; i++) {
+            double mx = -1e300, sum = 0;
+            for (int j = 0; j <= pos + i; j++) {
+                double d = 0;
+                for (int e = 0; e < hs; e++) d += (double)qkv[(size_t)i * ld + h * hs + e] * K[(size_t)j * hs + e];
+                p[j] = d / sqrt((double)hs);
+                if (p[j] > mx) mx = p[j];
+            }
+            for (int j = 0; j <= pos + i; j++) sum += p[j] = exp(p[j] - mx);
+            for (int e = 0; e < hs; e++) {
+                double y = 0;
+                for (int j = 0; j <= pos + i; j++) y += p[j] / sum * V[(size_t)j * hs + e];
+                ref[(size_t)i * Cq + h * hs + e] = y;
+            }
+        }
+    }
+    double e = max_rel(out, ref, (size_t)N * Cq);
+    printf("  N=%d pos=%d max_len=%d NH=%d NKV=%d hs=%d: out %.1e\n", N, pos, max_len, NH, NKV, hs, e);
+    assert_true(e < 1e-5);
+    free(kc); free(vc); free(qkv); free(out); free(att); free(ref); free(p);
+}
+
+static void test_cached_attention_against_naive(void **state) {
+    (void)state;
+    check_cached_attention(1, 0, 8, 4, 4, 16);      /* the first token */
+    check_cached_attention(1, 99, 100, 4, 4, 16);   /* a step into the last position */
+    check_cached_attention(150, 0, 200, 4, 4, 8);   /* a prefill: three blocks, a partial last one */
+    check_cached_attention(70, 17, 100, 6, 2, 8);   /* a chunk after cached positions, grouped KV heads */
+}
+
+/* Matrix-vector products (one row: the CPU backend's own loops) against
+ * double sums, both layouts, alpha and beta, outputs past one block. */
+static void test_one_row_products_against_naive(void **state) {
+    (void)state;
+    enum { K = 503, N = 2100 };   /* 1.06M weights: the threaded path */
+    st_rng r;
+    st_rng_seed(&r, 7);
+    float *a = malloc(sizeof(float) * K), *b = malloc(sizeof(float) * K * N), *c = malloc(sizeof(float) * N);
+    float *c0 = malloc(sizeof(float) * N), *bias = malloc(sizeof(float) * N);
+    double *ref = malloc(sizeof(double) * N);
+    st_rng_normal_fill(&r, a, K, 1.0f);
+    st_rng_normal_fill(&r, b, (size_t)K * N, 1.0f);
+    st_rng_normal_fill(&r, c0, N, 1.0f);
+    st_rng_normal_fill(&r, bias, N, 1.0f);
+    const compute_backend *be = compute_backend_cpu();
+    for (int tb = 0; tb <= 1; tb++) {
+        memcpy(c, c0, sizeof(float) * N);
+        be->sgemm(be, 0, tb, 1, N, K, 0.7f, a, K, b, tb ? K : N, 0.3f, c, N);
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)a[k] * b[tb ? (size_t)n * K + k : (size_t)k * N + n];
+            ref[n] = 0.7 * s + 0.3 * c0[n];
+        }
+        double e = max_rel(c, ref, N);
+        printf("  sgemm M=1 trans_b=%d: %.1e\n", tb, e);
+        assert_true(e < 1e-6);
+    }
+    be->matmul_forward(be, c, a, b, bias, 1, K, N);
+    for (int n = 0; n < N; n++) {
+        double s = bias[n];
+        for (int k = 0; k < K; k++) s += (double)a[k] * b[(size_t)k * N + n];
+        ref[n] = s;
+    }
+    double e = max_rel(c, ref, N);
+    printf("  matmul_forward N=1: %.1e\n", e);
+    assert_true(e < 1e-6);
+    free(a); free(b); free(c); free(c0); free(bias); free(ref);
+}
+
 /* A NaN logit anywhere in a row makes that row's loss NaN (on the vector
  * path too), so training stops instead of going on with garbage. */
 static void test_crossentropy_propagates_nan(void **state) {
@@ -147,6 +242,8 @@ static void test_crossentropy_propagates_nan(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_attention_against_naive),
                                        cmocka_unit_test(test_grouped_query_attention_against_naive),
+                                       cmocka_unit_test(test_cached_attention_against_naive),
+                                       cmocka_unit_test(test_one_row_products_against_naive),
                                        cmocka_unit_test(test_crossentropy_propagates_nan)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

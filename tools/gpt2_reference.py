@@ -172,6 +172,83 @@ class GPT2(nn.Module):
         return loss, logits
 
 
+class KVCache:
+    """Keys and values of every layer for up to max_len positions, preallocated:
+    k[l], v[l] are [n_head, max_len, hs]; len is how many positions are filled."""
+
+    def __init__(self, cfg, max_len, dtype=torch.float32):
+        hs = cfg.d_model // cfg.n_head
+        self.k = [torch.empty(cfg.n_head, max_len, hs, dtype=dtype) for _ in range(cfg.n_layer)]
+        self.v = [torch.empty(cfg.n_head, max_len, hs, dtype=dtype) for _ in range(cfg.n_layer)]
+        self.max_len = max_len
+        self.len = 0
+
+
+def decode_forward(model, cache, idx):
+    """Appends idx (a 1-D tensor of N token ids, positions cache.len ...) to the
+    cache and returns the logits [V] of the last of them: the forward of
+    GPT2 over the cached tokens and idx, computing only the new rows. Call it
+    under torch.inference_mode()."""
+    cfg = model.cfg
+    N, pos, C, nh = idx.shape[0], cache.len, cfg.d_model, cfg.n_head
+    hs = C // nh
+    if pos + N > cache.max_len:
+        raise ValueError(f"{pos + N} positions exceed the cache's {cache.max_len}")
+    x = model.wte(idx) + model.wpe.weight[pos:pos + N]                  # [N, C]
+    for l, block in enumerate(model.h):
+        attn = block.attn
+        q, k, v = attn.c_attn(block.ln_1(x)).split(C, dim=1)          # [N, C] each
+        cache.k[l][:, pos:pos + N] = k.view(N, nh, hs).transpose(0, 1)
+        cache.v[l][:, pos:pos + N] = v.view(N, nh, hs).transpose(0, 1)
+        keys, vals = cache.k[l][:, :pos + N], cache.v[l][:, :pos + N]  # [nh, pos+N, hs]
+        att = (q.view(N, nh, hs).transpose(0, 1) @ keys.transpose(1, 2)) * (1.0 / math.sqrt(hs))
+        if N > 1:  # query i (position pos+i) sees keys 0 .. pos+i
+            future = torch.ones(N, pos + N, dtype=torch.bool).triu(pos + 1)
+            att = att.masked_fill(future, float("-inf"))
+        y = (torch.softmax(att, dim=-1) @ vals).transpose(0, 1).reshape(N, C)
+        x = x + attn.c_proj(y)
+        x = x + block.mlp(block.ln_2(x))
+    cache.len = pos + N
+    return F.linear(model.ln_f(x[-1]), model.wte.weight)  # the last position's logits only
+
+
+def window_keep(max_len):
+    """Tokens a full cache keeps (the new one included) when it starts over:
+    GPT-2's positions are absolute, so the K/V of a shifted window are not
+    those of the cache; the window is recomputed from its last max_len // 2
+    tokens (Strata's gpt_decoder does the same)."""
+    return max(1, max_len // 2)
+
+
+def generate_greedy(model, prompt, n_new, max_len=None, on_token=None):
+    """Greedy generation with a KV cache of max_len positions (default n_ctx):
+    the prompt (its last max_len tokens) in one pass, then one token at a time;
+    when the cache is full, the window starts over from the last
+    window_keep(max_len) tokens. Returns the n_new token ids (no stop at
+    end-of-text: the caller decides). on_token(i, id) is called as each comes."""
+    max_len = max_len or model.cfg.n_ctx
+    cache = KVCache(model.cfg, max_len, model.wte.weight.dtype)
+    seq = [int(t) for t in prompt]
+    out = []
+    with torch.inference_mode():
+        logits = decode_forward(model, cache, torch.tensor(seq[-max_len:], dtype=torch.long))
+        for i in range(n_new):
+            nxt = int(torch.argmax(logits))
+            out.append(nxt)
+            seq.append(nxt)
+            if on_token:
+                on_token(i, nxt)
+            if i + 1 == n_new:
+                break
+            if cache.len == max_len:  # full: recompute the window's last tokens
+                cache.len = 0
+                window = seq[-window_keep(max_len):]
+                logits = decode_forward(model, cache, torch.tensor(window, dtype=torch.long))
+            else:
+                logits = decode_forward(model, cache, torch.tensor([nxt], dtype=torch.long))
+    return out
+
+
 def param_names(cfg):
     """Every parameter name in a fixed order (the order of GPT2.named_parameters)."""
     names = ["wte.weight", "wpe.weight"]

@@ -135,6 +135,28 @@ struct compute_backend {
     void (*attention_backward)(const compute_backend *be, float *dqkv, float *dpre, const float *dout,
                                const float *qkv, const float *att, int B, int T, int C, int NH, int NKV);
 
+    /* --- generation with a cache of keys and values --------------------------- */
+    /* The cache of one layer holds keys and values of positions 0 .. max_len-1
+     * head by head: k_cache, v_cache [NKV, max_len, hs] (NKV key/value heads of
+     * hs floats). The ops serve any architecture with multi-head attention:
+     * GPT-2 has NKV = NH; fewer KV heads (grouped-query attention) need
+     * NH % NKV == 0, query head h reading KV head h / (NH / NKV).
+     *
+     * Writes the keys and values of N new tokens at positions pos .. pos+N-1:
+     * k_cache[h, pos+n, :] = k[n, h*hs .. (h+1)*hs), v_cache likewise, for
+     * h < NKV; k and v are [N, NKV*hs] with rows ld floats apart (GPT-2: the k
+     * and v blocks of qkv[N, 3C], ld = 3C). pos + N <= max_len. */
+    void (*kv_cache_write)(const compute_backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
+                           int ld, int N, int pos, int max_len, int NKV, int hs);
+    /* Causal attention of N new queries at positions pos .. pos+N-1 over the
+     * cache (which already holds them, kv_cache_write): for head h and row i,
+     *   out[i, h*hs ..] = softmax(q[i, h*hs ..] k_cache[h', 0..pos+i]^T / sqrt(hs)) v_cache[h', 0..pos+i]
+     * with h' = h / (NH / NKV). q is [N, NH*hs] with rows ldq floats apart,
+     * out [N, NH*hs] packed; att [NH, N, pos+N] is scratch (the probabilities). */
+    void (*attention_cached_forward)(const compute_backend *be, float *out, float *att, const float *q, int ldq,
+                                     const float *k_cache, const float *v_cache, int N, int pos, int max_len, int NH,
+                                     int NKV, int hs);
+
     /* out[n] = gelu(inp[n]), the tanh approximation. */
     void (*gelu_forward)(const compute_backend *be, float *out, const float *inp, size_t n);
     /* dinout[n] *= gelu'(inp[n]) (in place). */

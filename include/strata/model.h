@@ -332,6 +332,82 @@ float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const
 float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const int32_t *tokens,
                            const int32_t *targets, int B, int T, float grad_scale);
 
+/* --- generation with a cache of keys and values ------------------------------------ */
+
+/* A decoder runs the model one new token at a time without recomputing the
+ * context: it keeps every layer's keys and values of the tokens so far (a
+ * kv_cache, strata/generate.h) on its backend, so a step runs each block on
+ * one row (matrix-vector products) and its attention reads the cached keys
+ * and values of every earlier position.
+ *
+ *     gpt_decoder *dec;
+ *     gpt_decoder_create(&dec, compute_backend_cpu(), &cfg, cfg.n_ctx, GPT_FP32, &err);
+ *     gpt_decoder_prefill(dec, w, prompt, n_prompt, logits);   // logits [Vp]: after the last prompt token
+ *     for (;;) {
+ *         int32_t next = sampler_pick(s, logits);
+ *         gpt_decoder_step(dec, w, next, logits);                // logits after `next`
+ *     }
+ *     gpt_decoder_free(dec);
+ *
+ * The logits are those of gpt_forward over the same window at its last
+ * position (to float rounding: other summation orders), for the last
+ * position only: the LM head, the largest product, runs on one row.
+ *
+ * The context limit. GPT-2's positions are absolute (wpe): the keys and
+ * values of a token depend on its position, so a full cache cannot slide
+ * by one. A step on a cache that holds max_len tokens starts the window
+ * over instead: the window becomes the last gpt_decoder_keep(max_len) =
+ * max(1, max_len / 2) tokens of the sequence, the new one included, at
+ * positions 0.., recomputed in one prefill. Half is the trade: a recompute
+ * every max_len / 2 tokens (batched products over max_len / 2 rows, a few
+ * steps' time), and at least max_len / 2 tokens of context for every token.
+ * tools/gpt2_reference.generate_greedy does the same, and the tests check
+ * the logits against gpt_forward over the same window across it.
+ *
+ * Prefill runs the tokens through in chunks of GPT_DECODER_CHUNK rows
+ * (batched products; the activations are chunk-sized whatever the prompt).
+ *
+ * Memory, all allocated by create (gpt_decoder_bytes says how much): the
+ * cache, 2 L max_len C floats (gpt2-124m at 1024: 72 MiB); one chunk's
+ * activations (15 C + 2 floats a row) and attention probabilities (NH
+ * chunk max_len floats); the tokens of the window (host); on a backend that
+ * is not unified, or in mixed precision, one unit's f32 weights and one
+ * row of logits, as gpt_forward's workspace holds.
+ *
+ * Weights are gpt_forward's: host memory in the unit layout, fp32 read in
+ * place on the CPU backend. In mixed precision each unit is widened per
+ * pass, and on a backend that is not unified each unit is copied in per
+ * pass (correct; a GPU backend would keep them resident). Deterministic
+ * for any thread count, as the backend's ops are. */
+typedef struct gpt_decoder gpt_decoder;
+
+#define GPT_DECODER_CHUNK 256
+
+/* Tokens the window keeps when a full cache of max_len starts over. */
+int gpt_decoder_keep(int max_len);
+
+/* Bytes gpt_decoder_create allocates, device and host. */
+size_t gpt_decoder_bytes(const compute_backend *be, const gpt_config *cfg, int max_len, gpt_precision precision);
+/* A decoder whose cache holds max_len tokens, 1 <= max_len <= cfg->n_ctx. */
+st_status gpt_decoder_create(gpt_decoder **out, const compute_backend *be, const gpt_config *cfg, int max_len,
+                             gpt_precision precision, st_error *err);
+void gpt_decoder_free(gpt_decoder *d);
+
+/* Starts over with tokens[0..n) (n >= 1): the last max_len of them when n
+ * is larger. logits (host, Vp floats, padded columns undefined) receives
+ * the logits after the last token. Returns the tokens the cache holds: min(n,
+ * max_len); 0 when n < 1 or w's precision is not the decoder's (nothing
+ * done). Token ids must be < vocab_size (gpt_check_tokens). */
+int gpt_decoder_prefill(gpt_decoder *d, gpt_weights w, const int32_t *tokens, size_t n, float *logits);
+/* Appends one token and writes the logits after it. Returns 1 when the
+ * cache was full and the window started over (see above), 0 otherwise, -1
+ * when nothing was prefilled yet or w's precision is not the decoder's. */
+int gpt_decoder_step(gpt_decoder *d, gpt_weights w, int32_t token, float *logits);
+/* Tokens the cache holds now (the window), and the window itself (host
+ * memory, gpt_decoder_len entries, valid until the next call). */
+int gpt_decoder_len(const gpt_decoder *d);
+const int32_t *gpt_decoder_window(const gpt_decoder *d);
+
 /* dst[n] = bf16(src[n]) over host arrays (threaded): the compute copy of the
  * weights in mixed precision, written by the optimizer and loaders. It is
  * the CPU backend's f32_to_bf16 op too; widening back happens on the device

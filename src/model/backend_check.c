@@ -268,6 +268,35 @@ static void check_attention_backward(const compute_backend *be, float *dqkv, flo
     leave(&u);
 }
 
+/* Beside the extents, the positions: a write past max_len would land in the
+ * next head's rows, inside the allocation, where no extent check sees it. */
+static void check_positions(const char *op, int N, int pos, int max_len, int NH, int NKV) {
+    if (N < 1 || pos < 0 || pos + N > max_len) die(op, "positions %d .. %d are outside the cache's %d", pos, pos + N - 1, max_len);
+    if (NKV < 1 || NH % NKV) die(op, "%d query heads do not share %d key/value heads evenly", NH, NKV);
+}
+
+static void check_kv_cache_write(const compute_backend *be, float *k_cache, float *v_cache, const float *k,
+                                 const float *v, int ld, int N, int pos, int max_len, int NKV, int hs) {
+    check_positions("kv_cache_write", N, pos, max_len, NKV, NKV);
+    const size_t cache = floats((size_t)NKV * max_len * hs);
+    in_use u = ENTER("kv_cache_write", DEV(k_cache, cache), DEV(v_cache, cache), DEV(k, matrix(N, NKV * hs, ld)),
+                     DEV(v, matrix(N, NKV * hs, ld)));
+    cpu()->kv_cache_write(cpu(), k_cache, v_cache, k, v, ld, N, pos, max_len, NKV, hs);
+    leave(&u);
+}
+
+static void check_attention_cached_forward(const compute_backend *be, float *out, float *att, const float *q, int ldq,
+                                           const float *k_cache, const float *v_cache, int N, int pos, int max_len,
+                                           int NH, int NKV, int hs) {
+    check_positions("attention_cached_forward", N, pos, max_len, NH, NKV);
+    const size_t cache = floats((size_t)NKV * max_len * hs);
+    in_use u = ENTER("attention_cached_forward", DEV(out, floats((size_t)N * NH * hs)),
+                     DEV(att, floats((size_t)NH * N * (pos + N))), DEV(q, matrix(N, NH * hs, ldq)),
+                     DEV(k_cache, cache), DEV(v_cache, cache));
+    cpu()->attention_cached_forward(cpu(), out, att, q, ldq, k_cache, v_cache, N, pos, max_len, NH, NKV, hs);
+    leave(&u);
+}
+
 static void check_gelu_forward(const compute_backend *be, float *out, const float *inp, size_t n) {
     in_use u = ENTER("gelu_forward", DEV(out, floats(n)), DEV(inp, floats(n)));
     cpu()->gelu_forward(cpu(), out, inp, n);
@@ -433,6 +462,8 @@ static const compute_backend check_backend = {
     .matmul_backward = check_matmul_backward,
     .attention_forward = check_attention_forward,
     .attention_backward = check_attention_backward,
+    .kv_cache_write = check_kv_cache_write,
+    .attention_cached_forward = check_attention_cached_forward,
     .gelu_forward = check_gelu_forward,
     .gelu_backward = check_gelu_backward,
     .residual_forward = check_residual_forward,

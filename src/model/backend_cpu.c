@@ -24,6 +24,14 @@
 #define KERNELS_AVX2 1
 #endif
 
+/* Loops over fewer elements than this run on the calling thread: a fork and
+ * join costs more than such work, and every join waits for the slowest
+ * thread, which on a machine shared with other jobs may be one that has just
+ * been descheduled. Generation's one-row steps have about a dozen such ops
+ * per layer; left threaded they are a dozen more joins per layer. The
+ * elements are computed the same either way. */
+#define PARALLEL_MIN 32768
+
 /* --- vector math ------------------------------------------------------------ */
 
 #ifdef KERNELS_AVX2
@@ -67,7 +75,7 @@ static inline float hmax8(__m256 v) {
 
 static void layernorm_forward(const compute_backend *be, float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * C >= PARALLEL_MIN)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float *o = out + (size_t)n * C;
@@ -176,8 +184,115 @@ static void tile_grid(int M, int N, int *mb, int *nb) {
     *nb = n;
 }
 
+/* One row times a matrix, M = 1: what generation's single-token steps are
+ * made of. A [1,K] row against B, which is read once from memory: these
+ * products are bound by memory bandwidth, not arithmetic. OpenBLAS's sgemm
+ * at M = 1 read gpt2-124m's c_fc and LM-head weights at 11 GB/s on 2
+ * threads, these loops at 30 and 35 (the machine streams about 30 GB/s;
+ * docs/BENCHMARKS.md, generation). They stream B once, the threads
+ * splitting the outputs. Each output is summed in an order fixed by K alone
+ * (the vector and scalar paths do the same fused multiply-adds in the same
+ * order), so the bits do not depend on which thread computes it, nor on the
+ * thread count. */
+
+/* acc[j] = sum_k a[k] B[k, j] for j < n, B [K, n] rows ldb apart: k
+ * ascending, one fused multiply-add per k, so each column's sum is the same
+ * whatever range it falls in. Columns in blocks of GEMV_COLS (accumulators
+ * that stay in L1) streaming the rows of B. */
+#define GEMV_COLS 1024
+/* Below this many weights (4 MiB) a product runs on the calling thread: the
+ * demo model's block products (256 x 768 .. 1024 x 256) take microseconds
+ * and mostly come from L3, and threading them only added joins: with other
+ * jobs on the 2 cores (load 6-7) its 2-thread generation went from 8-30 to
+ * 73-107 tokens/s (docs/BENCHMARKS.md, generation). gpt2-124m's products
+ * (2.4 MiB c_proj aside) and every LM head stay threaded. */
+#define GEMV_PARALLEL_MIN ((size_t)1 << 20)
+static void gemv_n(float *acc, const float *a, const float *B, int ldb, int K, int n) {
+    for (int j0 = 0; j0 < n; j0 += GEMV_COLS) {
+        const int j1 = n - j0 < GEMV_COLS ? n : j0 + GEMV_COLS;
+        for (int j = j0; j < j1; j++) acc[j] = 0.0f;
+        int k = 0;
+#ifdef KERNELS_AVX2
+        /* four rows of B per pass over the block: four streams to prefetch, and
+         * acc loaded and stored once per four multiply-adds (still one per k,
+         * k ascending: the same bits as one row at a time) */
+        for (; k + 4 <= K; k += 4) {
+            const float *b0 = B + (size_t)k * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
+            const __m256 a0 = _mm256_set1_ps(a[k]), a1 = _mm256_set1_ps(a[k + 1]);
+            const __m256 a2 = _mm256_set1_ps(a[k + 2]), a3 = _mm256_set1_ps(a[k + 3]);
+            int j = j0;
+            for (; j + 8 <= j1; j += 8) {
+                __m256 t = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + j), _mm256_loadu_ps(acc + j));
+                t = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + j), t);
+                t = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b2 + j), t);
+                _mm256_storeu_ps(acc + j, _mm256_fmadd_ps(a3, _mm256_loadu_ps(b3 + j), t));
+            }
+            for (; j < j1; j++)
+                acc[j] = fmaf(a[k + 3], b3[j], fmaf(a[k + 2], b2[j], fmaf(a[k + 1], b1[j], fmaf(a[k], b0[j], acc[j]))));
+        }
+#endif
+        for (; k < K; k++) {
+            const float ak = a[k], *b = B + (size_t)k * ldb;
+            for (int j = j0; j < j1; j++) acc[j] = fmaf(ak, b[j], acc[j]);
+        }
+    }
+}
+
+/* a[K] . b[K]: four 8-lane partial sums over blocks of 32 (independent
+ * chains, so loads keep flowing), added in a fixed order, then the rest in
+ * order. The same arithmetic for every row. */
+static float dot(const float *a, const float *b, int K) {
+    int k = 0;
+    float s = 0.0f;
+#ifdef KERNELS_AVX2
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (; k + 32 <= K; k += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 8), _mm256_loadu_ps(b + k + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 16), _mm256_loadu_ps(b + k + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k + 24), _mm256_loadu_ps(b + k + 24), s3);
+    }
+    for (; k + 8 <= K; k += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), s0);
+    s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+#endif
+    for (; k < K; k++) s = fmaf(a[k], b[k], s);
+    return s;
+}
+
+/* C[1,N] = alpha a[1,K] op(B) + beta C. op(B) = B [K,N]: the threads split
+ * the columns (in multiples of 64, for whole cache lines); B^T, B [N,K]:
+ * each output is a dot product of a row of B, the threads split the rows. */
+static void gemv(int trans_b, int N, int K, float alpha, const float *a, const float *B, int ldb, float beta,
+                 float *C) {
+#pragma omp parallel if ((size_t)N * K >= GEMV_PARALLEL_MIN)
+    {
+        const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+        const int per = ((N + nt - 1) / nt + 63) / 64 * 64;
+        const int n0 = t * per < N ? t * per : N, n1 = n0 + per < N ? n0 + per : N;
+        if (trans_b) {
+            for (int n = n0; n < n1; n++) {
+                const float y = alpha * dot(a, B + (size_t)n * ldb, K);
+                C[n] = beta == 0.0f ? y : y + beta * C[n];
+            }
+        } else if (beta == 0.0f && alpha == 1.0f) {
+            gemv_n(C + n0, a, B + n0, ldb, K, n1 - n0);
+        } else {
+            float acc[GEMV_COLS];
+            for (int j0 = n0; j0 < n1; j0 += GEMV_COLS) {
+                const int w = n1 - j0 < GEMV_COLS ? n1 - j0 : GEMV_COLS;
+                gemv_n(acc, a, B + j0, ldb, K, w);
+                for (int j = 0; j < w; j++) C[j0 + j] = alpha * acc[j] + (beta == 0.0f ? 0.0f : beta * C[j0 + j]);
+            }
+        }
+    }
+}
+
 static void gemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                  int ldb, float beta, float *C, int ldc) {
+    if (M == 1 && !trans_a) {
+        gemv(trans_b, N, K, alpha, A, B, ldb, beta, C);
+        return;
+    }
     int mb, nb;
     tile_grid(M, N, &mb, &nb);
     const int mt = (M + mb - 1) / mb, nt = (N + nb - 1) / nb;
@@ -197,7 +312,7 @@ static void matmul_forward(const compute_backend *be, float *out, const float *i
                            int N, int IC, int OC) {
     float beta = 0.0f;
     if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * OC >= PARALLEL_MIN)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
@@ -357,6 +472,46 @@ static void attention_backward(const compute_backend *be, float *dqkv, float *dp
     }
 }
 
+/* --- attention over a cache of keys and values ----------------------------------- */
+
+static void kv_cache_write(const compute_backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
+                           int ld, int N, int pos, int max_len, int NKV, int hs) {
+    for (int h = 0; h < NKV; h++)
+        for (int n = 0; n < N; n++) {
+            const size_t at = ((size_t)h * max_len + pos + n) * hs, from = (size_t)n * ld + (size_t)h * hs;
+            memcpy(k_cache + at, k + from, (size_t)hs * sizeof(float));
+            memcpy(v_cache + at, v + from, (size_t)hs * sizeof(float));
+        }
+}
+
+/* As attention_forward, in blocks of ATT_BLOCK query rows, each block a
+ * product against the keys it may see: rows r0.. of the N new ones sit at
+ * positions pos+r0.., so they see keys 0 .. pos+r0+rows-1. Head h's keys
+ * and values are rows of hs floats, contiguous in the cache. */
+static void attention_cached_forward(const compute_backend *be, float *out, float *att, const float *q, int ldq,
+                                     const float *k_cache, const float *v_cache, int N, int pos, int max_len, int NH,
+                                     int NKV, int hs) {
+    const int C = NH * hs, T = pos + N, blocks = (N + ATT_BLOCK - 1) / ATT_BLOCK, group = NH / NKV;
+    const float scale = 1.0f / sqrtf((float)hs);
+    /* a step reads T keys and values per head: worth both threads at long contexts only */
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)N * T * C >= 8 * PARALLEL_MIN)
+    for (int h = 0; h < NH; h++) {
+        for (int blk = 0; blk < blocks; blk++) {
+            const int r0 = blk * ATT_BLOCK, rows = N - r0 < ATT_BLOCK ? N - r0 : ATT_BLOCK, keys = pos + r0 + rows;
+            const float *k = k_cache + (size_t)(h / group) * max_len * hs;
+            const float *v = v_cache + (size_t)(h / group) * max_len * hs;
+            float *S = att + ((size_t)h * N + r0) * T;   /* [rows, T], the first `keys` columns used */
+            /* S = q[r0:] k[:keys]^T / sqrt(hs) */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, hs, scale, q + (size_t)r0 * ldq + h * hs,
+                        ldq, k, hs, 0.0f, S, T);
+            for (int i = 0; i < rows; i++) causal_softmax_row(S + (size_t)i * T, pos + r0 + i, keys);
+            /* out[r0:] = P v[:keys] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, keys, 1.0f, S, T, v, hs, 0.0f,
+                        out + (size_t)r0 * C + h * hs, C);
+        }
+    }
+}
+
 /* --- GELU ----------------------------------------------------------------------- */
 
 /* gelu(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
@@ -366,7 +521,7 @@ static void attention_backward(const compute_backend *be, float *dqkv, float *dp
 #define GELU_A 0.044715f
 
 static void gelu_forward(const compute_backend *be, float *out, const float *inp, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t blk = 0; blk < (n + 4095) / 4096; blk++) {
         size_t i = blk * 4096, end = i + 4096 < n ? i + 4096 : n;
 #ifdef KERNELS_AVX2
@@ -412,7 +567,7 @@ static void gelu_backward(const compute_backend *be, float *dinout, const float 
 }
 
 static void residual_forward(const compute_backend *be, float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
@@ -461,7 +616,7 @@ static void crossentropy_softmax(const compute_backend *be, float *logits, float
 
 static void embed_forward(const compute_backend *be, float *out, const int32_t *tokens, const float *wte,
                           const float *wpe, int B, int T, int C, int Vp) {
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * T * C >= PARALLEL_MIN)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *te = wte + (size_t)tokens[b * T + t] * C;
@@ -773,6 +928,8 @@ static const compute_backend cpu_backend = {
     .matmul_backward = matmul_backward,
     .attention_forward = attention_forward,
     .attention_backward = attention_backward,
+    .kv_cache_write = kv_cache_write,
+    .attention_cached_forward = attention_cached_forward,
     .gelu_forward = gelu_forward,
     .gelu_backward = gelu_backward,
     .residual_forward = residual_forward,

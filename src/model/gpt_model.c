@@ -9,6 +9,7 @@
 
 #include "strata/backend.h"
 #include "strata/model.h"
+#include "model/model_internal.h"
 
 /* The workspace's device buffers. The last five exist only on a backend
  * that is not unified: a unified one uses the caller's host arrays. */
@@ -104,14 +105,9 @@ void gpt_workspace_free(gpt_workspace *ws) {
     free(ws);
 }
 
-/* The f32 weights of unit u on the device: on a unified backend a pointer
- * into w.f32 or u widened from w.bf16 in place; otherwise u copied in (and
- * widened there in mixed precision). */
-static float *unit_weights(gpt_workspace *ws, gpt_weights w, int u) {
-    const compute_backend *be = ws->be;
-    const gpt_config *c = &ws->cfg;
+float *gpt_unit_weights_on(const compute_backend *be, const gpt_config *c, gpt_weights w, int u, float *dst,
+                           st_bf16 *stage16) {
     const size_t off = gpt_unit_offset(c, u), n = gpt_unit_numel(c, u);
-    float *dst = u == 0 ? ws->embed32 : ws->block32;
     if (w.precision == GPT_FP32) {
         if (be->unified) return (float *)w.f32 + off;
         be->to_device(be, dst, w.f32 + off, n * sizeof(float));
@@ -119,11 +115,15 @@ static float *unit_weights(gpt_workspace *ws, gpt_weights w, int u) {
     }
     const st_bf16 *src = w.bf16 + off;
     if (!be->unified) {
-        be->to_device(be, ws->stage16, src, n * sizeof(st_bf16));
-        src = ws->stage16;
+        be->to_device(be, stage16, src, n * sizeof(st_bf16));
+        src = stage16;
     }
     be->bf16_to_f32(be, dst, src, n);
     return dst;
+}
+
+static float *unit_weights(gpt_workspace *ws, gpt_weights w, int u) {
+    return gpt_unit_weights_on(ws->be, &ws->cfg, w, u, u == 0 ? ws->embed32 : ws->block32, ws->stage16);
 }
 
 /* Unit u's gradients on the device, holding the caller's values so far: on
