@@ -176,7 +176,7 @@ const char *cli_format_rope_scaling(const gpt_rope_scaling *r, char *buf, size_t
 }
 
 st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *err) {
-    const int llama_flags = f->arch || f->n_kv_head || f->d_ff || f->tied >= 0 || f->norm_eps || f->rope_theta ||
+    const int llama_flags = f->arch || f->n_kv_head || f->d_ff || f->tied || f->norm_eps || f->rope_theta ||
                             f->rope_scaling;
     if (f->n_layer || f->d_model || f->n_head || llama_flags) {
         if (f->model)
@@ -198,11 +198,10 @@ st_status cli_model_config(const cli_model_flags *f, gpt_config *cfg, st_error *
             cfg->tied = f->tied > 0;
             if (f->rope_scaling && (s = cli_parse_rope_scaling(f->rope_scaling, &cfg->rope_scaling, err)) != ST_OK)
                 return s;
-        } else if (f->tied == 0 || (f->rope_scaling && strcmp(f->rope_scaling, "none")) ||
+        } else if ((f->rope_scaling && strcmp(f->rope_scaling, "none")) ||
                    (f->n_kv_head && f->n_kv_head != f->n_head) || (f->d_ff && f->d_ff != 4 * f->d_model)) {
-            return st_fail(err, ST_EINVAL, "GPT-2's head is always tied, its key/value heads are its heads, its MLP "
-                           "is 4 d_model wide and it has no rotary embeddings (--tied, --n-kv-head, --d-ff and "
-                           "--rope-scaling are for --arch llama)");
+            return st_fail(err, ST_EINVAL, "GPT-2's key/value heads are its heads, its MLP is 4 d_model wide and it "
+                           "has no rotary embeddings (--n-kv-head, --d-ff and --rope-scaling are for --arch llama)");
         }
         return gpt_config_check(cfg, err);
     }

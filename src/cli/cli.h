@@ -46,7 +46,7 @@ st_status cli_parse_offload(const char *s, int allow_auto, placement *out, int *
 
 /* The model shape from --model NAME or an explicit --n-layer/--n-head/--d-model
  * (with --n-ctx, default seq, and --vocab, default 50257), checked. Zero
- * (NULL, -1 for tied) means the flag was not given; no name and no shape
+ * (NULL) means the flag was not given; no name and no shape
  * is gpt2-124m. An explicit shape is GPT-2's unless --arch llama, which
  * also takes --d-ff (required), --n-kv-head (default n_head), --tied
  * (default 0), --norm-eps (default 1e-5), --rope-theta (default 10000) and

@@ -68,7 +68,7 @@ typedef struct cli_flag {
     CLI_STRING("arch", OFFSET(arch), "A", "explicit shape: gpt2 (default) or llama"),                       \
     CLI_INT("n-kv-head", OFFSET(n_kv_head), 1, INT_MAX, "N", "explicit Llama shape: key/value heads (default: --n-head)"), \
     CLI_INT("d-ff", OFFSET(d_ff), 1, INT_MAX, "N", "explicit Llama shape: the MLP's width (intermediate_size)"),           \
-    CLI_INT("tied", OFFSET(tied), 0, 1, "0|1", "explicit Llama shape: 1 ties the head to the embedding (default 0)"),     \
+    CLI_INT("tied", OFFSET(tied), 0, 1, "0|1", "explicit Llama shape: 1 ties the head to the embedding (default 0: untied)"),     \
     CLI_DOUBLE("norm-eps", OFFSET(norm_eps), 0, 1, "X", "explicit Llama shape: RMSNorm epsilon (default 1e-5)"),         \
     CLI_DOUBLE("rope-theta", OFFSET(rope_theta), 0, 1e12, "X", "explicit Llama shape: rotary base (default 10000)"),     \
     CLI_STRING("rope-scaling", OFFSET(rope_scaling), "S",                                                   \

@@ -55,7 +55,7 @@ static const cli_spec plan_spec = {
 };
 
 int cmd_plan(int argc, char **argv) {
-    plan_opts o = {.precision = "mixed", .shape = {.seq = 1024, .tied = -1}, .max_micro_batches = 64, .top = 5, .clip = 1.0};
+    plan_opts o = {.precision = "mixed", .shape = {.seq = 1024}, .max_micro_batches = 64, .top = 5, .clip = 1.0};
     cli_parsed flags;
     int parsed = cli_parse_flags(&plan_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;

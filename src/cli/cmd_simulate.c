@@ -281,7 +281,7 @@ static int choose_placement(const hw_desc *hw, sim_config *c, st_error *err, st_
 }
 
 int cmd_simulate(int argc, char **argv) {
-    simulate_opts o = {.offload = "none", .schedule = "vertical", .precision = "fp32", .shape = {.seq = 256, .tied = -1},
+    simulate_opts o = {.offload = "none", .schedule = "vertical", .precision = "fp32", .shape = {.seq = 256},
                        .micro_batch = 8, .iterations = 3, .clip = 1.0};
     cli_parsed flags;
     int parsed = cli_parse_flags(&simulate_spec, argc, argv, &o, &flags);

@@ -142,7 +142,7 @@ static train_opts train_opts_defaults(void) {
                         .clip = 1.0, .weight_decay = 0.1, .beta1 = 0.9, .beta2 = 0.95, .precision = "fp32",
                         .data_format = "auto", .seed = 1337, .recompute = 1, .run_dir = "runs/latest", .eval_every = 0,
                         .eval_batches = 8, .log_every = 10, .schedule = "vertical", .offload = "auto",
-                        .commit_every = "auto", .tied = -1};
+                        .commit_every = "auto"};
 }
 
 /* Equal values; paths (--data) are equal when they name the same file. */
