@@ -206,10 +206,13 @@ struct compute_backend {
      * (inv_freq rescaled by Llama 3.1's rule when rp.factor != 0, see rope_params)
      *     x[i]      <- x[i] cos(angle) - x[i+half] sin(angle)
      *     x[i+half] <- x[i+half] cos(angle) + x[i] sin(angle)
+     * with cos and sin correctly rounded to float32 (torch's are within 1 ulp).
      * pos0 > 0 continues the positions of a KV cache. */
     void (*rope_forward)(const compute_backend *be, float *x, int N, int T, int n_heads, int hs, int row_stride,
                          int pos0, rope_params rp);
-    /* The gradient through rope_forward, in place on dx (the inverse rotation); same arguments. */
+    /* The gradient through rope_forward, in place on dx: the rotation by
+     * minus the angle (the transpose; it undoes rope_forward up to cos^2 +
+     * sin^2 of float32 values, 1 within 2^-22). Same arguments. */
     void (*rope_backward)(const compute_backend *be, float *dx, int N, int T, int n_heads, int hs, int row_stride,
                           int pos0, rope_params rp);
 
