@@ -72,8 +72,10 @@ uint64_t hf_checkpoint_vocab_fingerprint(const hf_checkpoint *c);
 st_status hf_checkpoint_read_unit(void *ctx, int unit, float *out, st_error *err);
 void hf_checkpoint_close(hf_checkpoint *c);
 
-/* The whole model in memory: *params (gpt_num_params floats, unit layout)
- * is allocated with st_alloc_aligned. */
+/* The whole model of an open checkpoint in memory: *params
+ * (gpt_num_params floats, unit layout) is allocated with st_alloc_aligned. */
+st_status hf_checkpoint_read_all(hf_checkpoint *c, float **params, st_error *err);
+/* The same from a path (hf_checkpoint_open, then read_all). */
 st_status gpt_load_safetensors(const char *path, int n_head, gpt_config *cfg, float **params, st_error *err);
 
 /* ---- writing ------------------------------------------------------------- */

@@ -63,17 +63,9 @@ int cmd_eval(int argc, char **argv) {
     if (hf_checkpoint_open(&ck, model, (int)o.n_head, &err) != ST_OK) goto fail;
     cfg = *hf_checkpoint_config(ck);
     const uint64_t model_fp = hf_checkpoint_vocab_fingerprint(ck);
-    if (!(params = st_alloc_aligned(64, gpt_num_params(&cfg) * sizeof(float)))) {
-        hf_checkpoint_close(ck);
-        st_fail(&err, ST_ENOMEM, "%s: out of memory for %zu parameters", model, gpt_num_params(&cfg));
-        goto fail;
-    }
-    for (int u = 0; u < gpt_num_units(&cfg); u++)
-        if (hf_checkpoint_read_unit(ck, u, params + gpt_unit_offset(&cfg, u), &err) != ST_OK) {
-            hf_checkpoint_close(ck);
-            goto fail;
-        }
+    const st_status read = hf_checkpoint_read_all(ck, &params, &err);
     hf_checkpoint_close(ck);
+    if (read != ST_OK) goto fail;
     if (!T) T = cfg.n_ctx;
     if (T > cfg.n_ctx) {
         st_fail(&err, ST_EINVAL, "--seq %ld is longer than the context of %s (%d)", T, model, cfg.n_ctx);

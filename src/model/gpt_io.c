@@ -553,24 +553,31 @@ st_status hf_checkpoint_read_unit(void *ctx, int u, float *out, st_error *err) {
     return ST_OK;
 }
 
-st_status gpt_load_safetensors(const char *path, int n_head, gpt_config *cfg, float **params_out, st_error *err) {
+st_status hf_checkpoint_read_all(hf_checkpoint *c, float **params_out, st_error *err) {
     *params_out = NULL;
-    hf_checkpoint *c;
-    st_status s = hf_checkpoint_open(&c, path, n_head, err);
-    if (s != ST_OK) return s;
-    *cfg = c->cfg;
+    const gpt_config *cfg = &c->cfg;
     const size_t n = gpt_num_params(cfg);
     float *params = st_alloc_aligned(64, n * sizeof(float));
-    if (!params) s = st_fail(err, ST_ENOMEM, "%s: out of memory for %zu parameters", path, n);
+    st_status s = params ? ST_OK : st_fail(err, ST_ENOMEM, "%s: out of memory for %zu parameters", c->dir, n);
     for (int u = 0; s == ST_OK && u < gpt_num_units(cfg); u++)
         s = hf_checkpoint_read_unit(c, u, params + gpt_unit_offset(cfg, u), err);
-    hf_checkpoint_close(c);
     if (s != ST_OK) {
         st_free_aligned(params);
         return s;
     }
     *params_out = params;
     return ST_OK;
+}
+
+st_status gpt_load_safetensors(const char *path, int n_head, gpt_config *cfg, float **params_out, st_error *err) {
+    *params_out = NULL;
+    hf_checkpoint *c;
+    st_status s = hf_checkpoint_open(&c, path, n_head, err);
+    if (s != ST_OK) return s;
+    *cfg = c->cfg;
+    s = hf_checkpoint_read_all(c, params_out, err);
+    hf_checkpoint_close(c);
+    return s;
 }
 
 /* ---- writing ------------------------------------------------------------------------- */
