@@ -220,18 +220,21 @@ def window_keep(max_len):
     return max(1, max_len // 2)
 
 
-def generate_greedy(model, prompt, n_new, max_len=None, on_token=None):
+def generate_greedy(model, prompt, n_new, max_len=None, on_token=None, decode=decode_forward,
+                    cache_class=KVCache):
     """Greedy generation with a KV cache of max_len positions (default n_ctx):
     the prompt (its last max_len tokens) in one pass, then one token at a time;
     when the cache is full, the window starts over from the last
     window_keep(max_len) tokens. Returns the n_new token ids (no stop at
-    end-of-text: the caller decides). on_token(i, id) is called as each comes."""
+    end-of-text: the caller decides). on_token(i, id) is called as each comes.
+    decode and cache_class are the architecture's (llama_reference passes its
+    own); the policy is the same for both."""
     max_len = max_len or model.cfg.n_ctx
-    cache = KVCache(model.cfg, max_len, model.wte.weight.dtype)
+    cache = cache_class(model.cfg, max_len, next(model.parameters()).dtype)
     seq = [int(t) for t in prompt]
     out = []
     with torch.inference_mode():
-        logits = decode_forward(model, cache, torch.tensor(seq[-max_len:], dtype=torch.long))
+        logits = decode(model, cache, torch.tensor(seq[-max_len:], dtype=torch.long))
         for i in range(n_new):
             nxt = int(torch.argmax(logits))
             out.append(nxt)
@@ -243,9 +246,9 @@ def generate_greedy(model, prompt, n_new, max_len=None, on_token=None):
             if cache.len == max_len:  # full: recompute the window's last tokens
                 cache.len = 0
                 window = seq[-window_keep(max_len):]
-                logits = decode_forward(model, cache, torch.tensor(window, dtype=torch.long))
+                logits = decode(model, cache, torch.tensor(window, dtype=torch.long))
             else:
-                logits = decode_forward(model, cache, torch.tensor([nxt], dtype=torch.long))
+                logits = decode(model, cache, torch.tensor([nxt], dtype=torch.long))
     return out
 
 

@@ -28,6 +28,8 @@ What lives here:
     time, to check Llama against; slow, tiny configs only.
   * PRESETS: the named shapes the benchmarks run (bench/torch_train.py).
   * inv_freq: the rotary frequencies for a config (both rope types).
+  * KVCache / decode_forward / generate_greedy: greedy generation with a
+    cache of keys and values (gpt2_reference's window policy).
   * param_names / param_shapes / is_decayed / init_weights_f32: the fixture
     conventions, as gpt2_reference.py has them for GPT-2.
 
@@ -224,6 +226,57 @@ class Llama(nn.Module):
         if flat.dtype in (torch.bfloat16, torch.float16):
             flat = flat.float()
         return F.cross_entropy(flat, targets.reshape(B * T)), logits
+
+
+class KVCache:
+    """Keys (rotated) and values of every layer for up to max_len positions:
+    k[l], v[l] are [n_kv_head, max_len, hs]; len is how many are filled."""
+
+    def __init__(self, cfg, max_len, dtype=torch.float32):
+        shape = (cfg.n_kv_head, max_len, cfg.head_size)
+        self.k = [torch.empty(shape, dtype=dtype) for _ in range(cfg.n_layer)]
+        self.v = [torch.empty(shape, dtype=dtype) for _ in range(cfg.n_layer)]
+        self.max_len = max_len
+        self.len = 0
+
+
+def decode_forward(model, cache, idx):
+    """Appends idx (a 1-D tensor of N token ids at positions cache.len ...) to
+    the cache and returns the logits [V] of the last of them: Llama.forward
+    over the cached tokens and idx, computing only the new rows (the keys are
+    cached after their rotation, at the position they were written at). Call
+    it under torch.inference_mode(); gpt2_reference.generate_greedy drives it."""
+    cfg = model.cfg
+    N, pos, hs, NH, NKV = idx.shape[0], cache.len, cfg.head_size, cfg.n_head, cfg.n_kv_head
+    if pos + N > cache.max_len:
+        raise ValueError(f"{pos + N} positions exceed the cache's {cache.max_len}")
+    x = model.model.embed_tokens(idx)                                   # [N, C]
+    cos, sin = rope_cos_sin(cfg, torch.arange(pos, pos + N), x.dtype)   # [N, hs]
+    for l, block in enumerate(model.model.layers):
+        attn = block.self_attn
+        h = block.input_layernorm(x)
+        q = attn.q_proj(h).view(N, NH, hs).transpose(0, 1)             # [NH, N, hs]
+        k = attn.k_proj(h).view(N, NKV, hs).transpose(0, 1)            # [NKV, N, hs]
+        cache.k[l][:, pos:pos + N] = k * cos + rotate_half(k) * sin
+        cache.v[l][:, pos:pos + N] = attn.v_proj(h).view(N, NKV, hs).transpose(0, 1)
+        q = q * cos + rotate_half(q) * sin
+        group = NH // NKV
+        keys = cache.k[l][:, :pos + N].repeat_interleave(group, dim=0)  # [NH, pos+N, hs]
+        vals = cache.v[l][:, :pos + N].repeat_interleave(group, dim=0)
+        att = (q @ keys.transpose(1, 2)) * (1.0 / math.sqrt(hs))
+        if N > 1:  # query i (position pos+i) sees keys 0 .. pos+i
+            att = att.masked_fill(torch.ones(N, pos + N, dtype=torch.bool).triu(pos + 1), float("-inf"))
+        y = (torch.softmax(att, dim=-1) @ vals).transpose(0, 1).reshape(N, NH * hs)
+        x = x + attn.o_proj(y)
+        x = x + block.mlp(block.post_attention_layernorm(x))
+    cache.len = pos + N
+    head = model.model.embed_tokens.weight if cfg.tied else model.lm_head.weight
+    return F.linear(model.model.norm(x[-1]), head)
+
+
+def generate_greedy(model, prompt, n_new, max_len=None, on_token=None):
+    """gpt2_reference.generate_greedy (the same window policy) with Llama's cache."""
+    return gpt2_reference.generate_greedy(model, prompt, n_new, max_len, on_token, decode_forward, KVCache)
 
 
 def param_names(cfg):

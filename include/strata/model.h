@@ -353,9 +353,16 @@ float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const
  * position (to float rounding: other summation orders), for the last
  * position only: the LM head, the largest product, runs on one row.
  *
+ * Both architectures: GPT-2 adds wpe at the cache position; Llama starts
+ * its rotations there, so each cached key keeps the rotation of the
+ * position it was written at, and the cache holds n_kv_head heads (grouped
+ * queries read them as attention does).
+ *
  * The context limit. GPT-2's positions are absolute (wpe): the keys and
  * values of a token depend on its position, so a full cache cannot slide
- * by one. A step on a cache that holds max_len tokens starts the window
+ * by one. (Llama's rotations make scores depend only on the distance, so
+ * its cache could slide; it follows the same policy, which is what the
+ * tests hold both to.) A step on a cache that holds max_len tokens starts the window
  * over instead: the window becomes the last gpt_decoder_keep(max_len) =
  * max(1, max_len / 2) tokens of the sequence, the new one included, at
  * positions 0.., recomputed in one prefill. Half is the trade: a recompute
@@ -368,8 +375,8 @@ float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const
  * (batched products; the activations are chunk-sized whatever the prompt).
  *
  * Memory, all allocated by create (gpt_decoder_bytes says how much): the
- * cache, 2 L max_len C floats (gpt2-124m at 1024: 72 MiB); one chunk's
- * activations (15 C + 2 floats a row) and attention probabilities (NH
+ * cache, 2 L max_len NKV hs floats (gpt2-124m at 1024: 72 MiB); one chunk's
+ * activations (GPT-2: 15 C + 2 floats a row) and attention probabilities (NH
  * chunk max_len floats); the tokens of the window (host); on a backend that
  * is not unified, or in mixed precision, one unit's f32 weights and one
  * row of logits, as gpt_forward's workspace holds.

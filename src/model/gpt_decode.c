@@ -1,8 +1,10 @@
-/* gpt_decode.c - GPT-2 generation with a cache of keys and values
- * (strata/model.h, gpt_decoder): the prompt in chunks of batched products,
- * then one token at a time, each block's attention reading the cache. The
- * ops are the backend's; the caller's tokens, weights and logits are host
- * memory, crossing as gpt_forward's do. */
+/* gpt_decode.c - generation with a cache of keys and values for both
+ * architectures (strata/model.h, gpt_decoder): the prompt in chunks of
+ * batched products, then one token at a time, each block's attention reading
+ * the cache. GPT-2's positions come from wpe at the cache position; Llama's
+ * rotations start there (rope's pos0), so a cached key keeps the rotation of
+ * the position it was written at. The ops are the backend's; the caller's
+ * tokens, weights and logits are host memory, crossing as gpt_forward's do. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,14 +17,14 @@
  * backend that is not unified, the rest on a backend that is not unified. */
 enum dec_buffer {
     DEC_X,         /* [chunk, C] the residual stream */
-    DEC_LN,        /* [chunk, C] a LayerNorm's output */
-    DEC_MEAN,      /* [chunk] its statistics (unused: no backward) */
+    DEC_LN,        /* [chunk, C] a LayerNorm's or RMSNorm's output */
+    DEC_MEAN,      /* [chunk] its statistics (unused: no backward; no mean for RMSNorm) */
     DEC_RSTD,      /* [chunk] */
-    DEC_QKV,       /* [chunk, 3C] */
+    DEC_QKV,       /* [chunk, QKV] q|k|v: 3C for GPT-2, (NH + 2 NKV) hs for Llama */
     DEC_ATTY,      /* [chunk, C] attention output before c_proj */
     DEC_TMP,       /* [chunk, C] a projection before it joins the residual */
-    DEC_FCH,       /* [chunk, 4C] */
-    DEC_GELU,      /* [chunk, 4C] */
+    DEC_FCH,       /* [chunk, 4C] c_fc's output; Llama: [chunk, 2F] gate|up */
+    DEC_GELU,      /* [chunk, 4C] GELU of it; Llama: [chunk, F] SwiGLU of it */
     DEC_ATT,       /* [NH, chunk, max_len] attention probabilities */
     DEC_EMBED32,   /* the embedding unit's f32 weights (widened or copied in) */
     DEC_BLOCK32,   /* one block's f32 weights, the same way */
@@ -49,6 +51,11 @@ int gpt_decoder_keep(int max_len) { return max_len / 2 > 1 ? max_len / 2 : 1; }
 
 static int chunk_of(int max_len) { return max_len < GPT_DECODER_CHUNK ? max_len : GPT_DECODER_CHUNK; }
 
+static int llama(const gpt_config *cfg) { return cfg->arch == GPT_ARCH_LLAMA; }
+static int head_size(const gpt_config *cfg) { return cfg->d_model / cfg->n_head; }
+/* Floats of a fused q|k|v row. */
+static int qkv_width(const gpt_config *cfg) { return (cfg->n_head + 2 * cfg->n_kv_head) * head_size(cfg); }
+
 static void dec_buffer_bytes(const compute_backend *be, const gpt_config *cfg, int max_len, gpt_precision p,
                              size_t bytes[DEC_BUFFERS]) {
     const size_t R = (size_t)chunk_of(max_len), C = (size_t)cfg->d_model, f = sizeof(float);
@@ -56,8 +63,9 @@ static void dec_buffer_bytes(const compute_backend *be, const gpt_config *cfg, i
     const int mirror = !be->unified, mixed = p == GPT_MIXED_BF16;
     bytes[DEC_X] = bytes[DEC_LN] = bytes[DEC_ATTY] = bytes[DEC_TMP] = R * C * f;
     bytes[DEC_MEAN] = bytes[DEC_RSTD] = R * f;
-    bytes[DEC_QKV] = R * 3 * C * f;
-    bytes[DEC_FCH] = bytes[DEC_GELU] = R * 4 * C * f;
+    bytes[DEC_QKV] = R * (size_t)qkv_width(cfg) * f;
+    bytes[DEC_FCH] = R * (llama(cfg) ? 2 * (size_t)cfg->d_ff : 4 * C) * f;
+    bytes[DEC_GELU] = R * (llama(cfg) ? (size_t)cfg->d_ff : 4 * C) * f;
     bytes[DEC_ATT] = (size_t)cfg->n_head * R * (size_t)max_len * f;
     bytes[DEC_EMBED32] = mixed || mirror ? embed_n * f : 0;
     bytes[DEC_BLOCK32] = mixed || mirror ? block_n * f : 0;
@@ -70,16 +78,11 @@ size_t gpt_decoder_bytes(const compute_backend *be, const gpt_config *cfg, int m
     size_t bytes[DEC_BUFFERS], total = sizeof(gpt_decoder) + (size_t)max_len * sizeof(int32_t);
     dec_buffer_bytes(be, cfg, max_len, precision, bytes);
     for (int i = 0; i < DEC_BUFFERS; i++) total += bytes[i];
-    return total + kv_cache_bytes(cfg->n_layer, cfg->n_head, cfg->d_model / cfg->n_head, max_len);
+    return total + kv_cache_bytes(cfg->n_layer, cfg->n_kv_head, head_size(cfg), max_len);
 }
 
 st_status gpt_decoder_create(gpt_decoder **out, const compute_backend *be, const gpt_config *cfg, int max_len,
                              gpt_precision precision, st_error *err) {
-    /* Llama's step (RMSNorm, the rotations from the cache's position, SwiGLU)
-     * is not written yet; the cache ops already take its key/value heads. */
-    if (cfg->arch != GPT_ARCH_GPT2)
-        return st_fail(err, ST_EUNSUPPORTED, "generation with a KV cache is built for GPT-2 only; a %s model cannot "
-                       "be sampled yet", gpt_arch_name(cfg->arch));
     if (max_len < 1 || max_len > cfg->n_ctx)
         return st_fail(err, ST_EINVAL, "a decoder of %d positions: must be 1 .. the model's context %d", max_len,
                        cfg->n_ctx);
@@ -91,7 +94,7 @@ st_status gpt_decoder_create(gpt_decoder **out, const compute_backend *be, const
         gpt_decoder_free(d);
         return st_fail(err, ST_ENOMEM, "out of memory allocating a decoder");
     }
-    if (kv_cache_create(&d->cache, be, cfg->n_layer, cfg->n_head, cfg->d_model / cfg->n_head, max_len, err) != ST_OK) {
+    if (kv_cache_create(&d->cache, be, cfg->n_layer, cfg->n_kv_head, head_size(cfg), max_len, err) != ST_OK) {
         gpt_decoder_free(d);
         return err ? err->status : ST_ENOMEM;
     }
@@ -138,7 +141,7 @@ const int32_t *gpt_decoder_window(const gpt_decoder *d) { return d->window; }
 /* Block l on N rows x[N,C] at positions pos..pos+N-1, in place: their keys
  * and values go into the cache at those positions, and their attention
  * reads the cache's positions up to each one's. */
-static void block_forward(gpt_decoder *d, const gpt_block_w *w, int l, int N, int pos) {
+static void gpt2_block_forward(gpt_decoder *d, const gpt_block_w *w, int l, int N, int pos) {
     const compute_backend *be = d->be;
     const int C = d->cfg.d_model, NH = d->cfg.n_head, hs = C / NH;
     const size_t NC = (size_t)N * C;
@@ -158,6 +161,33 @@ static void block_forward(gpt_decoder *d, const gpt_block_w *w, int l, int N, in
     be->residual_forward(be, d->x, d->x, d->tmp, NC);
 }
 
+/* The same for a Llama block (llama_block_forward's ops on one sequence of N
+ * rows): the rotations start at the cache position, and the cache holds the
+ * NKV rotated key heads and the value heads. */
+static void llama_block_step(gpt_decoder *d, const gpt_block_w *w, int l, int N, int pos) {
+    const compute_backend *be = d->be;
+    const gpt_config *c = &d->cfg;
+    const int C = c->d_model, NH = c->n_head, NKV = c->n_kv_head, hs = head_size(c), QKV = qkv_width(c);
+    const int F = c->d_ff;
+    const size_t NC = (size_t)N * C;
+    float *k = kv_cache_k(&d->cache, l), *v = kv_cache_v(&d->cache, l);
+    /* x = x + o_proj(attn(rope(q), rope(k), v)) over rmsnorm(x) */
+    be->rmsnorm_forward(be, d->ln, d->rstd, d->x, w->ln1_w, N, C, c->norm_eps);
+    be->linear_forward(be, d->qkv, d->ln, w->qkv_w, N, C, QKV);
+    llama_rotate_qk(be, c, d->qkv, N, N, pos, 0);
+    be->kv_cache_write(be, k, v, d->qkv + (size_t)NH * hs, d->qkv + (size_t)(NH + NKV) * hs, QKV, N, pos,
+                       d->max_len, NKV, hs);
+    be->attention_cached_forward(be, d->atty, d->att, d->qkv, QKV, k, v, N, pos, d->max_len, NH, NKV, hs);
+    be->linear_forward(be, d->tmp, d->atty, w->attproj_w, N, C, C);
+    be->residual_forward(be, d->x, d->x, d->tmp, NC);
+    /* x = x + down(silu(gate) * up) over rmsnorm(x) */
+    be->rmsnorm_forward(be, d->ln, d->rstd, d->x, w->ln2_w, N, C, c->norm_eps);
+    be->linear_forward(be, d->fch, d->ln, w->fc_w, N, C, 2 * F);
+    be->swiglu_forward(be, d->gelu, d->fch, N, F);
+    be->linear_forward(be, d->tmp, d->gelu, w->fcproj_w, N, F, C);
+    be->residual_forward(be, d->x, d->x, d->tmp, NC);
+}
+
 /* tokens[0..N) (host) at positions pos.. through the embedding and every
  * block; returns the embedding unit's weights on the device, for the head. */
 static gpt_embed_w forward_rows(gpt_decoder *d, gpt_weights w, const int32_t *tokens, int N, int pos) {
@@ -170,22 +200,26 @@ static gpt_embed_w forward_rows(gpt_decoder *d, gpt_weights w, const int32_t *to
     }
     gpt_embed_w ew = gpt_embed_view(c, gpt_unit_weights_on(be, c, w, 0, d->embed32, d->stage16));
     gpt_embed_w at = ew;
-    at.wpe += (size_t)pos * c->d_model;   /* positions pos.. */
+    if (at.wpe) at.wpe += (size_t)pos * c->d_model;   /* GPT-2's positions pos.. */
     gpt_embed_forward(be, c, &at, 1, N, tok, d->x);
     for (int l = 0; l < c->n_layer; l++) {
         gpt_block_w bw = gpt_block_view(c, gpt_unit_weights_on(be, c, w, 1 + l, d->block32, d->stage16));
-        block_forward(d, &bw, l, N, pos);
+        if (llama(c)) llama_block_step(d, &bw, l, N, pos);
+        else gpt2_block_forward(d, &bw, l, N, pos);
     }
     return ew;
 }
 
-/* logits[Vp] (host) = ln_f(x[row]) wte^T: the one row whose logits are wanted. */
+/* logits[Vp] (host) = norm(x[row]) head^T: the one row whose logits are
+ * wanted (the head is wte when tied). */
 static void head_forward(gpt_decoder *d, const gpt_embed_w *ew, int row, float *logits) {
     const compute_backend *be = d->be;
     const int C = d->cfg.d_model, Vp = d->cfg.padded_vocab;
-    be->layernorm_forward(be, d->ln, d->mean, d->rstd, d->x + (size_t)row * C, ew->lnf_w, ew->lnf_b, 1, C);
+    const float *x = d->x + (size_t)row * C;
+    if (llama(&d->cfg)) be->rmsnorm_forward(be, d->ln, d->rstd, x, ew->lnf_w, 1, C, d->cfg.norm_eps);
+    else be->layernorm_forward(be, d->ln, d->mean, d->rstd, x, ew->lnf_w, ew->lnf_b, 1, C);
     float *out = be->unified ? logits : d->logits;
-    be->sgemm(be, 0, 1, 1, Vp, C, 1.0f, d->ln, C, ew->wte, C, 0.0f, out, Vp);
+    be->sgemm(be, 0, 1, 1, Vp, C, 1.0f, d->ln, C, ew->head, C, 0.0f, out, Vp);
     if (!be->unified) be->to_host(be, logits, d->logits, (size_t)Vp * sizeof(float));
 }
 

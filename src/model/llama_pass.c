@@ -5,23 +5,20 @@
  * hs = C / NH, QKV = (NH + 2 NKV) hs, F = d_ff. */
 #include "model/model_internal.h"
 
-/* The rotary parameters the kernels compute their frequencies from. */
-static rope_params rope_of(const gpt_config *cfg) {
+rope_params llama_rope_params(const gpt_config *cfg) {
     const gpt_rope_scaling *r = &cfg->rope_scaling;
     return (rope_params){.theta = cfg->rope_theta, .factor = r->factor, .low_freq_factor = r->low_freq_factor,
                          .high_freq_factor = r->high_freq_factor, .original_context = (float)r->original_context};
 }
 
-/* Both rotations of a fused q|k|v row set: the NH query heads, then the NKV
- * key heads right after them (v is not rotated). backward: the inverse
- * rotation, for the gradient. */
-static void rotate_qk(const compute_backend *be, const gpt_config *cfg, float *qkv, int N, int T, int backward) {
+void llama_rotate_qk(const compute_backend *be, const gpt_config *cfg, float *qkv, int N, int T, int pos0,
+                     int backward) {
     const int hs = cfg->d_model / cfg->n_head, QKV = (cfg->n_head + 2 * cfg->n_kv_head) * hs;
-    const rope_params rp = rope_of(cfg);
+    const rope_params rp = llama_rope_params(cfg);
     void (*rope)(const compute_backend *, float *, int, int, int, int, int, int, rope_params) =
         backward ? be->rope_backward : be->rope_forward;
-    rope(be, qkv, N, T, cfg->n_head, hs, QKV, 0, rp);
-    rope(be, qkv + (size_t)cfg->n_head * hs, N, T, cfg->n_kv_head, hs, QKV, 0, rp);
+    rope(be, qkv, N, T, cfg->n_head, hs, QKV, pos0, rp);
+    rope(be, qkv + (size_t)cfg->n_head * hs, N, T, cfg->n_kv_head, hs, QKV, pos0, rp);
 }
 
 void llama_block_forward(const compute_backend *be, const gpt_config *cfg, const gpt_block_w *w, int B, int T,
@@ -31,7 +28,7 @@ void llama_block_forward(const compute_backend *be, const gpt_config *cfg, const
     /* attention: res2 = x + o_proj(attn(rope(q), rope(k), v)) over rmsnorm(x) */
     be->rmsnorm_forward(be, a->ln1, a->ln1_rstd, x, w->ln1_w, N, C, cfg->norm_eps);
     be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, N, C, QKV);
-    rotate_qk(be, cfg, a->qkv, N, T, 0);
+    llama_rotate_qk(be, cfg, a->qkv, N, T, 0, 0);
     be->attention_forward(be, a->atty, a->att, a->qkv, B, T, C, cfg->n_head, cfg->n_kv_head);
     be->linear_forward(be, y, a->atty, w->attproj_w, N, C, C);   /* y as scratch */
     be->residual_forward(be, a->res2, x, y, (size_t)N * C);
@@ -69,7 +66,7 @@ void llama_block_backward(const compute_backend *be, const gpt_config *cfg, cons
     /* attention; the rotation is undone on the q and k gradients */
     be->linear_backward(be, datty, g->attproj_w, dres2, a->atty, w->attproj_w, N, C, C);
     be->attention_backward(be, dqkv, datt, datty, a->qkv, a->att, B, T, C, cfg->n_head, cfg->n_kv_head);
-    rotate_qk(be, cfg, dqkv, N, T, 1);
+    llama_rotate_qk(be, cfg, dqkv, N, T, 0, 1);
     be->linear_backward(be, dln1, g->qkv_w, dqkv, a->ln1, w->qkv_w, N, C, QKV);
     be->copy(be, dx, dres2, NC * sizeof(float));
     be->rmsnorm_backward(be, dx, g->ln1_w, dln1, x, w->ln1_w, a->ln1_rstd, N, C);
