@@ -78,6 +78,15 @@ def recompute_greedy(model, prompt, n_new):
     return out, margins
 
 
+def in_both_precisions(model_class, cfg, w):
+    """The model with weights w in float32 and in float64."""
+    models = []
+    for dtype in (torch.float32, torch.float64):
+        models.append(model_class(cfg, dtype))
+        ref.load_state(models[-1], w)
+    return models
+
+
 def checked_greedy(name, m32, m64):
     """generate_greedy in float32 with a KV cache, checked as the docstring says."""
     tokens = (lref if name == "llama" else ref).generate_greedy(m32, PROMPT, N_NEW)
@@ -111,21 +120,13 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     w = weights()
-    models = []
-    for dtype in (torch.float32, torch.float64):
-        models.append(ref.GPT2(CFG, dtype))
-        ref.load_state(models[-1], w)
-    tokens, margin = checked_greedy("gpt2", *models)
+    tokens, margin = checked_greedy("gpt2", *in_both_precisions(ref.GPT2, CFG, w))
     ref.save_safetensors(os.path.join(args.out, "gpt_gen_model.safetensors"), w, {"n_head": str(CFG.n_head)})
     save_ref(os.path.join(args.out, "gpt_gen_ref.safetensors"), CFG, tokens, margin,
              "tools/gpt2_generate.py, greedy, float32, KV cache", {})
 
     w = llama_weights()
-    models = []
-    for dtype in (torch.float32, torch.float64):
-        models.append(lref.Llama(LLAMA_CFG, dtype))
-        lref.load_state(models[-1], w)
-    tokens, margin = checked_greedy("llama", *models)
+    tokens, margin = checked_greedy("llama", *in_both_precisions(lref.Llama, LLAMA_CFG, w))
     d = os.path.join(args.out, "llama_gen")
     os.makedirs(d, exist_ok=True)
     ref.save_safetensors(os.path.join(d, "model.safetensors"), w)

@@ -249,6 +249,12 @@ st_status cli_store_dirs(const char *arg, store_dirs *out, st_error *err) {
     return s;
 }
 
+const char *cli_model_tokenizer(const char *flag, const char *model_dir, char *buf, size_t cap) {
+    if (flag && *flag) return flag;
+    if (!model_dir || snprintf(buf, cap, "%s/tokenizer.json", model_dir) >= (int)cap) return NULL;
+    return is_file(buf) ? buf : NULL;
+}
+
 st_status cli_commit_read(store *st, ckpt_record *out, st_error *err) {
     size_t n = 0;
     const void *meta = store_user_meta(st, &n);   /* valid until the next store_set_user_meta: parsed at once */

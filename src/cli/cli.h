@@ -74,6 +74,11 @@ st_status cli_model_config(const cli_model_flags *f, gpt_config *out, st_error *
  * for a run directory without a store. */
 st_status cli_store_dirs(const char *arg, store_dirs *out, st_error *err);
 
+/* The tokenizer a command that reads a model uses: the --tokenizer flag's
+ * value when given, else model_dir/tokenizer.json when it exists (written
+ * into buf), else NULL (GPT-2's default, for tokenizer_load_path). */
+const char *cli_model_tokenizer(const char *flag, const char *model_dir, char *buf, size_t cap);
+
 /* The record of st's last commit (strata/checkpoint.h's ckpt_record_parse
  * of the store's user meta). */
 st_status cli_commit_read(store *st, ckpt_record *out, st_error *err);

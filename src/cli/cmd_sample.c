@@ -1,6 +1,7 @@
-/* cmd_sample.c - `strata sample`: generate text from a trained model, with
- * the model's decoder (a cache of keys and values: the prompt in one pass,
- * then one token per step) and the sampler of strata/generate.h. */
+/* cmd_sample.c - `strata sample`: generate text from a model directory (a
+ * run's, or one from the Hub) with its own tokenizer, the model's decoder (a
+ * cache of keys and values: the prompt in one pass, then one token per step)
+ * and the sampler of strata/generate.h. */
 #include <omp.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,12 +10,13 @@
 
 #include "cli/cli.h"
 #include "cli/cli_flags.h"
+#include "strata/data.h"
 #include "strata/generate.h"
 #include "strata/gpt_io.h"
 #include "strata/tokenizer.h"
 
 typedef struct sample_opts {
-    const char *model, *prompt;
+    const char *model, *tokenizer, *prompt;
     long tokens, top_k, n_head, threads;
     double temperature, top_p;
     uint64_t seed;
@@ -22,7 +24,12 @@ typedef struct sample_opts {
 
 #define O(field) offsetof(sample_opts, field)
 static const cli_flag sample_flags[] = {
-    CLI_STRING("model", O(model), "FILE", "weights (a run's model.safetensors, or a Hugging Face GPT-2 file)"),
+    CLI_STRING("model", O(model), "PATH",
+               "a Hugging Face model directory or safetensors file (GPT-2 or Llama;\n"
+               "a run directory is one)"),
+    CLI_STRING("tokenizer", O(tokenizer), "FILE|DIR",
+               "a Hugging Face tokenizer.json, or a directory holding one (default:\n"
+               "the model directory's tokenizer.json, else GPT-2's vocabulary)"),
     CLI_STRING("prompt", O(prompt), "TEXT", "text to continue (default: start of a document)"),
     CLI_INT("tokens", O(tokens), 1, 1 << 20, "N", "tokens to generate (default 100)"),
     CLI_DOUBLE("temperature", O(temperature), 0, 100, "X", "sampling temperature, 0 = greedy (default 0.8)"),
@@ -36,10 +43,30 @@ static const cli_flag sample_flags[] = {
 
 static const cli_spec sample_spec = {
     .command = "sample",
-    .usage = "usage: strata sample --model FILE.safetensors [--prompt TEXT] [flags]",
+    .usage = "usage: strata sample --model PATH [--tokenizer FILE|DIR] [--prompt TEXT] [flags]",
+    .about = "Generates text with a cache of keys and values. The text starts a document (after the\n"
+            "tokenizer's document separator: GPT-2's <|endoftext|>, Llama 3's <|begin_of_text|>)\n"
+            "and stops at any special token the model generates (end of text, end of turn).",
     .flags = sample_flags,
     .n_flags = CLI_COUNT(sample_flags),
 };
+
+/* The tokenizer: --tokenizer, else the model directory's tokenizer.json,
+ * else GPT-2's; its ids must be the model's (a vocabulary no larger than
+ * the model's, and the fingerprint the weights record, if any). */
+static st_status load_tokenizer(const sample_opts *o, const hf_checkpoint *ck, tokenizer **tok, st_error *err) {
+    char beside[4200];
+    st_status st = tokenizer_load_path(tok, cli_model_tokenizer(o->tokenizer, hf_checkpoint_dir(ck), beside,
+                                                                sizeof beside), err);
+    if (st != ST_OK) return st;
+    const gpt_config *cfg = hf_checkpoint_config(ck);
+    if (tokenizer_vocab_size(*tok) > cfg->vocab_size)
+        return st_fail(err, ST_EINVAL, "%s has %d tokens, more than the vocabulary of %s (%d): they are not its "
+                       "tokenizer (--tokenizer FILE|DIR names the right one)", tokenizer_source(*tok),
+                       tokenizer_vocab_size(*tok), o->model, cfg->vocab_size);
+    return vocab_fingerprint_check(o->model, hf_checkpoint_vocab_fingerprint(ck), tokenizer_source(*tok),
+                                   tokenizer_fingerprint(*tok), err);
+}
 
 int cmd_sample(int argc, char **argv) {
     sample_opts o = {.prompt = "", .tokens = 100, .temperature = 0.8, .top_k = 40, .top_p = 1.0, .seed = 1};
@@ -56,19 +83,26 @@ int cmd_sample(int argc, char **argv) {
     float *params = NULL, *logits = NULL;
     int32_t *ctx = NULL, *prompt_ids = NULL;
     size_t n_prompt = 0;
+    hf_checkpoint *ck = NULL;
     tokenizer *tok = NULL;
     gpt_decoder *dec = NULL;
     sampler *smp = NULL;
-    if (gpt_load_safetensors(model, (int)o.n_head, &cfg, &params, &err) != ST_OK) goto fail;
-    if (cfg.vocab_size < GPT2_VOCAB_SIZE) {
-        st_fail(&err, ST_EINVAL, "%s: vocabulary of %d tokens is smaller than GPT-2's %d; sample needs the GPT-2 tokenizer",
-                model, cfg.vocab_size, GPT2_VOCAB_SIZE);
+    if (hf_checkpoint_open(&ck, model, (int)o.n_head, &err) != ST_OK) goto fail;
+    cfg = *hf_checkpoint_config(ck);
+    if (load_tokenizer(&o, ck, &tok, &err) != ST_OK) goto fail;
+    if (hf_checkpoint_read_all(ck, &params, &err) != ST_OK) goto fail;
+    if (tokenizer_encode(tok, prompt, strlen(prompt), &prompt_ids, &n_prompt, &err) != ST_OK) goto fail;
+    const int32_t start = tokenizer_doc_separator(tok);
+    if (start < 0 && n_prompt == 0) {
+        st_fail(&err, ST_EINVAL, "%s has no special token to start a document with: give a --prompt",
+                tokenizer_source(tok));
         goto fail;
     }
-    if (tokenizer_load_default(&tok, &err) != ST_OK) goto fail;
-    if (tokenizer_encode(tok, prompt, strlen(prompt), &prompt_ids, &n_prompt, &err) != ST_OK) goto fail;
+    /* Only the tokenizer's ids can be printed: a model vocabulary padded
+     * beyond them is sampled over the tokenizer's. */
+    const int V = tokenizer_vocab_size(tok);
     const sampler_params sp = {.temperature = o.temperature, .top_k = (int)o.top_k, .top_p = o.top_p};
-    if (sampler_create(&smp, cfg.vocab_size, &sp, o.seed, &err) != ST_OK) goto fail;
+    if (sampler_create(&smp, V, &sp, o.seed, &err) != ST_OK) goto fail;
     ctx = malloc(sizeof *ctx * (n_prompt + 1));
     logits = malloc(sizeof *logits * (size_t)cfg.padded_vocab);
     if (!ctx || !logits) {
@@ -76,13 +110,17 @@ int cmd_sample(int argc, char **argv) {
         goto fail;
     }
     size_t n = 0;
-    ctx[n++] = GPT2_EOT;   /* every document starts after an end-of-text token */
+    if (start >= 0) ctx[n++] = start;   /* a document starts after the separator, as in training */
     memcpy(ctx + n, prompt_ids, n_prompt * sizeof *ctx);
     n += n_prompt;
     if (n > (size_t)cfg.n_ctx)
         fprintf(stderr, "strata sample: the prompt is %zu tokens, more than the model's context of %d: continuing "
-                        "from its last %d\n", n - 1, cfg.n_ctx, cfg.n_ctx);
-    if (gpt_decoder_create(&dec, compute_backend_cpu(), &cfg, cfg.n_ctx, GPT_FP32, &err) != ST_OK) goto fail;
+                        "from its last %d\n", n_prompt, cfg.n_ctx, cfg.n_ctx);
+    /* The cache holds what this run can reach, not the whole context (a
+     * Llama 3.1 context of 128k positions would be gigabytes of keys). */
+    const size_t reach = n + (size_t)o.tokens;
+    const int max_len = reach < (size_t)cfg.n_ctx ? (int)reach : cfg.n_ctx;
+    if (gpt_decoder_create(&dec, compute_backend_cpu(), &cfg, max_len, GPT_FP32, &err) != ST_OK) goto fail;
     gpt_weights w = {.precision = GPT_FP32, .f32 = params};
     fputs(prompt, stdout);
     fflush(stdout);
@@ -92,7 +130,7 @@ int cmd_sample(int argc, char **argv) {
     long made = 0;
     for (; made < o.tokens; made++) {
         const int32_t next = sampler_pick(smp, logits);
-        if (next == GPT2_EOT) break;
+        if (tokenizer_is_special(tok, next)) break;   /* end of text or of a turn, or a new document */
         size_t blen;
         const char *bytes = tokenizer_token_bytes(tok, next, &blen);
         if (bytes) fwrite(bytes, 1, blen, stdout);
@@ -101,6 +139,7 @@ int cmd_sample(int argc, char **argv) {
     }
     const double dt = st_now() - t0;
     fputc('\n', stdout);
+    fflush(stdout);
     fprintf(stderr, "strata sample: %ld tokens in %.2f s, %.1f tokens/s (prompt: %d tokens in %.2f s)\n", made, dt,
             dt > 0 ? (double)made / dt : 0.0, kept, t_prompt);
     rc = 0;
@@ -108,6 +147,7 @@ int cmd_sample(int argc, char **argv) {
 fail:
     rc = cli_fail(&err);
 out:
+    hf_checkpoint_close(ck);
     gpt_decoder_free(dec);
     sampler_free(smp);
     tokenizer_free(tok);

@@ -555,12 +555,9 @@ static st_status offload_auto_by_time(session *s, st_error *err) {
  * vocabulary must be the data's and fit the model's; it goes into the run
  * directory, which is then a model directory that sample reads whole. */
 static st_status check_tokenizer(session *s, st_error *err) {
-    const char *path = s->o.tokenizer;
     char beside[4200];
-    if (!path && s->init) {
-        snprintf(beside, sizeof beside, "%s/tokenizer.json", hf_checkpoint_dir(s->init));
-        if (access(beside, F_OK) == 0) path = beside;
-    }
+    const char *path = cli_model_tokenizer(s->o.tokenizer, s->init ? hf_checkpoint_dir(s->init) : NULL, beside,
+                                           sizeof beside);
     if (!path) return ST_OK;
     tokenizer *tok;
     st_status st = tokenizer_load_path(&tok, path, err);

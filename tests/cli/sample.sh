@@ -43,7 +43,8 @@ expect_rc "--temperature -1 is a usage error" 2 "^strata sample: --temperature -
 expect_rc "--top-k -1 is a usage error" 2 "^strata sample: --top-k -1: must be" s --top-k -1
 expect_rc "--tokens 0 is a usage error" 2 "^strata sample: --tokens 0: must be" s --tokens 0
 expect_rc "--model is required" 2 "--model is required" "$STRATA" sample --prompt hi
-expect_fail "a model without GPT-2's vocabulary is refused" "smaller than GPT-2's" \
+expect_fail "a model with fewer tokens than GPT-2's vocabulary (the default tokenizer) is refused" \
+  "has 50257 tokens, more than the vocabulary of .* \(101\)" \
   "$STRATA" sample --model "$SRC/tests/fixtures/gpt_small_init.safetensors" --n-head 4
 long="$(printf 'one two three four five six seven eight nine ten eleven twelve %.0s' 1 2 3)"
 check "a prompt longer than the context keeps its last tokens, and says so" \
@@ -53,4 +54,36 @@ check "a prompt longer than the context keeps its last tokens, and says so" \
 check "it stops at end-of-text: nothing is generated after it" \
   bash -c "'$STRATA' sample --model '$tmp/eot.safetensors' --prompt 'Hi' --tokens 50 --temperature 0.8 >'$tmp/eot' 2>'$tmp/eot.err' &&
            [ \"\$(cat '$tmp/eot')\" = 'Hi' ] && grep -q '^strata sample: 0 tokens' '$tmp/eot.err'"
+
+# Llama with Llama 3's tokenizer.json in its directory: a model whose every
+# next token is <|end_of_text|> (all blocks zero, so the final norm sees the
+# token's embedding, which points along dimension 0 only; the norm keeps that
+# dimension and lm_head's <|end_of_text|> row alone reads it), and the same
+# model with lm_head's row of 'Hi' reading it instead.
+L3="$SRC/vocab/llama3-tokenizer.json"
+"$PY" - "$SRC" "$tmp" "$L3" <<'PY'
+import json, os, shutil, sys, torch
+sys.path.insert(0, sys.argv[1] + "/tools")
+import gpt2_reference as ref, llama_reference as lref
+from make_fixtures import llama_config_json
+cfg = lref.LlamaConfig(n_layer=1, n_head=2, n_kv_head=1, d_model=16, d_ff=32, n_ctx=64, vocab=128256)
+w = {n: torch.zeros(s) for n, s in lref.param_shapes(cfg).items()}
+w["model.embed_tokens.weight"][:, 0] = 1.0
+w["model.norm.weight"][0] = 1.0
+for name, row in (("eos", 128001), ("hi", 13347)):   # <|end_of_text|>, "Hi"
+    d = os.path.join(sys.argv[2], name)
+    os.makedirs(d)
+    w["lm_head.weight"].zero_()
+    w["lm_head.weight"][row, 0] = 10.0
+    ref.save_safetensors(d + "/model.safetensors", w)
+    json.dump(llama_config_json(cfg), open(d + "/config.json", "w"))
+    shutil.copy(sys.argv[3], d + "/tokenizer.json")
+PY
+check "a Llama model directory with its tokenizer.json samples" \
+  bash -c "'$STRATA' sample --model '$tmp/hi' --prompt 'Say' --tokens 3 --temperature 0 >'$tmp/hi.out' 2>'$tmp/hi.err'"
+check "  its tokens, decoded by that tokenizer" test "$(cat "$tmp/hi.out")" = "SayHiHiHi"
+check "  after <|begin_of_text|> and the prompt" grep -q "(prompt: 2 tokens" "$tmp/hi.err"
+check "Llama stops at <|end_of_text|>: nothing is generated after it" \
+  bash -c "'$STRATA' sample --model '$tmp/eos' --prompt 'Hi' --tokens 50 --temperature 0.8 >'$tmp/eos.out' 2>'$tmp/eos.err' &&
+           [ \"\$(cat '$tmp/eos.out')\" = 'Hi' ] && grep -q '^strata sample: 0 tokens' '$tmp/eos.err'"
 finish

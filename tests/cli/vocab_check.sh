@@ -4,7 +4,8 @@
 # train and eval: data made with another vocabulary of the model's size, a
 # --tokenizer that is not the data's, weights trained on other data (--init,
 # eval) are refused naming both sides; a run given its tokenizer keeps a
-# copy, so that its directory is a whole model directory. Needs
+# copy, so that its directory is a whole model directory, which sample reads
+# with that tokenizer (and refuses another). Needs
 # vocab/llama3-tokenizer.json and vocab/gpt2-tokenizer.json (scripts/setup.sh).
 . "$(dirname "$0")/common.bash" "$@"
 
@@ -37,6 +38,18 @@ check "  and leaves no run behind" test ! -e "$tmp/bad2/run.json"
 run --data "$tmp/g2" --run-dir "$tmp/run2" >"$tmp/train2.log" 2>&1
 check "GPT-2 data without --tokenizer trains (the default vocabulary)" grep -qE "^committed step 2 in" "$tmp/train2.log"
 check "  and leaves no tokenizer.json (GPT-2's own files)" test ! -e "$tmp/run2/tokenizer.json"
+
+# sample reads the tokenizer the model directory holds, and checks it too
+"$STRATA" sample --model "$tmp/run" --prompt "The" --tokens 8 --temperature 0 >"$tmp/s1" 2>"$tmp/s1.err"
+check "sample --model RUN generates with the run's tokenizer.json (Llama 3's: <|begin_of_text|> and 'The')" \
+  bash -c "grep -q '^The' '$tmp/s1' && grep -qE '^strata sample: [0-9]+ tokens in .*\(prompt: 2 tokens' '$tmp/s1.err'"
+expect_fail "  a --tokenizer that is not the weights'" "different vocabularies" \
+  "$STRATA" sample --model "$tmp/run" --tokenizer "$G2" --tokens 2
+check "the GPT-2 run samples with GPT-2's vocabulary (the default)" \
+  bash -c "'$STRATA' sample --model '$tmp/run2' --prompt The --tokens 2 >/dev/null 2>&1"
+expect_fail "  and not with Llama 3's" "different vocabularies" \
+  "$STRATA" sample --model "$tmp/run2" --tokenizer "$L3" --tokens 2
+
 "$STRATA" prepare --tokenizer "$L3" "$tmp/text.txt" --out "$tmp/g2" --overwrite >/dev/null 2>&1
 expect_fail "resuming it after its dataset was made again with Llama 3's vocabulary" \
   "different vocabularies|training data changed" "$STRATA" train --resume "$tmp/run2" --steps 3
