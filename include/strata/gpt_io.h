@@ -108,8 +108,8 @@ st_status gpt_save_safetensors_by_unit(const char *path, const gpt_config *cfg, 
 st_status gpt_save_safetensors(const char *path, const gpt_config *cfg, const float *params,
                                safetensors_dtype dtype, st_error *err);
 /* The config.json transformers builds the model from (GPT2LMHeadModel or
- * LlamaForCausalLM), atomically. */
-st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err);
+ * LlamaForCausalLM), atomically; torch_dtype names dtype, the weights'. */
+st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, safetensors_dtype dtype, st_error *err);
 /* The Hugging Face name of a tensor of unit `unit` (gpt_tensor_info.name as
  * the suffix): "h.3.attn.c_attn.weight", "model.layers.3.mlp.up_proj.weight",
  * "wte.weight". */

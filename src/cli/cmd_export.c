@@ -102,7 +102,7 @@ int cmd_export(int argc, char **argv) {
     const gpt_config cfg = commit.model;
     if (s == ST_OK && one_file) {
         s = gpt_save_safetensors_by_unit(out, &cfg, read_unit, r, dtype, commit.vocab_fingerprint, &err);
-        if (s == ST_OK) s = gpt_write_hf_config(config_json, &cfg, &err);
+        if (s == ST_OK) s = gpt_write_hf_config(config_json, &cfg, dtype, &err);
     } else if (s == ST_OK) {
         const hf_save_opts so = {.dtype = dtype, .shard_bytes = o.shard_size,
                                  .vocab_fingerprint = commit.vocab_fingerprint};

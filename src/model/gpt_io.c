@@ -197,19 +197,34 @@ static void format_float(char *buf, size_t cap, float x) {
     }
 }
 
-st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_error *err) {
+/* config.json's torch_dtype: the dtype the weights are stored in. */
+static const char *torch_dtype_name(safetensors_dtype dtype) {
+    switch (dtype) {
+    case SAFETENSORS_BF16: return "bfloat16";
+    case SAFETENSORS_F16: return "float16";
+    default: return "float32";
+    }
+}
+
+st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, safetensors_dtype dtype, st_error *err) {
     st_atomic_file out;
     FILE *f;
     st_status s = st_atomic_open_stream(&out, json_path, &f, err);
     if (s != ST_OK) return s;
     if (cfg->arch == GPT_ARCH_GPT2) {
+        /* GPT-2's <|endoftext|> is the last of its 50257 ids; a vocabulary
+         * without it gets no bos/eos (generate would index past the head) */
+        char special[96] = "";
+        if (cfg->vocab_size > 50256)
+            snprintf(special, sizeof special, ",\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256");
         fprintf(f,
                 "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
                 "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
                 "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
                 "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-                "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256\n}\n",
-                cfg->vocab_size, cfg->n_ctx, cfg->n_ctx, cfg->d_model, cfg->n_layer, cfg->n_head);
+                "  \"tie_word_embeddings\": true,\n  \"torch_dtype\": \"%s\"%s\n}\n",
+                cfg->vocab_size, cfg->n_ctx, cfg->n_ctx, cfg->d_model, cfg->n_layer, cfg->n_head,
+                torch_dtype_name(dtype), special);
         return st_atomic_commit(&out, err);
     }
     char eps[32], theta[32], scaling[256] = "null";
@@ -234,9 +249,10 @@ st_status gpt_write_hf_config(const char *json_path, const gpt_config *cfg, st_e
             "  \"rope_theta\": %s,\n  \"rope_scaling\": %s,\n  \"tie_word_embeddings\": %s,\n"
             "  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n"
             "  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n  \"initializer_range\": 0.02,\n"
-            "  \"use_cache\": true,\n  \"torch_dtype\": \"float32\"\n}\n",
+            "  \"use_cache\": true,\n  \"torch_dtype\": \"%s\"\n}\n",
             cfg->vocab_size, cfg->d_model, cfg->d_ff, cfg->n_layer, cfg->n_head, cfg->n_kv_head,
-            cfg->d_model / cfg->n_head, cfg->n_ctx, eps, theta, scaling, cfg->tied ? "true" : "false");
+            cfg->d_model / cfg->n_head, cfg->n_ctx, eps, theta, scaling, cfg->tied ? "true" : "false",
+            torch_dtype_name(dtype));
     return st_atomic_commit(&out, err);
 }
 
@@ -773,7 +789,7 @@ st_status hf_checkpoint_save(const char *dir, const gpt_config *cfg, gpt_unit_re
     }
     if (s == ST_OK) {
         snprintf(path, sizeof path, "%s/config.json", dir);
-        s = gpt_write_hf_config(path, cfg, err);
+        s = gpt_write_hf_config(path, cfg, o->dtype, err);
     }
     if (s == ST_OK) s = remove_stale(dir, shards, err);
     free(start);
