@@ -147,17 +147,29 @@ static void test_llama_config_from_directory(void **state) {
     assert_int_equal(c->tied, 0);
     assert_true(c->rope_theta == 10000.0f && c->norm_eps == 1e-5f);
     assert_true(c->rope_scaling.factor == 8.0f && c->rope_scaling.original_context == 32);
-    /* the unit is embedding, norm, head; the padded rows of both matrices are zero */
-    const gpt_tensor_info head = gpt_unit_tensor(c, 0, LLAMA_HEAD);
+    /* unit 0 is the embedding, the last unit the untied head (norm, lm_head);
+     * the padded rows of both matrices are zero */
+    assert_int_equal(gpt_num_units(c), 4);
+    assert_int_equal(gpt_head_unit(c), 3);
+    assert_int_equal(gpt_unit_tensor_count(c, 0), 1);
+    assert_int_equal(gpt_unit_tensor_count(c, 3), LLAMA_HEAD_TENSORS);
+    const gpt_tensor_info head = gpt_unit_tensor(c, 3, LLAMA_HEAD);
+    assert_string_equal(head.name, "lm_head.weight");
+    assert_int_equal(head.numel, (size_t)128 * 48);
+    assert_int_equal(gpt_unit_offset(c, 3) + gpt_unit_numel(c, 3), gpt_num_params(c));
+    const size_t head_at = gpt_unit_offset(c, 3) + head.offset;
     for (size_t i = (size_t)101 * 48; i < (size_t)128 * 48; i++) assert_true(fx.params[i] == 0.0f);
-    for (size_t i = head.offset + (size_t)101 * 48; i < head.offset + head.numel; i++)
-        assert_true(fx.params[i] == 0.0f);
+    for (size_t i = head_at + (size_t)101 * 48; i < head_at + head.numel; i++) assert_true(fx.params[i] == 0.0f);
+    for (size_t i = head_at; i < head_at + (size_t)101 * 48 && fx.params[i] == 0.0f; i++)
+        assert_true(i + 1 < head_at + (size_t)101 * 48);   /* the real rows are not all zero */
     assert_int_equal(gpt_num_real_params(c), 46800);   /* the reference's count */
     fixture_free(&fx);
     fixture_load(&fx, FIXTURE("llama_tied_ref_fp32.safetensors"));
     assert_int_equal(fx.cfg.tied, 1);
     assert_int_equal(fx.cfg.n_kv_head, 1);
-    assert_int_equal(gpt_unit_tensor_count(&fx.cfg, 0), 2);
+    assert_int_equal(gpt_unit_tensor_count(&fx.cfg, 0), 2);   /* embedding and the final norm */
+    assert_int_equal(gpt_num_units(&fx.cfg), fx.cfg.n_layer + 1);
+    assert_int_equal(gpt_head_unit(&fx.cfg), 0);
     assert_int_equal(gpt_num_real_params(&fx.cfg), 35040);
     fixture_free(&fx);
 }

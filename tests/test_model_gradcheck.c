@@ -31,11 +31,13 @@ static void check_seed(gpt_config c, uint64_t seed) {
     st_rng_seed(&r, seed + 99);
     for (size_t i = 0; i < n; i++) p[i] += 0.1f * st_rng_normal(&r);
     /* the padded vocabulary rows stay zero, in the embedding and an untied head */
-    for (int i = 0; i < gpt_unit_tensor_count(&c, 0); i++) {
-        const gpt_tensor_info t = gpt_unit_tensor(&c, 0, i);
-        if (t.ndim == 2 && t.shape[0] == c.vocab_size)
-            for (size_t k = (size_t)c.vocab_size * c.d_model; k < t.numel; k++) p[t.offset + k] = 0;
-    }
+    for (int u = 0; u < gpt_num_units(&c); u++)
+        for (int i = 0; !gpt_unit_is_block(&c, u) && i < gpt_unit_tensor_count(&c, u); i++) {
+            const gpt_tensor_info t = gpt_unit_tensor(&c, u, i);
+            if (t.ndim == 2 && t.shape[0] == c.vocab_size)
+                for (size_t k = (size_t)c.vocab_size * c.d_model; k < t.numel; k++)
+                    p[gpt_unit_offset(&c, u) + t.offset + k] = 0;
+        }
     int32_t in[12], tg[12];
     for (int i = 0; i < B * T; i++) {
         in[i] = (int32_t)(st_rng_next(&r) % (uint64_t)c.vocab_size);
@@ -87,7 +89,9 @@ static void check_seed(gpt_config c, uint64_t seed) {
             checked++;
         }
     }
-    assert_int_equal(checked, gpt_unit_tensor_count(&c, 0) + c.n_layer * gpt_unit_tensor_count(&c, 1));
+    /* every tensor of the model: its embedding, its blocks' and an untied head's */
+    const int untied_head = c.arch == GPT_ARCH_LLAMA && !c.tied ? LLAMA_HEAD_TENSORS : 0;
+    assert_int_equal(checked, gpt_unit_tensor_count(&c, 0) + c.n_layer * gpt_unit_tensor_count(&c, 1) + untied_head);
     printf("  %s seed %d: %d tensors, worst relative error %.1e\n", gpt_arch_name(c.arch), (int)seed, checked, worst);
     gpt_workspace_free(ws);
     free(p); free(g); free(dir);

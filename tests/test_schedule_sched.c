@@ -16,6 +16,14 @@ static sched_params params(sched_kind k, int units, int M, double alpha, int cli
                           .place.weights = ssd, .place.optim = ssd, .place.acts = ssd, .place.grads = ssd};
 }
 
+/* The same with a head unit of its own (an untied head), the last: blocks
+ * 1..units-2. */
+static sched_params params_head(sched_kind k, int units, int M, double alpha, int clip, int ssd, int head) {
+    sched_params p = params(k, units, M, alpha, clip, ssd);
+    p.separate_head = head;
+    return p;
+}
+
 static sched_list build(const sched_params *p, int deferred_in) {
     sched_list l;
     st_error err = {0};
@@ -74,7 +82,8 @@ static void test_weights_read_per_micro_batch_horizontal(void **state) {
  * backwards; consumers depend on producers of what they read. */
 static void check_structure(const sched_params *p, int deferred_in) {
     sched_list l = build(p, deferred_in);
-    const int U = p->n_units, M = p->micro_batches;
+    const int U = p->n_units, M = p->micro_batches, H = sched_head_unit(p);
+    const int top = U - 1 - p->separate_head;   /* the last block */
     int *fwd = calloc((size_t)(U * M), sizeof(int)), *bwd = calloc((size_t)(U * M), sizeof(int));
     int *fwd_at = malloc(sizeof(int) * (size_t)(U * M)), *head_at = malloc(sizeof(int) * (size_t)M);
     for (int i = 0; i < l.n; i++) {
@@ -88,7 +97,8 @@ static void check_structure(const sched_params *p, int deferred_in) {
         }
         if (t->op == TASK_HEAD) {
             head_at[t->mb] = i;
-            assert_true(depends(&l, i, fwd_at[(U - 1) * M + t->mb]));
+            assert_int_equal(t->unit, H);
+            assert_true(depends(&l, i, fwd_at[top * M + t->mb]));
         }
         if (t->op == TASK_BLOCK_BACKWARD || t->op == TASK_EMBED_BACKWARD) {
             bwd[t->unit * M + t->mb]++;
@@ -105,8 +115,9 @@ static void check_structure(const sched_params *p, int deferred_in) {
         }
     }
     for (int k = 0; k < U * M; k++) {
-        assert_int_equal(fwd[k], 1);
-        assert_int_equal(bwd[k], 1);
+        const int head_only = p->separate_head && k / M == H;   /* a head of its own has neither */
+        assert_int_equal(fwd[k], !head_only);
+        assert_int_equal(bwd[k], !head_only);
     }
     free(fwd); free(bwd); free(fwd_at); free(head_at);
     sched_list_free(&l);
@@ -117,11 +128,12 @@ static void test_structure_all_variants(void **state) {
     for (int k = 0; k < 2; k++)
         for (int ssd = 0; ssd < 2; ssd++)
             for (int clip = 0; clip < 2; clip++)
-                for (int M = 1; M <= 4; M++) {
-                    sched_params p = params((sched_kind)k, 4, M, 0.25, clip, ssd);
-                    check_structure(&p, 0);
-                    check_structure(&p, 1);
-                }
+                for (int M = 1; M <= 4; M++)
+                    for (int head = 0; head < 2; head++) {
+                        sched_params p = params_head((sched_kind)k, 4 + head, M, 0.25, clip, ssd, head);
+                        check_structure(&p, 0);
+                        check_structure(&p, 1);
+                    }
 }
 
 static int is_copy(task_op op) {
@@ -158,7 +170,7 @@ static void check_device_copies(const sched_params *unified, int deferred_in, in
         a = build(unified, deferred_in);
         b = build(&p, deferred_in);
     }
-    const int L1 = p.n_units;
+    const int L1 = p.n_units, n_acts = sched_parts(&p, PLACE_ACTS);
     int j = 0, tokens = -1, on_device = -1, grad_copies = 0;
     for (int i = 0; i < b.n; i++) {
         const sched_task *t = &b.tasks[i];
@@ -190,7 +202,7 @@ static void check_device_copies(const sched_params *unified, int deferred_in, in
                 assert_true(tokens >= 0 && has_dep(t, tokens));
             /* a checkpoint a compute task reads is copied in just before it */
             int in = t->op == TASK_BLOCK_FORWARD || t->op == TASK_BLOCK_BACKWARD ? t->unit
-                   : t->op == TASK_HEAD                                         ? L1
+                   : t->op == TASK_HEAD                                         ? n_acts
                                                                                 : -1;
             if (in >= 0) {
                 const int c = before_other_copies(&b, i);
@@ -236,13 +248,14 @@ static void test_device_copies(void **state) {
         for (int pl = 0; pl < PLACEMENT_COUNT; pl++)
             for (int a = 0; a < 3; a++)
                 for (int clip = 0; clip < 2; clip++)
-                    for (int M = 1; M <= 3; M += 2) {
-                        sched_params p = params((sched_kind)k, 4, M, alphas[a], clip, 0);
-                        p.place = placement_at(pl);
-                        check_device_copies(&p, 0, 0);
-                        check_device_copies(&p, 1, 0);
-                        check_device_copies(&p, 1, 1);
-                    }
+                    for (int M = 1; M <= 3; M += 2)
+                        for (int head = 0; head < 2; head++) {
+                            sched_params p = params_head((sched_kind)k, 4 + head, M, alphas[a], clip, 0, head);
+                            p.place = placement_at(pl);
+                            check_device_copies(&p, 0, 0);
+                            check_device_copies(&p, 1, 0);
+                            check_device_copies(&p, 1, 1);
+                        }
     /* a unified list has no copies */
     sched_params p = params(SCHED_VERTICAL, 4, 2, 0.25, 0, 1);
     sched_list l = build(&p, 1);
@@ -280,12 +293,13 @@ static void test_snake_order(void **state) {
 
 /* Optimizer shares: this iteration's share plus the next iteration's
  * deferred share cover each unit exactly once. */
-static void check_optimizer_cover(sched_kind k, double alpha, int clip) {
-    sched_params p = params(k, 4, 2, alpha, clip, 1);
+static void check_optimizer_cover(sched_kind k, double alpha, int clip, int head) {
+    sched_params p = params_head(k, 4 + head, 2, alpha, clip, 1, head);
+    const int U = p.n_units;
     sched_list a = build(&p, 1), flush;
     st_error err = {0};
     assert_int_equal(sched_build_flush(&p, &flush, &err), ST_OK);
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < U; u++) {
         double now = 0, deferred_next = 0, deferred_prev = 0;
         for (int i = 0; i < a.n; i++) {
             const sched_task *t = &a.tasks[i];
@@ -302,7 +316,7 @@ static void check_optimizer_cover(sched_kind k, double alpha, int clip) {
         assert_float_equal(deferred_next, expect_deferred, 1e-12);
     }
     /* deferred work of unit u comes before the first load of u's weights */
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < U; u++) {
         int def = -1, load = -1;
         for (int i = 0; i < a.n; i++) {
             if (a.tasks[i].unit != u) continue;
@@ -327,7 +341,8 @@ static void test_optimizer_shares(void **state) {
     const double alphas[] = {0.0, 0.25, 1.0};
     for (int k = 0; k < 2; k++)
         for (int a = 0; a < 3; a++)
-            for (int clip = 0; clip < 2; clip++) check_optimizer_cover((sched_kind)k, alphas[a], clip);
+            for (int clip = 0; clip < 2; clip++)
+                for (int head = 0; head < 2; head++) check_optimizer_cover((sched_kind)k, alphas[a], clip, head);
 }
 
 /* With gradients on the SSD, every step reads gradients that are in memory:
@@ -335,10 +350,11 @@ static void test_optimizer_shares(void **state) {
  * the unit's last gradient term with no save in between that gave the
  * buffer up. Vertical parks only the deferred share, horizontal the whole
  * accumulator after every micro-batch. */
-static void check_grads_reach_steps(sched_kind k, double alpha, int clip, int deferred_in) {
-    sched_params p = params(k, 4, 3, alpha, clip, 1);
+static void check_grads_reach_steps(sched_kind k, double alpha, int clip, int deferred_in, int head) {
+    sched_params p = params_head(k, 4 + head, 3, alpha, clip, 1, head);
+    const int U = p.n_units;
     sched_list l = build(&p, deferred_in);
-    double saved_share[4] = {0};
+    double saved_share[5] = {0};
     for (int i = 0; i < l.n; i++) {
         const sched_task *t = &l.tasks[i];
         if (t->op == TASK_SAVE_GRAD) saved_share[t->unit] += t->hi - t->lo;
@@ -346,12 +362,12 @@ static void check_grads_reach_steps(sched_kind k, double alpha, int clip, int de
         int covered = 0;
         for (int j = i - 1; j >= 0 && !covered; j--) {
             const sched_task *s = &l.tasks[j];
-            if (s->unit != t->unit && !(t->unit == 0 && (s->op == TASK_HEAD || s->op == TASK_EMBED_BACKWARD))) continue;
+            if (sched_grad_unit(s) != t->unit) continue;
             if (s->op == TASK_LOAD_GRAD) {
                 assert_true(s->lo <= t->lo && s->hi >= t->hi);
                 assert_true(depends(&l, i, j));
                 covered = 1;
-            } else if (s->op == TASK_BLOCK_BACKWARD || s->op == TASK_EMBED_BACKWARD) {
+            } else if (sched_is_grad_task(s->op)) {
                 assert_true(depends(&l, i, j));
                 covered = 1;
             } else if (s->op == TASK_SAVE_GRAD) {
@@ -361,7 +377,7 @@ static void check_grads_reach_steps(sched_kind k, double alpha, int clip, int de
         assert_true(covered);
     }
     double share = sched_deferred_share(&p);
-    for (int u = 0; u < 4; u++) {
+    for (int u = 0; u < U; u++) {
         if (k == SCHED_VERTICAL) assert_float_equal(saved_share[u], share, 1e-12);
         else assert_float_equal(saved_share[u], 3.0, 1e-12);   /* M whole accumulators */
     }
@@ -374,7 +390,48 @@ static void test_gradients_on_ssd(void **state) {
     for (int k = 0; k < 2; k++)
         for (int a = 0; a < 3; a++)
             for (int clip = 0; clip < 2; clip++)
-                for (int d = 0; d < 2; d++) check_grads_reach_steps((sched_kind)k, alphas[a], clip, d);
+                for (int d = 0; d < 2; d++)
+                    for (int head = 0; head < 2; head++) check_grads_reach_steps((sched_kind)k, alphas[a], clip, d, head);
+}
+
+/* A head of its own: its weights are loaded for the head alone, the
+ * embedding unit's only for the embedding (vertical: once each per
+ * iteration, where a tied head loads unit 0 twice), the checkpoints are
+ * still those of L + 1 inputs, and a head's gradient is complete, and
+ * stepped, before the blocks' backward. */
+static void test_separate_head(void **state) {
+    (void)state;
+    const int M = 3;
+    for (int head = 0; head < 2; head++) {
+        sched_params p = params_head(SCHED_VERTICAL, 4 + head, M, 0.0, 0, 1, head);
+        assert_int_equal(sched_head_unit(&p), head ? 4 : 0);
+        assert_int_equal(sched_parts(&p, PLACE_ACTS), 4);   /* act[1..4]: three blocks' inputs and the head's */
+        assert_int_equal(sched_parts(&p, PLACE_WEIGHTS), 4 + head);
+        sched_list l = build(&p, 1);
+        int loads[5] = {0}, max_act = 0, head_step = -1, first_block_backward = -1, last_head = -1;
+        for (int i = 0; i < l.n; i++) {
+            const sched_task *t = &l.tasks[i];
+            if (t->op == TASK_LOAD_WEIGHTS) loads[t->unit]++;
+            if (t->op == TASK_SAVE_ACT && t->unit > max_act) max_act = t->unit;
+            if (t->op == TASK_HEAD) last_head = i;
+            if (t->op == TASK_OPTIMIZE && !t->deferred && t->unit == 4) head_step = i;
+            if (t->op == TASK_BLOCK_BACKWARD && first_block_backward < 0) first_block_backward = i;
+        }
+        assert_int_equal(max_act, 4);
+        assert_int_equal(loads[0], head ? 1 : 2);
+        for (int u = 1; u <= 3; u++) assert_int_equal(loads[u], 2);
+        assert_int_equal(loads[4], head);
+        if (head) {
+            assert_true(head_step > last_head && head_step < first_block_backward);
+            assert_true(depends(&l, head_step, last_head));
+        }
+        sched_list_free(&l);
+    }
+    /* a head unit needs a block beside it */
+    st_error err = {0};
+    sched_list l;
+    sched_params p = params_head(SCHED_VERTICAL, 2, 2, 0.0, 0, 0, 1);
+    assert_int_equal(sched_build(&p, 0, &l, &err), ST_EINVAL);
 }
 
 static void test_bad_params(void **state) {
@@ -398,6 +455,7 @@ int main(void) {
         cmocka_unit_test(test_snake_order),
         cmocka_unit_test(test_optimizer_shares),
         cmocka_unit_test(test_gradients_on_ssd),
+        cmocka_unit_test(test_separate_head),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_device_copies),
     };

@@ -176,7 +176,7 @@ typedef struct layout_unit {
 typedef struct run_layout {
     layout_params p;
     sched_params sched;
-    int n_units;        /* L + 1 */
+    int n_units;        /* L + 1, or L + 2 with a head unit of its own (gpt_num_units) */
     size_t n_params;
     size_t act_elems;   /* floats of one activation [B, T, C] */
     size_t weight_size; /* bytes per compute weight: 2 (bf16) or 4 */
@@ -197,6 +197,9 @@ void layout_free(run_layout *l);
  * O_DIRECT, plus room to align it. */
 uint64_t layout_io_bytes(uint64_t bytes);
 
+/* Each kind's number of parts for a model (sched_parts): what a
+ * placement's shares are of. */
+void layout_parts(const gpt_config *c, int parts[PLACE_KINDS]);
 /* 1 when part i of kind k is on the SSD in this layout's placement (unit i;
  * for acts, checkpoint index i): placement_on_ssd with the layout's units. */
 int layout_on_ssd(const run_layout *l, place_kind k, int i);

@@ -3,8 +3,10 @@
  * LlamaForCausalLM): configuration, parameter layout, and the forward and
  * backward passes of their pieces.
  *
- * Layout. All parameters live in one float vector made of L+1 contiguous
- * *units*, so that each can be loaded, stepped and written back on its own.
+ * Layout. All parameters live in one float vector made of contiguous
+ * *units*, so that each can be loaded, stepped and written back on its own:
+ * the embedding unit (unit 0), one unit per transformer block (1..L), and,
+ * when the head is untied, a head unit of its own (unit L+1, the last).
  * GPT-2:
  *
  *   unit 0      the embedding unit: wte [Vp, C], wpe [n_ctx, C], ln_f w [C], b [C]
@@ -15,19 +17,23 @@
  * with matrices in Hugging Face's Conv1D layout [in, out] (y = x W + b).
  * Llama (hs = C / n_head, F = d_ff):
  *
- *   unit 0      embed_tokens [Vp, C], norm [C], and lm_head [Vp, C] when untied
+ *   unit 0      embed_tokens [Vp, C]; when tied also norm [C]
  *   unit 1+l    input_layernorm [C]; q_proj [NH hs, C], k_proj, v_proj [NKV hs, C];
  *               o_proj [C, NH hs]; post_attention_layernorm [C];
  *               gate_proj, up_proj [F, C]; down_proj [C, F]
+ *   unit L+1    untied only: norm [C], lm_head [Vp, C]
  *
  * with matrices in nn.Linear's layout [out, in] (y = x W^T), so that q|k|v
- * and gate|up, adjacent, are the fused matrices the passes multiply by. An
- * untied head is in the embedding unit, because the schedules treat that
- * unit as both ends of the model (embedding and head). The price: each of
- * the unit's loads moves both matrices, and a 128k vocabulary makes the
- * unit as large as several blocks; a unit of its own for the head is the
- * better layout and not built yet. Safetensors files load with a plain
- * copy per tensor either way. The
+ * and gate|up, adjacent, are the fused matrices the passes multiply by. A
+ * tied head reads the embedding's matrix, so the embedding unit is both ends
+ * of the model (embedding and head). An untied head is a unit of its own
+ * because of how state moves: a 128k vocabulary makes each of the two
+ * matrices as large as several blocks, and in one unit every load for the
+ * embedding would move the head too and the reverse; apart, the head is
+ * loaded only for the head's work and its step and its place in memory or
+ * on the SSD are its own (the head unit is the last unit, so it is the
+ * first a placement puts on the SSD: its loads can be read ahead during the
+ * forward pass). Safetensors files load with a plain copy per tensor. The
  * vocabulary is padded to Vp (a multiple of 128) for fast matrix products;
  * the padded rows are zero, get zero gradient, and no loss or sample ever
  * looks at them.
@@ -145,7 +151,8 @@ enum llama_block_tensor {
     LLAMA_ATTN_NORM, LLAMA_Q, LLAMA_K, LLAMA_V, LLAMA_O, LLAMA_MLP_NORM, LLAMA_GATE, LLAMA_UP, LLAMA_DOWN,
     LLAMA_BLOCK_TENSORS
 };
-enum llama_embed_tensor { LLAMA_EMBED, LLAMA_NORM, LLAMA_HEAD /* untied only */ };
+enum llama_embed_tensor { LLAMA_EMBED, LLAMA_NORM /* tied only */ };
+enum llama_head_tensor { LLAMA_HEAD_NORM, LLAMA_HEAD, LLAMA_HEAD_TENSORS };   /* the head unit (untied) */
 
 typedef struct gpt_tensor_info {
     const char *name;   /* Hugging Face name (a block's without "h.N." / "model.layers.N."):
@@ -161,7 +168,12 @@ typedef struct gpt_tensor_info {
 int gpt_unit_tensor_count(const gpt_config *cfg, int unit);
 gpt_tensor_info gpt_unit_tensor(const gpt_config *cfg, int unit, int i);
 
-int gpt_num_units(const gpt_config *cfg);                 /* n_layer + 1 */
+int gpt_num_units(const gpt_config *cfg);                 /* n_layer + 1, + 1 with an untied head */
+/* The unit the head's pass reads and accumulates into: 0 when tied (the
+ * embedding unit), else n_layer + 1. */
+int gpt_head_unit(const gpt_config *cfg);
+/* 1 for units 1..n_layer, the transformer blocks. */
+int gpt_unit_is_block(const gpt_config *cfg, int unit);
 size_t gpt_unit_numel(const gpt_config *cfg, int unit);
 size_t gpt_unit_offset(const gpt_config *cfg, int unit);  /* floats from the start */
 size_t gpt_num_params(const gpt_config *cfg);             /* floats, padded vocab */
@@ -174,7 +186,7 @@ typedef struct gpt_block_w {
 } gpt_block_w;
 typedef struct gpt_embed_w {
     float *wte, *wpe, *lnf_w, *lnf_b;
-    float *head;   /* the head's [Vp, C] matrix: wte when tied, else the unit's lm_head */
+    float *head;   /* the head's [Vp, C] matrix: wte when tied, else the head unit's lm_head */
 } gpt_embed_w;
 
 /* Views of a unit's floats (weights or gradients alike). Llama's views use
@@ -182,7 +194,11 @@ typedef struct gpt_embed_w {
  * attproj_w o_proj, fc_w the fused gate|up rows, fcproj_w down_proj, lnf_w
  * the final norm; its biases, wpe and lnf_b are NULL. */
 gpt_block_w gpt_block_view(const gpt_config *cfg, float *unit);
+/* The embedding unit's view (wte, wpe; when tied also the head's fields);
+ * the head unit's view (lnf_w, lnf_b, head: what the head's pass reads),
+ * the embedding unit's when tied. Fields a unit does not hold are NULL. */
 gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *unit);
+gpt_embed_w gpt_head_view(const gpt_config *cfg, float *head_unit);
 
 /* Something that fills unit u's gpt_unit_numel floats (weights read from a
  * checkpoint, or from a store): where a model too large for memory comes
@@ -266,7 +282,7 @@ void gpt_block_backward(const compute_backend *be, const gpt_config *cfg, const 
  * mean cross-entropy against targets. Returns the mean loss over B*T,
  * summed on the device by be->sum (0 when targets is NULL: logits only, no
  * backward; dx, if given, is zeroed). If dx is not NULL, also backpropagates
- * loss * grad_scale: accumulates into g->wte, g->lnf_w, g->lnf_b and writes
+ * loss * grad_scale: accumulates into g->head, g->lnf_w, g->lnf_b and writes
  * dx[B,T,C]. scratch: gpt_head_scratch_numel floats.
  * logits, when not NULL, is HOST memory receiving [B, T, Vp] (padded columns
  * undefined), in a forward only (dx NULL): on a unified backend the chunks

@@ -5,8 +5,9 @@
  * and a placement of each kind of state (host memory or SSD).
  *
  * The list says what happens and in which order, nothing about how: it names
- * units (0 = the embedding unit, 1..L = transformer blocks), micro-batches,
- * and element ranges of units, never buffers, files or threads. Three
+ * units (0 = the embedding unit, 1..L = transformer blocks, and L+1 = the
+ * head when it has a unit of its own), micro-batches, and element ranges of
+ * units, never buffers, files or threads. Three
  * consumers read the same list: an executor runs it, a simulator replays it
  * against a hardware description, and a planner compares lists. So a new
  * schedule is written once and is at the same time runnable, predictable and
@@ -14,13 +15,14 @@
  *
  * Vocabulary. act[u][m] is the input of block unit u for micro-batch m
  * (act[1] comes from the embedding; act[L+1] is the last block's output, the
- * head's input); dact[m] is the gradient flowing down for micro-batch m. A
+ * head's input, whatever unit holds the head); dact[m] is the gradient flowing down for micro-batch m. A
  * task's deps are indices of earlier tasks in the same list that must finish
  * before it starts. Deferred optimizer work (alpha) from the previous
  * iteration appears at the start of the list, marked `deferred`, placed just
  * ahead of the forward pass's use of that unit's weights.
  *
- *     sched_params p = {.kind = SCHED_VERTICAL, .n_units = cfg.n_layer + 1,
+ *     sched_params p = {.kind = SCHED_VERTICAL, .n_units = gpt_num_units(&cfg),
+ *                       .separate_head = gpt_head_unit(&cfg) != 0,
  *                       .micro_batches = 8, .alpha = 0.25, .clipping = 0,
  *                       .place = {.weights = 1, .optim = 1, .acts = 1}};
  *     sched_list l;
@@ -46,7 +48,7 @@ typedef enum task_op {
     TASK_LOAD_WEIGHTS,     /* unit: compute weights into the working set */
     TASK_EMBED_FORWARD,    /* mb: act[1][mb] = wte[tokens] + wpe */
     TASK_BLOCK_FORWARD,    /* unit, mb: act[unit+1][mb] = block(act[unit][mb]) */
-    TASK_HEAD,             /* mb: loss on act[L+1][mb]; dact[mb]; unit 0 gradients += */
+    TASK_HEAD,             /* unit (the head's: 0 or L+1), mb: loss on act[L+1][mb]; dact[mb]; unit gradients += */
     TASK_BLOCK_BACKWARD,   /* unit, mb: recompute from act[unit][mb], backward; unit gradients += */
     TASK_EMBED_BACKWARD,   /* mb: unit 0 gradients += from dact[mb] */
     TASK_SAVE_ACT,         /* unit, mb: act[unit][mb] to the SSD */
@@ -86,9 +88,9 @@ typedef struct sched_task {
 
 /* Where each kind of training state lives: for each kind, the share of its
  * n parts that is in the SSD store (0: all in host memory, 1: all on the
- * SSD), a part being a unit (L + 1 of them: the embedding unit and the
- * blocks) or, for checkpoints, a checkpoint index of every micro-batch
- * (1..L + 1: each block's input and the head's). The share is of parts,
+ * SSD), a part being a unit (the embedding unit, the blocks and a head unit
+ * of its own: sched_parts) or, for checkpoints, a checkpoint index of every
+ * micro-batch (1..L + 1: each block's input and the head's). The share is of parts,
  * not bytes; placement_units says how many parts it is, and which parts
  * are on the SSD is fixed by the kind (placement_on_ssd):
  *
@@ -96,7 +98,9 @@ typedef struct sched_task {
  *     units an iteration starts and ends with (the embedding unit first),
  *     whose steps end backward right before the next forward needs them,
  *     so that their loads cannot be read ahead; what memory holds of them
- *     is one prefix of the parameter vector.
+ *     is one prefix of the parameter vector. A head unit of its own is the
+ *     last: the first on the SSD, since its load comes after every block's
+ *     forward and can be read ahead.
  *   acts: the first checkpoints (1..k). Memory keeps the last blocks',
  *     read back first at the turn from forward to backward.
  *
@@ -142,10 +146,12 @@ int placement_within(placement a, placement b);
  * kept), the other kinds as they are; in every order of the kinds, since
  * the first to fill takes the room. Writes the distinct placements found
  * to out (at most PLACEMENT_FILLS; p itself when nothing is on the SSD)
- * and returns their count. */
+ * and returns their count. parts: each kind's number of parts
+ * (sched_parts_all). */
 typedef int (*placement_fit_fn)(placement p, void *ctx);
 #define PLACEMENT_FILLS 24   /* 4! orders */
-int placement_fills(placement p, int n, placement_fit_fn fits, void *ctx, placement out[PLACEMENT_FILLS]);
+int placement_fills(placement p, const int parts[PLACE_KINDS], placement_fit_fn fits, void *ctx,
+                    placement out[PLACEMENT_FILLS]);
 
 /* "weights,optim", "optim=0.6,acts" or "none": the --offload spelling,
  * for messages and run.json. */
@@ -153,7 +159,9 @@ const char *placement_name(placement p, char *buf, size_t n);
 
 typedef struct sched_params {
     sched_kind kind;
-    int n_units;           /* L + 1 */
+    int n_units;           /* L + 1, or L + 2 with separate_head */
+    int separate_head;     /* the head has a unit of its own, the last (an untied head); 0: the head
+                              reads and accumulates into unit 0 (tied to the embedding) */
     int micro_batches;     /* M */
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     int clipping;          /* global-norm clipping: no step before the norm (forces alpha = 1) */
@@ -177,6 +185,14 @@ st_status sched_build(const sched_params *p, int deferred_in, sched_list *out, s
  * weights are saved or the run ends. */
 st_status sched_build_flush(const sched_params *p, sched_list *out, st_error *err);
 void sched_list_free(sched_list *l);
+
+/* The unit the head's tasks use: 0, or n_units - 1 with separate_head. */
+int sched_head_unit(const sched_params *p);
+/* How many parts a placement's share of kind k is of (placement_units' n):
+ * the units for weights, optim and grads; the checkpoint indices 1..L+1
+ * for acts. sched_parts_all: all four, indexed by place_kind. */
+int sched_parts(const sched_params *p, place_kind k);
+void sched_parts_all(const sched_params *p, int parts[PLACE_KINDS]);
 
 /* The share of unit u's optimizer step deferred to the next forward:
  * 1 with clipping, else alpha. */
@@ -210,6 +226,7 @@ typedef struct sched_analysis {
     int *next_load;       /* [n] after a load: the next load of the same kind, or -1 */
     int *next_grad_load;  /* [n] the next LOAD_GRAD after task i, or -1 */
     char *first_grad;     /* [n] the unit's first gradient task of the list: its gradients are zeroed before */
+    int *next_first_grad; /* [n + 1] the first task after i that is a unit's first gradient task (n: none) */
     char *last_grad;      /* [n] its last: their sum of squares (for the norm) is taken after */
     char *grad_leave;     /* [n] a gradient task after which the next gradient task is another unit's */
     char *grad_release;   /* [n] with gradients on the SSD, the compute thread is done with the unit's
@@ -225,8 +242,10 @@ void sched_analysis_free(sched_analysis *a);
 int sched_inputs_final(const sched_list *l, int j, int i);
 /* The load to read ahead once task i has run (the executor's policy, which
  * the simulator replays): after a load of weights or checkpoints, the next
- * load of that kind; after any task, the next gradient load; only when its
- * inputs are final then; -1 for none. Whether a buffer is free for it, and
+ * load of that kind; after any task, the next gradient load, unless a
+ * unit's first gradient task comes before it (that unit needs a gradient
+ * buffer first, and the embedding unit and a head of its own share one);
+ * only when its inputs are final then; -1 for none. Whether a buffer is free for it, and
  * for weights whether the unit's optimizer steps are done, is the caller's
  * to check. */
 int sched_read_ahead(const sched_analysis *a, const sched_list *l, int i, int kind);

@@ -833,7 +833,7 @@ static void print_split(const offload_config *oc) {
     if (!split || offload_layout(oc, &l, NULL) != ST_OK) return;
     printf("placement:");
     for (int k = 0; k < PLACE_KINDS; k++) {
-        const int n = l.n_units, units = placement_units(oc->place, (place_kind)k, n);
+        const int n = sched_parts(&l.sched, (place_kind)k), units = placement_units(oc->place, (place_kind)k, n);
         const double bytes = k == PLACE_ACTS ? (double)units / n
                                              : 1.0 - (double)layout_memory_elems(&l, (place_kind)k) / (double)l.n_params;
         printf("%s %s ", k ? ";" : "", what[k]);

@@ -136,11 +136,23 @@ st_status gpt_check_tokens(const gpt_config *cfg, const int32_t *tokens, size_t 
 
 /* --- layout ---------------------------------------------------------------- */
 
-int gpt_num_units(const gpt_config *cfg) { return cfg->n_layer + 1; }
+int gpt_num_units(const gpt_config *cfg) { return cfg->n_layer + 1 + !cfg->tied; }
+
+int gpt_head_unit(const gpt_config *cfg) { return cfg->tied ? 0 : cfg->n_layer + 1; }
+
+int gpt_unit_is_block(const gpt_config *cfg, int unit) { return unit >= 1 && unit <= cfg->n_layer; }
+
+/* What a unit holds: the embedding, a block, or a head of its own. */
+typedef enum unit_role { ROLE_EMBED, ROLE_BLOCK, ROLE_HEAD } unit_role;
+static unit_role role_of(const gpt_config *cfg, int unit) {
+    return gpt_unit_is_block(cfg, unit) ? ROLE_BLOCK : unit == 0 ? ROLE_EMBED : ROLE_HEAD;
+}
 
 int gpt_unit_tensor_count(const gpt_config *cfg, int unit) {
-    if (cfg->arch == GPT_ARCH_LLAMA) return unit == 0 ? (cfg->tied ? 2 : 3) : LLAMA_BLOCK_TENSORS;
-    return unit == 0 ? GPT_EMBED_TENSORS : GPT_BLOCK_TENSORS;
+    const unit_role r = role_of(cfg, unit);
+    if (cfg->arch == GPT_ARCH_LLAMA) return r == ROLE_BLOCK ? LLAMA_BLOCK_TENSORS : r == ROLE_HEAD ? LLAMA_HEAD_TENSORS
+                                                                            : cfg->tied ? 2 : 1;
+    return r == ROLE_EMBED ? GPT_EMBED_TENSORS : GPT_BLOCK_TENSORS;
 }
 
 /* A tensor's place in a unit from the sizes of those before it. */
@@ -173,13 +185,21 @@ static gpt_tensor_info place(const tensor_spec *specs, int i) {
 static gpt_tensor_info llama_unit_tensor(const gpt_config *cfg, int unit, int i) {
     const int64_t C = cfg->d_model, hs = C / cfg->n_head, F = cfg->d_ff, V = cfg->vocab_size;
     const int64_t q = cfg->n_head * hs, kv = cfg->n_kv_head * hs;
-    if (unit == 0) {
+    const unit_role r = role_of(cfg, unit);
+    if (r == ROLE_EMBED) {
+        /* tied: the final norm here too, beside the matrix the head reads */
         const tensor_spec e[] = {
             {"model.embed_tokens.weight", V, C, (size_t)cfg->padded_vocab, 1},
             {"model.norm.weight", C, 0, 0, 0},
-            {"lm_head.weight", V, C, (size_t)cfg->padded_vocab, 1},
         };
         return place(e, i);
+    }
+    if (r == ROLE_HEAD) {
+        const tensor_spec h[LLAMA_HEAD_TENSORS] = {
+            {"model.norm.weight", C, 0, 0, 0},
+            {"lm_head.weight", V, C, (size_t)cfg->padded_vocab, 1},
+        };
+        return place(h, i);
     }
     const tensor_spec b[LLAMA_BLOCK_TENSORS] = {
         {"input_layernorm.weight", C, 0, 0, 0},
@@ -220,17 +240,21 @@ gpt_tensor_info gpt_unit_tensor(const gpt_config *cfg, int unit, int i) {
 }
 
 size_t gpt_unit_numel(const gpt_config *cfg, int unit) {
-    const int last = gpt_unit_tensor_count(cfg, unit) - 1;
-    const gpt_tensor_info t = gpt_unit_tensor(cfg, unit == 0 ? 0 : 1, last);
+    const gpt_tensor_info t = gpt_unit_tensor(cfg, unit, gpt_unit_tensor_count(cfg, unit) - 1);
     return t.offset + t.numel;
 }
 
+/* The embedding unit, the blocks, then a head of its own: the head's offset
+ * is the one after the last block's. */
 size_t gpt_unit_offset(const gpt_config *cfg, int unit) {
     if (unit == 0) return 0;
     return gpt_unit_numel(cfg, 0) + (size_t)(unit - 1) * gpt_unit_numel(cfg, 1);
 }
 
-size_t gpt_num_params(const gpt_config *cfg) { return gpt_unit_offset(cfg, cfg->n_layer + 1); }
+size_t gpt_num_params(const gpt_config *cfg) {
+    const int last = gpt_num_units(cfg) - 1;
+    return gpt_unit_offset(cfg, last) + gpt_unit_numel(cfg, last);
+}
 
 size_t gpt_num_real_params(const gpt_config *cfg) {
     const size_t padded_matrices = cfg->tied ? 1 : 2;   /* the embedding, and an untied head */
@@ -255,12 +279,19 @@ gpt_block_w gpt_block_view(const gpt_config *cfg, float *u) {
 gpt_embed_w gpt_embed_view(const gpt_config *cfg, float *u) {
     if (cfg->arch == GPT_ARCH_LLAMA) {
         float *embed = u + gpt_unit_tensor(cfg, 0, LLAMA_EMBED).offset;
-        float *head = cfg->tied ? embed : u + gpt_unit_tensor(cfg, 0, LLAMA_HEAD).offset;
-        return (gpt_embed_w){.wte = embed, .lnf_w = u + gpt_unit_tensor(cfg, 0, LLAMA_NORM).offset, .head = head};
+        if (!cfg->tied) return (gpt_embed_w){.wte = embed};
+        return (gpt_embed_w){.wte = embed, .lnf_w = u + gpt_unit_tensor(cfg, 0, LLAMA_NORM).offset, .head = embed};
     }
     float *p[GPT_EMBED_TENSORS];
     for (int i = 0; i < GPT_EMBED_TENSORS; i++) p[i] = u + gpt_unit_tensor(cfg, 0, i).offset;
     return (gpt_embed_w){p[GPT_WTE], p[GPT_WPE], p[GPT_LNF_W], p[GPT_LNF_B], p[GPT_WTE]};
+}
+
+gpt_embed_w gpt_head_view(const gpt_config *cfg, float *u) {
+    if (cfg->tied) return gpt_embed_view(cfg, u);
+    const int h = gpt_head_unit(cfg);
+    return (gpt_embed_w){.lnf_w = u + gpt_unit_tensor(cfg, h, LLAMA_HEAD_NORM).offset,
+                         .head = u + gpt_unit_tensor(cfg, h, LLAMA_HEAD).offset};
 }
 
 /* --- initialization -------------------------------------------------------- */
@@ -278,7 +309,7 @@ void gpt_init_unit(const gpt_config *cfg, int u, float *base, uint64_t seed) {
         /* the real rows only: the padded vocabulary stays zero */
         const size_t n = (size_t)t.shape[0] * (size_t)(t.ndim == 2 ? t.shape[1] : 1);
         if (t.ndim == 2) {
-            const int is_proj = u > 0 && cfg->arch == GPT_ARCH_GPT2 && (i == GPT_ATTPROJ_W || i == GPT_FCPROJ_W);
+            const int is_proj = gpt_unit_is_block(cfg, u) && cfg->arch == GPT_ARCH_GPT2 && (i == GPT_ATTPROJ_W || i == GPT_FCPROJ_W);
             st_rng_normal_fill(&r, p, n, is_proj ? proj_std : std);
         } else if (strstr(t.name, ".weight")) {   /* a norm's gain; biases stay zero */
             for (size_t k = 0; k < n; k++) p[k] = 1.0f;

@@ -26,7 +26,7 @@ enum dec_buffer {
     DEC_FCH,       /* [chunk, 4C] c_fc's output; Llama: [chunk, 2F] gate|up */
     DEC_GELU,      /* [chunk, 4C] GELU of it; Llama: [chunk, F] SwiGLU of it */
     DEC_ATT,       /* [NH, chunk, max_len] attention probabilities */
-    DEC_EMBED32,   /* the embedding unit's f32 weights (widened or copied in) */
+    DEC_EMBED32,   /* the embedding or head unit's f32 weights (widened or copied in) */
     DEC_BLOCK32,   /* one block's f32 weights, the same way */
     DEC_STAGE16,   /* mixed precision, not unified: a unit's bf16 weights before widening */
     DEC_TOKENS,    /* not unified: [chunk] token ids */
@@ -59,7 +59,9 @@ static int qkv_width(const gpt_config *cfg) { return (cfg->n_head + 2 * cfg->n_k
 static void dec_buffer_bytes(const compute_backend *be, const gpt_config *cfg, int max_len, gpt_precision p,
                              size_t bytes[DEC_BUFFERS]) {
     const size_t R = (size_t)chunk_of(max_len), C = (size_t)cfg->d_model, f = sizeof(float);
-    const size_t embed_n = gpt_unit_numel(cfg, 0), block_n = gpt_unit_numel(cfg, 1);
+    /* the end units share a buffer: an untied head is widened or copied in once the embedding is done */
+    const size_t head_n = gpt_unit_numel(cfg, gpt_head_unit(cfg)), block_n = gpt_unit_numel(cfg, 1);
+    const size_t embed_n = gpt_unit_numel(cfg, 0) > head_n ? gpt_unit_numel(cfg, 0) : head_n;
     const int mirror = !be->unified, mixed = p == GPT_MIXED_BF16;
     bytes[DEC_X] = bytes[DEC_LN] = bytes[DEC_ATTY] = bytes[DEC_TMP] = R * C * f;
     bytes[DEC_MEAN] = bytes[DEC_RSTD] = R * f;
@@ -189,8 +191,8 @@ static void llama_block_step(gpt_decoder *d, const gpt_block_w *w, int l, int N,
 }
 
 /* tokens[0..N) (host) at positions pos.. through the embedding and every
- * block; returns the embedding unit's weights on the device, for the head. */
-static gpt_embed_w forward_rows(gpt_decoder *d, gpt_weights w, const int32_t *tokens, int N, int pos) {
+ * block; returns the embedding unit's weights on the device (a tied head's). */
+static float *forward_rows(gpt_decoder *d, gpt_weights w, const int32_t *tokens, int N, int pos) {
     const compute_backend *be = d->be;
     const gpt_config *c = &d->cfg;
     const int32_t *tok = tokens;
@@ -198,8 +200,8 @@ static gpt_embed_w forward_rows(gpt_decoder *d, gpt_weights w, const int32_t *to
         be->to_device(be, d->tokens, tokens, (size_t)N * sizeof(int32_t));
         tok = d->tokens;
     }
-    gpt_embed_w ew = gpt_embed_view(c, gpt_unit_weights_on(be, c, w, 0, d->embed32, d->stage16));
-    gpt_embed_w at = ew;
+    float *e = gpt_unit_weights_on(be, c, w, 0, d->embed32, d->stage16);
+    gpt_embed_w at = gpt_embed_view(c, e);
     if (at.wpe) at.wpe += (size_t)pos * c->d_model;   /* GPT-2's positions pos.. */
     gpt_embed_forward(be, c, &at, 1, N, tok, d->x);
     for (int l = 0; l < c->n_layer; l++) {
@@ -207,7 +209,14 @@ static gpt_embed_w forward_rows(gpt_decoder *d, gpt_weights w, const int32_t *to
         if (llama(c)) llama_block_step(d, &bw, l, N, pos);
         else gpt2_block_forward(d, &bw, l, N, pos);
     }
-    return ew;
+    return e;
+}
+
+/* The head's weights on the device: the embedding unit's e when tied, else
+ * the head unit's, in the buffer the embedding unit is done with. */
+static gpt_embed_w head_weights(gpt_decoder *d, gpt_weights w, float *e) {
+    const int hu = gpt_head_unit(&d->cfg);
+    return gpt_head_view(&d->cfg, hu == 0 ? e : gpt_unit_weights_on(d->be, &d->cfg, w, hu, d->embed32, d->stage16));
 }
 
 /* logits[Vp] (host) = norm(x[row]) head^T: the one row whose logits are
@@ -231,14 +240,15 @@ int gpt_decoder_prefill(gpt_decoder *d, gpt_weights w, const int32_t *tokens, si
     }
     memmove(d->window, tokens, n * sizeof(int32_t));   /* tokens may be the window itself (a step's restart) */
     d->cache.len = 0;
-    gpt_embed_w ew;
+    float *e = NULL;
     int rows = 0;
     for (int p = 0; p < (int)n; p += rows) {
         rows = (int)n - p < d->chunk ? (int)n - p : d->chunk;
-        ew = forward_rows(d, w, d->window + p, rows, p);
+        e = forward_rows(d, w, d->window + p, rows, p);
         d->cache.len = p + rows;
     }
-    head_forward(d, &ew, rows - 1, logits);
+    gpt_embed_w hw = head_weights(d, w, e);
+    head_forward(d, &hw, rows - 1, logits);
     return (int)n;
 }
 
@@ -253,8 +263,9 @@ int gpt_decoder_step(gpt_decoder *d, gpt_weights w, int32_t token, float *logits
         return 1;
     }
     d->window[len] = token;
-    gpt_embed_w ew = forward_rows(d, w, d->window + len, 1, len);
+    float *e = forward_rows(d, w, d->window + len, 1, len);
     d->cache.len = len + 1;
-    head_forward(d, &ew, 0, logits);
+    gpt_embed_w hw = head_weights(d, w, e);
+    head_forward(d, &hw, 0, logits);
     return 0;
 }

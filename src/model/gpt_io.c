@@ -25,18 +25,20 @@
 #define COMPARE_CHUNK (4u << 20)
 
 void gpt_hf_tensor_name(const gpt_config *cfg, int unit, const char *suffix, char *out, size_t cap) {
-    if (unit == 0) snprintf(out, cap, "%s", suffix);
+    if (!gpt_unit_is_block(cfg, unit)) snprintf(out, cap, "%s", suffix);
     else snprintf(out, cap, cfg->arch == GPT_ARCH_LLAMA ? "model.layers.%d.%s" : "h.%d.%s", unit - 1, suffix);
 }
 
-/* Tensors of a config in unit order: unit 0's, then each block's. */
-static size_t tensor_total(const gpt_config *cfg) {
-    return (size_t)gpt_unit_tensor_count(cfg, 0) + (size_t)cfg->n_layer * (size_t)gpt_unit_tensor_count(cfg, 1);
-}
+/* Tensors of a config in unit order: unit 0's, each block's, then a head
+ * unit's (tensors of units before u, plus i). */
 static size_t flat_index(const gpt_config *cfg, int u, int i) {
-    return u == 0 ? (size_t)i
-                  : (size_t)gpt_unit_tensor_count(cfg, 0) + (size_t)(u - 1) * (size_t)gpt_unit_tensor_count(cfg, 1) +
-                        (size_t)i;
+    if (u == 0) return (size_t)i;
+    return (size_t)gpt_unit_tensor_count(cfg, 0) + (size_t)(u - 1) * (size_t)gpt_unit_tensor_count(cfg, 1) +
+           (size_t)i;
+}
+static size_t tensor_total(const gpt_config *cfg) {
+    const int last = gpt_num_units(cfg) - 1;
+    return flat_index(cfg, last, gpt_unit_tensor_count(cfg, last));
 }
 
 /* ---- config.json --------------------------------------------------------------------- */

@@ -18,10 +18,11 @@ enum ws_buffer {
     WS_ACTS,         /* one block's activations (recompute) or all L */
     WS_SCRATCH,      /* max(block backward scratch, head scratch) */
     WS_DRES,         /* [B,T,C] gradient flowing down the residual stream */
-    WS_EMBED32,      /* the embedding unit's f32 weights (mixed precision: widened; not unified: copied in) */
+    WS_EMBED32,      /* the embedding or head unit's f32 weights (mixed precision: widened; not unified: copied in) */
     WS_BLOCK32,      /* one block's f32 weights, the same way */
     WS_STAGE16,      /* mixed precision, not unified: a unit's bf16 weights as copied in, before widening */
-    WS_EMBED_GRADS,  /* not unified: the embedding unit's gradients, from the head to the embedding's backward */
+    WS_EMBED_GRADS,  /* not unified: the head unit's gradients, then the embedding unit's (tied: one unit,
+                        from the head to the embedding's backward) */
     WS_BLOCK_GRADS,  /* not unified: one block's gradients during its backward */
     WS_TOKENS,       /* not unified: [B,T] input ids */
     WS_TARGETS,      /* not unified: [B,T] target ids */
@@ -42,7 +43,9 @@ struct gpt_workspace {
 static void ws_buffer_bytes(const compute_backend *be, const gpt_config *cfg, int B, int T, int recompute,
                             gpt_precision p, size_t bytes[WS_BUFFERS]) {
     const size_t N = (size_t)B * T, C = (size_t)cfg->d_model, f = sizeof(float);
-    const size_t embed_n = gpt_unit_numel(cfg, 0), block_n = gpt_unit_numel(cfg, 1);
+    /* the two end units share their buffers: an untied head is done with them before the embedding's backward */
+    const size_t head_n = gpt_unit_numel(cfg, gpt_head_unit(cfg)), block_n = gpt_unit_numel(cfg, 1);
+    const size_t embed_n = gpt_unit_numel(cfg, 0) > head_n ? gpt_unit_numel(cfg, 0) : head_n;
     size_t s = gpt_block_scratch_numel(cfg, B, T), h = gpt_head_scratch_numel(cfg, B, T);
     if (h > s) s = h;
     const int mirror = !be->unified, mixed = p == GPT_MIXED_BF16;
@@ -123,7 +126,8 @@ float *gpt_unit_weights_on(const compute_backend *be, const gpt_config *c, gpt_w
 }
 
 static float *unit_weights(gpt_workspace *ws, gpt_weights w, int u) {
-    return gpt_unit_weights_on(ws->be, &ws->cfg, w, u, u == 0 ? ws->embed32 : ws->block32, ws->stage16);
+    return gpt_unit_weights_on(ws->be, &ws->cfg, w, u, gpt_unit_is_block(&ws->cfg, u) ? ws->block32 : ws->embed32,
+                               ws->stage16);
 }
 
 /* Unit u's gradients on the device, holding the caller's values so far: on
@@ -131,7 +135,7 @@ static float *unit_weights(gpt_workspace *ws, gpt_weights w, int u) {
 static float *grads_to_device(gpt_workspace *ws, float *grads, int u) {
     const compute_backend *be = ws->be;
     float *host = grads + gpt_unit_offset(&ws->cfg, u);
-    float *dev = be->unified ? host : u == 0 ? ws->embed_grads : ws->block_grads;
+    float *dev = be->unified ? host : gpt_unit_is_block(&ws->cfg, u) ? ws->block_grads : ws->embed_grads;
     be->to_device(be, dev, host, gpt_unit_numel(&ws->cfg, u) * sizeof(float));
     return dev;
 }
@@ -153,20 +157,23 @@ static gpt_block_acts acts_of(gpt_workspace *ws, int l, int B, int T) {
 }
 
 /* Runs embedding and every block on device tokens; leaves the final hidden
- * state in xs[L] and returns the embedding unit's weights, which stay on
- * the device (embed32, or the caller's array) for the head. */
+ * state in xs[L] and returns the head unit's weights on the device: when
+ * tied the embedding unit's, which stay there (embed32, or the caller's
+ * array) for the head. */
 static gpt_embed_w forward_blocks(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, int B, int T) {
     const compute_backend *be = ws->be;
     const gpt_config *c = &ws->cfg;
     const size_t NC = (size_t)B * T * c->d_model;
-    gpt_embed_w ew = gpt_embed_view(c, unit_weights(ws, w, 0));
+    float *e = unit_weights(ws, w, 0);
+    gpt_embed_w ew = gpt_embed_view(c, e);
     gpt_embed_forward(be, c, &ew, B, T, tokens, ws->xs);
     for (int l = 0; l < c->n_layer; l++) {
         gpt_block_w bw = gpt_block_view(c, unit_weights(ws, w, 1 + l));
         gpt_block_acts a = acts_of(ws, l, B, T);
         gpt_block_forward(be, c, &bw, B, T, ws->xs + (size_t)l * NC, ws->xs + (size_t)(l + 1) * NC, &a);
     }
-    return ew;
+    const int hu = gpt_head_unit(c);
+    return gpt_head_view(c, hu == 0 ? e : unit_weights(ws, w, hu));
 }
 
 /* The workspace holds micro-batches of up to ws->B x ws->T tokens. */
@@ -176,10 +183,10 @@ float gpt_forward(gpt_workspace *ws, gpt_weights w, const int32_t *tokens, const
                   int B, int T, float *logits) {
     const gpt_config *c = &ws->cfg;
     if (!fits(ws, B, T)) return NAN;
-    gpt_embed_w ew = forward_blocks(ws, w, ids_to_device(ws, ws->tokens, tokens, B, T), B, T);
+    gpt_embed_w hw = forward_blocks(ws, w, ids_to_device(ws, ws->tokens, tokens, B, T), B, T);
     const float *xL = ws->xs + (size_t)c->n_layer * B * T * c->d_model;
     if (!targets && !logits) return 0.0f;
-    return gpt_head_forward_backward(ws->be, c, &ew, NULL, B, T, xL, ids_to_device(ws, ws->targets, targets, B, T),
+    return gpt_head_forward_backward(ws->be, c, &hw, NULL, B, T, xL, ids_to_device(ws, ws->targets, targets, B, T),
                                      0.0f, NULL, logits, ws->scratch);
 }
 
@@ -190,13 +197,16 @@ float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const
     if (!fits(ws, B, T)) return NAN;
     const size_t NC = (size_t)B * T * c->d_model;
     const int32_t *tok = ids_to_device(ws, ws->tokens, tokens, B, T);
-    gpt_embed_w ew = forward_blocks(ws, w, tok, B, T);
-    /* the embedding unit's gradients collect the head's terms now and the embedding's at the end */
-    float *g0 = grads_to_device(ws, grads, 0);
-    gpt_embed_w eg = gpt_embed_view(c, g0);
-    float loss = gpt_head_forward_backward(be, c, &ew, &eg, B, T, ws->xs + (size_t)c->n_layer * NC,
+    gpt_embed_w hw = forward_blocks(ws, w, tok, B, T);
+    /* the head unit's gradients; tied, they are the embedding unit's, which
+     * collect the head's terms now and the embedding's at the end */
+    const int hu = gpt_head_unit(c);
+    float *gh = grads_to_device(ws, grads, hu);
+    gpt_embed_w hg = gpt_head_view(c, gh);
+    float loss = gpt_head_forward_backward(be, c, &hw, &hg, B, T, ws->xs + (size_t)c->n_layer * NC,
                                            ids_to_device(ws, ws->targets, targets, B, T), grad_scale, ws->dres,
                                            NULL, ws->scratch);
+    if (hu != 0) grads_to_host(ws, grads, hu, gh);
     for (int l = c->n_layer - 1; l >= 0; l--) {
         gpt_block_w bw = gpt_block_view(c, unit_weights(ws, w, 1 + l));
         float *gl = grads_to_device(ws, grads, 1 + l);
@@ -208,6 +218,8 @@ float gpt_forward_backward(gpt_workspace *ws, gpt_weights w, float *grads, const
         gpt_block_backward(be, c, &bw, &bg, B, T, x, &a, ws->dres, ws->dres, ws->scratch);
         grads_to_host(ws, grads, 1 + l, gl);
     }
+    float *g0 = hu == 0 ? gh : grads_to_device(ws, grads, 0);
+    gpt_embed_w eg = gpt_embed_view(c, g0);
     gpt_embed_backward(be, c, &eg, B, T, tok, ws->dres);
     grads_to_host(ws, grads, 0, g0);
     return loss;

@@ -100,6 +100,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
     static const double alphas[] = {0.0, 0.25, 0.5, 1.0};
     uint64_t least_device = UINT64_MAX, least_host = UINT64_MAX;
     const int placements = hw->n_ssd > 0 ? PLACEMENT_COUNT : 1;
+    int parts[PLACE_KINDS];
+    layout_parts(&q->model, parts);
     for (int k = 0; k < 2; k++) {
         if (q->schedule != -1 && q->schedule != k) continue;
         for (int M = 1; M <= q->global_batch && M <= q->max_micro_batches; M++) {
@@ -136,8 +138,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     fill_ctx fc = {.hw = hw, .q = q, .c = c};
                     if (q->whole_placements && !minimal) continue;
                     const int n_filled = q->whole_placements ? (filled[0] = c.place, 1)
-                                                             : placement_fills(c.place, q->model.n_layer + 1,
-                                                                               placement_fits, &fc, filled);
+                                                             : placement_fills(c.place, parts, placement_fits, &fc,
+                                                                               filled);
                     for (int r = 0; r < n_filled; r++) {
                         plan_choice ch = {.config = c};
                         ch.config.place = filled[r];

@@ -738,7 +738,7 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
         if (!(c->stripe[p] >= 0) || !isfinite(c->stripe[p]))
             return st_fail(err, ST_EINVAL, "stripe share of SSD path %d must be >= 0", p);
     if (n_lists < 1) return st_fail(err, ST_EINVAL, "nothing to simulate: no task list");
-    const int L1 = c->model.n_layer + 1;
+    const int L1 = gpt_num_units(&c->model), n_acts = c->model.n_layer + 1;
     for (int k = 0; k < n_lists; k++) {
         const sched_list *l = lists[k];
         for (int i = 0; i < l->n; i++) {
@@ -747,7 +747,7 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
                 return st_fail(err, ST_EINVAL, "list %d task %d: unknown operation %d", k, i, (int)t->op);
             /* checkpoints are act[1..L+1]: the last block's output is one too */
             const int act = t->op == TASK_SAVE_ACT || t->op == TASK_LOAD_ACT;
-            const int top = act ? L1 : L1 - 1;
+            const int top = act ? n_acts : L1 - 1;
             if (t->op != TASK_GRAD_NORM && (t->unit < (act ? 1 : 0) || t->unit > top))
                 return st_fail(err, ST_EINVAL, "list %d task %d (%s): unit %d outside %d..%d", k, i,
                                task_op_name(t->op), t->unit, act ? 1 : 0, top);
@@ -768,7 +768,7 @@ static void setup(sim *s, const hw_desc *hw, const sim_config *c) {
     memset(s, 0, sizeof *s);
     s->hw = hw;
     s->cfg = *c;
-    s->L1 = c->model.n_layer + 1;
+    s->L1 = gpt_num_units(&c->model);
     s->n_paths = hw->n_ssd;
     s->cpu_shared = hw->backend == HW_BACKEND_CPU;
     s->gpu = hw->backend == HW_BACKEND_GPU;

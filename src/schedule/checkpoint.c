@@ -103,7 +103,12 @@ st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st
                 r->pieces[k][i] = (piece){infos[i].key.index, at, at + infos[i].bytes / 4};
                 at += infos[i].bytes / 4;
             }
-            if (s == ST_OK && at != gpt_unit_numel(c, u))
+            if (s == ST_OK && u == 0 && !c->tied && at == gpt_unit_numel(c, 0) + gpt_unit_numel(c, gpt_head_unit(c)))
+                s = st_fail(err, ST_EUNSUPPORTED,
+                            "the store keeps the untied head in unit 0, as Strata did before the head had a unit of "
+                            "its own (2026-11-26); export its weights with that version (strata export) and train "
+                            "on from them with --init");
+            else if (s == ST_OK && at != gpt_unit_numel(c, u))
                 s = st_fail(err, ST_ECORRUPT,
                             "the store's %s tensors of unit %d hold %zu elements, the model's unit has %zu (a store "
                             "of another model, or one without committed training state)",

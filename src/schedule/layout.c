@@ -6,7 +6,8 @@
 #include "strata/layout.h"
 
 sched_params layout_sched_params(const layout_params *p) {
-    return (sched_params){.kind = p->schedule, .n_units = p->model.n_layer + 1, .micro_batches = p->micro_batches,
+    return (sched_params){.kind = p->schedule, .n_units = gpt_num_units(&p->model),
+                          .separate_head = gpt_head_unit(&p->model) != 0, .micro_batches = p->micro_batches,
                           .alpha = p->alpha, .clipping = p->clipping, .place = p->place,
                           .separate_device = p->separate_device};
 }
@@ -31,7 +32,14 @@ static void plan(run_layout *l, layout_buffer_id id, const char *what, layout_ti
                                  .bytes = io ? layout_io_bytes(bytes) : bytes, .io = io};
 }
 
-int layout_on_ssd(const run_layout *l, place_kind k, int i) { return placement_on_ssd(l->p.place, k, i, l->n_units); }
+void layout_parts(const gpt_config *c, int parts[PLACE_KINDS]) {
+    const sched_params sp = {.n_units = gpt_num_units(c), .separate_head = gpt_head_unit(c) != 0};
+    sched_parts_all(&sp, parts);
+}
+
+int layout_on_ssd(const run_layout *l, place_kind k, int i) {
+    return placement_on_ssd(l->p.place, k, i, sched_parts(&l->sched, k));
+}
 
 size_t layout_memory_elems(const run_layout *l, place_kind k) {
     const int units = placement_memory_units(l->p.place, k, l->n_units);
@@ -43,7 +51,6 @@ static void plan_buffers(run_layout *l) {
     const layout_params *p = &l->p;
     const gpt_config *c = &p->model;
     const placement pl = p->place;
-    const int n = l->n_units;
     const uint64_t M = (uint64_t)p->micro_batches, NC = l->act_elems, wsz = l->weight_size;
     const uint64_t seg = l->segment, max_unit = l->max_unit;
     uint64_t scratch = gpt_block_scratch_numel(c, p->B, p->T), head = gpt_head_scratch_numel(c, p->B, p->T);
@@ -53,8 +60,17 @@ static void plan_buffers(run_layout *l) {
      * from 0), or the checkpoints of the last blocks */
     const uint64_t mem_weights = layout_memory_elems(l, PLACE_WEIGHTS), mem_optim = layout_memory_elems(l, PLACE_OPTIM);
     const uint64_t mem_grads = layout_memory_elems(l, PLACE_GRADS);
-    const int ssd_weights = pl.weights > 0, ssd_optim = pl.optim > 0, ssd_acts = pl.acts > 0, ssd_grads = pl.grads > 0;
-    const uint64_t mem_acts = (uint64_t)(n - placement_units(pl, PLACE_ACTS, n));
+    const int ssd_weights = pl.weights > 0, ssd_optim = pl.optim > 0, ssd_acts = pl.acts > 0;
+    const int n_acts = sched_parts(&l->sched, PLACE_ACTS);
+    const uint64_t mem_acts = (uint64_t)(n_acts - placement_units(pl, PLACE_ACTS, n_acts));
+    /* the end units' gradient buffer (gradients on the SSD): the embedding
+     * unit's, and a head unit's, which is done with it before the
+     * embedding's backward starts */
+    const int head_unit = gpt_head_unit(c);
+    uint64_t end_grads = layout_on_ssd(l, PLACE_GRADS, 0) ? l->units[0].n : 0;
+    if (layout_on_ssd(l, PLACE_GRADS, head_unit) && l->units[head_unit].n > end_grads) end_grads = l->units[head_unit].n;
+    /* the blocks' shared buffers, when a block is on the SSD (the last is the first to go) */
+    const int block_grads_ssd = layout_on_ssd(l, PLACE_GRADS, c->n_layer);
     /* I/O buffers that compute reads are device memory on a unified backend,
      * host memory (and copied) on a separate device */
     const layout_tier io_tier = sep ? LAYOUT_HOST : LAYOUT_DEVICE;
@@ -92,10 +108,10 @@ static void plan_buffers(run_layout *l) {
     plan(l, BUF_CHECKPOINTS, "activation checkpoints", LAYOUT_HOST, USE_CHECKPOINTS, mem_acts > 0,
          mem_acts * M * NC * 4, 0);
     plan(l, BUF_GRADS, "gradients", LAYOUT_HOST, USE_GRADIENTS, mem_grads > 0, mem_grads * 4, 0);
-    plan(l, BUF_GRAD_IO_EMBED, "embedding unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS,
-         layout_on_ssd(l, PLACE_GRADS, 0), gpt_unit_numel(c, 0) * 4, 1);
+    plan(l, BUF_GRAD_IO_EMBED, "embedding and head unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS,
+         end_grads > 0, end_grads * 4, 1);
     plan(l, BUF_GRAD_IO_BLOCK, "block gradient buffers", LAYOUT_HOST, USE_GRADIENTS,
-         ssd_grads ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
+         block_grads_ssd ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
     plan(l, BUF_OPT_WEIGHTS_IO, "stepped segments' compute weights", LAYOUT_HOST, USE_STAGING,
          ssd_weights ? LAYOUT_OPT_SLOTS : 0, seg * wsz, 1);
     plan(l, BUF_SEGMENT_IO, "segment staging", LAYOUT_HOST, USE_STAGING, placement_any_ssd(pl) || p->has_store,
@@ -126,7 +142,7 @@ st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
     l->p = *p;
     l->sched = layout_sched_params(p);
     const gpt_config *c = &p->model;
-    l->n_units = c->n_layer + 1;
+    l->n_units = gpt_num_units(c);
     l->n_params = gpt_num_params(c);
     l->act_elems = (size_t)p->B * (size_t)p->T * (size_t)c->d_model;
     l->weight_size = p->precision == GPT_MIXED_BF16 ? 2 : 4;
@@ -222,7 +238,7 @@ void layout_task_traffic(const run_layout *l, const sched_task *t, uint64_t rd[S
                          uint64_t wr[STORE_KIND_COUNT]) {
     memset(rd, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
     memset(wr, 0, sizeof(uint64_t) * STORE_KIND_COUNT);
-    const int u = t->unit;   /* checkpoints act[u][m] go up to u = n_units (the head's input) */
+    const int u = t->unit;   /* checkpoints act[u][m] go up to u = L + 1 (the head's input) */
     if (u >= l->n_units && t->op != TASK_SAVE_ACT && t->op != TASK_LOAD_ACT) return;
     double lo, hi;
     share_of(t, &lo, &hi);
@@ -315,7 +331,8 @@ st_status layout_least_traffic_placement(const layout_params *base, int n_candid
                                          placement *out, st_error *err) {
     int found = 0;
     uint64_t best = 0;
-    const int n = base->model.n_layer + 1;
+    int parts[PLACE_KINDS];
+    layout_parts(&base->model, parts);
     fill_ctx fc = {.base = base, .fits = fits, .ctx = ctx, .status = ST_OK, .err = err};
     for (int i = 0; i < n_candidates && i < PLACEMENT_COUNT; i++) {
         const placement whole = placement_at(i);
@@ -325,7 +342,7 @@ st_status layout_least_traffic_placement(const layout_params *base, int n_candid
         }
         /* the whole placement with memory filled by its kinds' parts */
         placement filled[PLACEMENT_FILLS];
-        const int n_filled = placement_fills(whole, n, layout_fits, &fc, filled);
+        const int n_filled = placement_fills(whole, parts, layout_fits, &fc, filled);
         for (int r = 0; r < n_filled; r++) {
             const placement p = filled[r];
             uint64_t bytes;

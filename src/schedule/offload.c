@@ -107,6 +107,8 @@ static st_status shape_build(offload_trainer *t, const offload_config *cfg, st_e
     if ((s = offload_layout(cfg, &t->lay, err)) != ST_OK) return s;
     t->c = cfg->train.model;
     t->L1 = t->lay.n_units;
+    t->n_acts = sched_parts(&t->lay.sched, PLACE_ACTS);
+    t->head = sched_head_unit(&t->lay.sched);
     t->M = cfg->train.micro_batches;
     t->B = cfg->train.B;
     t->T = cfg->train.T;
@@ -148,15 +150,15 @@ static int alloc_parts(offload_trainer *t) {
     ALLOC(wl->unit32, BUF_UNIT_F32);
     ALLOC(wl->dev, BUF_UNIT_DEVICE);
     act_pool *ap = &t->acts;
-    ok &= (ap->slot = calloc((size_t)t->L1 * (size_t)t->M, sizeof(float *))) != NULL;
+    ok &= (ap->slot = calloc((size_t)t->n_acts * (size_t)t->M, sizeof(float *))) != NULL;
     for (int i = 0; pl.acts > 0 && i < LAYOUT_ACT_BUFFERS; i++) {
         ALLOC(ap->buf[i], BUF_ACT_IO);
         ap->free_list[ap->n_free++] = i;
     }
     ALLOC(ap->host, BUF_CHECKPOINTS);
     /* the checkpoints memory keeps: those of the last blocks, in order */
-    const size_t first_in_memory = (size_t)placement_units(pl, PLACE_ACTS, t->L1) * (size_t)t->M;
-    for (size_t i = first_in_memory; ok && ap->host && i < (size_t)t->L1 * (size_t)t->M; i++)
+    const size_t first_in_memory = (size_t)placement_units(pl, PLACE_ACTS, t->n_acts) * (size_t)t->M;
+    for (size_t i = first_in_memory; ok && ap->host && i < (size_t)t->n_acts * (size_t)t->M; i++)
         ap->slot[i] = ap->host + (i - first_in_memory) * t->NC;
     grad_pool *gp = &t->grads;
     ALLOC(gp->all, BUF_GRADS);
@@ -234,6 +236,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->acts = (act_pool){.env = &t->env, .M = t->M};
     t->grads.env = &t->env;
     t->grads.n_units = t->L1;
+    t->grads.separate_head = t->head != 0;
     t->opt = (opt_stream){.env = &t->env, .hs = &t->hs, .adam = &t->cfg.train.adam};
     if (!alloc_parts(t)) {
         offload_trainer_free(t);

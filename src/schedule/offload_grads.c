@@ -17,11 +17,13 @@ float *grads_of(const grad_pool *gp, int u) {
 
 void grads_new_iteration(grad_pool *gp) { memset(gp->fresh, 0, (size_t)gp->n_units); }
 
-/* The buffers a unit may use: its own for the embedding unit, the shared
- * ones for blocks. */
-static void buffer_class(int u, int *lo, int *hi) {
-    *lo = u == 0 ? 0 : 1;
-    *hi = u == 0 ? 1 : LAYOUT_GRAD_BUFFERS;
+/* The buffers a unit may use: the end units' one for the embedding unit
+ * and a head of its own (the head is done with it before the embedding's
+ * backward starts, in both schedules), the shared ones for blocks. */
+static void buffer_class(const grad_pool *gp, int u, int *lo, int *hi) {
+    const int block = u >= 1 && u < gp->n_units - gp->separate_head;
+    *lo = block ? 1 : 0;
+    *hi = block ? LAYOUT_GRAD_BUFFERS : 1;
 }
 
 static st_status wait_writes(grad_pool *gp, int i, st_error *err) {
@@ -41,7 +43,7 @@ static st_status wait_saved(grad_pool *gp, int u, st_error *err) {
  * for the compute thread, and sets *got. */
 static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error *err) {
     int lo, hi, pick = -1;
-    buffer_class(u, &lo, &hi);
+    buffer_class(gp, u, &lo, &hi);
     *got = 0;
     double t0 = st_now();
     pthread_mutex_lock(&gp->lock);

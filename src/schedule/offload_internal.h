@@ -201,8 +201,10 @@ typedef struct grad_buf {
 typedef struct grad_pool {
     exec_env *env;
     int n_units;
+    int separate_head;         /* unit n_units - 1 is a head of its own */
     float *all;                /* the gradients of the units memory keeps (from unit 0), by offset; else NULL */
-    grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the embedding unit's, then the blocks' */
+    grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the end units' (embedding, a head of its own),
+                                            then the blocks' */
     exec_transfers rd[LAYOUT_GRAD_BUFFERS];   /* a read ahead into buf[i] (its parts) */
     exec_transfers wr[LAYOUT_GRAD_BUFFERS];   /* saves from buf[i] (its parts), of unit wr[i].unit */
     int *of;                   /* [n_units]: the buffer holding the unit's gradients, or -1 (on the SSD) */
@@ -266,7 +268,9 @@ struct offload_trainer {
     sched_list first, steady, flush;   /* without and with deferred work coming in; flush only */
     sched_analysis an_first, an_steady, an_flush;
     gpt_config c;
-    int L1, M, B, T;
+    int L1, M, B, T;                   /* L1: units (the embedding, the blocks, a head of its own) */
+    int n_acts;                        /* checkpoint indices 1..n_acts; act[n_acts] is the head's input */
+    int head;                          /* the head's unit: 0 (tied) or L1 - 1 */
     size_t NC;                         /* floats of one activation [B,T,C] */
     exec_env env;
     host_state hs;
@@ -288,7 +292,7 @@ struct offload_trainer {
     int grad_dev_unit;                 /* ... which is this one, or -1 */
     float *sbuf;                       /* one segment of f32: set-up, reading weights back, commits */
     float *mb_loss;                    /* [M] */
-    double *unit_sumsq;                /* [L+1] */
+    double *unit_sumsq;                /* [L1] */
     float clip_scale_now;
     const sched_analysis *an;          /* of the list being run */
     uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */

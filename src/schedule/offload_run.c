@@ -93,8 +93,8 @@ static st_status block_forward(offload_trainer *t, int u, int m, st_error *err) 
 
 static void head(offload_trainer *t, int m) {
     const size_t BT = (size_t)t->B * t->T;
-    gpt_embed_w w = gpt_embed_view(&t->c, (float *)t->weights), g = gpt_embed_view(&t->c, grads_dev(t, 0));
-    t->mb_loss[m] = gpt_head_forward_backward(t->env.be, &t->c, &w, &g, t->B, t->T, act_in(t, t->L1, m),
+    gpt_embed_w w = gpt_head_view(&t->c, (float *)t->weights), g = gpt_head_view(&t->c, grads_dev(t, t->head));
+    t->mb_loss[m] = gpt_head_forward_backward(t->env.be, &t->c, &w, &g, t->B, t->T, act_in(t, t->n_acts, m),
                                               t->targets + (size_t)m * BT, 1.0f / (float)t->M,
                                               t->dact + (size_t)m * t->NC, NULL, t->scratch);
 }
@@ -131,7 +131,7 @@ static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
     if (!t->env.be->unified) return 0;
     switch (k->op) {
     case TASK_BLOCK_FORWARD: case TASK_BLOCK_BACKWARD: *u = k->unit; return 1;
-    case TASK_HEAD: *u = t->L1; return 1;
+    case TASK_HEAD: *u = t->n_acts; return 1;
     default: return 0;
     }
 }
@@ -258,7 +258,7 @@ st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int
     if ((s = load_weights(t, 0, err)) != ST_OK) return s;
     gpt_embed_w ew = gpt_embed_view(c, (float *)t->weights);
     gpt_embed_forward(be, c, &ew, B, T, t->inputs, x);
-    for (int u = 1; u < t->L1; u++) {
+    for (int u = 1; u < t->n_acts; u++) {
         if ((s = load_weights(t, u, err)) != ST_OK) return s;
         gpt_block_w w = gpt_block_view(c, (float *)t->weights);
         gpt_block_acts a = gpt_block_acts_view(c, B, T, t->block_acts);
@@ -267,8 +267,8 @@ st_status run_eval_forward(offload_trainer *t, const int32_t *tokens, int B, int
         x = y;
         y = tmp;
     }
-    if ((s = load_weights(t, 0, err)) != ST_OK) return s;
-    ew = gpt_embed_view(c, (float *)t->weights);
+    if ((s = load_weights(t, t->head, err)) != ST_OK) return s;
+    ew = gpt_head_view(c, (float *)t->weights);
     *loss = gpt_head_forward_backward(be, c, &ew, NULL, B, T, x, t->targets, 0.0f, NULL, NULL, t->scratch);
     return ST_OK;
 }

@@ -146,7 +146,7 @@ static st_status drop_stale_weights(offload_trainer *t, st_error *err) {
 
 static st_status init_store_activations(offload_trainer *t, st_error *err) {
     st_status s;
-    for (int u = 1; u <= t->L1; u++)
+    for (int u = 1; u <= t->n_acts; u++)
         for (int m = 0; layout_on_ssd(&t->lay, PLACE_ACTS, u) && m < t->M; m++)
             if ((s = store_create_tensor(t->env.st, (store_key){STORE_ACTIVATIONS, u, m}, t->NC * 4, STORE_TIER_SSD,
                                          STORE_VOLATILE, err)))

@@ -21,12 +21,25 @@ double sched_deferred_share(const sched_params *p) {
     return p->clipping && p->kind == SCHED_VERTICAL ? 1.0 : p->alpha;
 }
 
+int sched_head_unit(const sched_params *p) { return p->separate_head ? p->n_units - 1 : 0; }
+
+int sched_parts(const sched_params *p, place_kind k) {
+    return k == PLACE_ACTS ? p->n_units - (p->separate_head != 0) : p->n_units;
+}
+
+void sched_parts_all(const sched_params *p, int parts[PLACE_KINDS]) {
+    for (int k = 0; k < PLACE_KINDS; k++) parts[k] = sched_parts(p, (place_kind)k);
+}
+
 /* Generator state: which task last produced each piece of data. */
 typedef struct gen {
     const sched_params *p;
     sched_list *l;
     st_status status;
     int L1;                 /* n_units */
+    int n_blocks;           /* blocks are units 1..n_blocks; act[n_blocks + 1] is the head's input */
+    int head;               /* the head's unit: 0, or n_units - 1 when it has its own */
+    int n_acts;             /* checkpoint indices 1..n_acts (n_blocks + 1): the acts placement's parts */
     int M;
     int *act_prod;          /* [L+2][M]: task that put act[u][m] in memory */
     int *act_saved;         /* [L+2][M]: SAVE_ACT task, -1 if not on the SSD */
@@ -79,7 +92,7 @@ static int mb_at(gen *g, int i) { return g->pass % 2 == 0 ? i : g->M - 1 - i; }
  * is not the output of the compute task just before (the snake's turn). */
 static int need_act(gen *g, int u, int m) {
     int prod = *act_at(g, g->act_prod, u, m);
-    if (!placement_on_ssd(g->p->place, PLACE_ACTS, u, g->L1) || prod == g->last_compute) return prod;
+    if (!placement_on_ssd(g->p->place, PLACE_ACTS, u, g->n_acts) || prod == g->last_compute) return prod;
     int saved = *act_at(g, g->act_saved, u, m);
     int t = emit(g, TASK_LOAD_ACT, u, m, &saved, 1);
     *act_at(g, g->act_prod, u, m) = t;
@@ -89,7 +102,7 @@ static int need_act(gen *g, int u, int m) {
 static void made_act(gen *g, int u, int m, int producer) {
     *act_at(g, g->act_prod, u, m) = producer;
     *act_at(g, g->act_saved, u, m) = -1;
-    if (placement_on_ssd(g->p->place, PLACE_ACTS, u, g->L1))
+    if (placement_on_ssd(g->p->place, PLACE_ACTS, u, g->n_acts))
         *act_at(g, g->act_saved, u, m) = emit(g, TASK_SAVE_ACT, u, m, &producer, 1);
 }
 
@@ -168,8 +181,17 @@ static int grad_norm(gen *g) {
     return emit(g, TASK_GRAD_NORM, -1, -1, &g->last_compute, 1);
 }
 
+/* The head over micro-batch m: the loss and the start of backward; the
+ * head unit's gradients +=. grads: the dependency on those gradients. */
+static int emit_head(gen *g, int m, int lw, int grads) {
+    int deps[3] = {lw, need_act(g, g->n_blocks + 1, m), grads};
+    int t = emit(g, TASK_HEAD, g->head, m, deps, 3);
+    g->dact_prod[m] = g->grad_last[g->head] = t;
+    return t;
+}
+
 static void build_vertical(gen *g) {
-    const int L1 = g->L1, M = g->M;
+    const int NB = g->n_blocks, M = g->M;
     /* forward: the embedding unit, then every block, all micro-batches each */
     emit_deferred(g, 1);   /* two units ahead of the first compute */
     int lw = load_weights(g, 0);
@@ -178,7 +200,8 @@ static void build_vertical(gen *g) {
         made_act(g, 1, m, emit(g, TASK_EMBED_FORWARD, 0, m, &lw, 1));
     }
     g->pass++;
-    for (int u = 1; u < L1; u++) {
+    for (int u = 1; u <= NB; u++) {
+        /* one unit ahead: the next block's, or after the last block a head unit's */
         emit_deferred(g, u + 1);
         lw = load_weights(g, u);
         for (int i = 0; i < M; i++) {
@@ -189,16 +212,13 @@ static void build_vertical(gen *g) {
         g->pass++;
     }
     /* head: loss and the start of backward, per micro-batch */
-    lw = load_weights(g, 0);
-    for (int i = 0; i < M; i++) {
-        int m = mb_at(g, i);
-        int deps[3] = {lw, need_act(g, L1, m), g->grad_last[0]};
-        int t = emit(g, TASK_HEAD, 0, m, deps, 3);
-        g->dact_prod[m] = g->grad_last[0] = t;
-    }
+    lw = load_weights(g, g->head);
+    for (int i = 0; i < M; i++) emit_head(g, mb_at(g, i), lw, g->grad_last[g->head]);
     g->pass++;
+    /* a head of its own is complete now; tied, its terms wait for the embedding's */
+    if (g->head != 0) grads_complete(g, g->head, -1);
     /* backward, block by block from the top */
-    for (int u = L1 - 1; u >= 1; u--) {
+    for (int u = NB; u >= 1; u--) {
         lw = load_weights(g, u);
         for (int i = 0; i < M; i++) {
             int m = mb_at(g, i);
@@ -220,35 +240,34 @@ static void build_vertical(gen *g) {
 }
 
 static void build_horizontal(gen *g) {
-    const int L1 = g->L1, M = g->M;
+    const int NB = g->n_blocks, M = g->M;
     for (int m = 0; m < M; m++) {
         int lw = load_weights(g, 0);
         made_act(g, 1, m, emit(g, TASK_EMBED_FORWARD, 0, m, &lw, 1));
-        for (int u = 1; u < L1; u++) {
+        for (int u = 1; u <= NB; u++) {
             lw = load_weights(g, u);
             int deps[2] = {lw, need_act(g, u, m)};
             made_act(g, u + 1, m, emit(g, TASK_BLOCK_FORWARD, u, m, deps, 2));
         }
-        lw = load_weights(g, 0);
-        int deps[3] = {lw, need_act(g, L1, m), need_grads(g, 0, 0.0, 1.0)};
-        int t = emit(g, TASK_HEAD, 0, m, deps, 3);
-        g->dact_prod[m] = g->grad_last[0] = t;
-        for (int u = L1 - 1; u >= 1; u--) {
+        lw = load_weights(g, g->head);
+        emit_head(g, m, lw, need_grads(g, g->head, 0.0, 1.0));
+        if (g->head != 0) park_grads(g, g->head, 0.0, 1.0);
+        for (int u = NB; u >= 1; u--) {
             lw = load_weights(g, u);
             int bdeps[4] = {lw, need_act(g, u, m), g->dact_prod[m], need_grads(g, u, 0.0, 1.0)};
-            t = emit(g, TASK_BLOCK_BACKWARD, u, m, bdeps, 4);
+            int t = emit(g, TASK_BLOCK_BACKWARD, u, m, bdeps, 4);
             g->dact_prod[m] = g->grad_last[u] = t;
             /* accumulators wait on the SSD for the next micro-batch, and
              * after the last one for the optimizer: memory holds one block's */
             park_grads(g, u, 0.0, 1.0);
         }
-        int edeps[2] = {g->dact_prod[m], g->grad_last[0]};
+        int edeps[2] = {g->dact_prod[m], need_grads(g, 0, 0.0, 1.0)};
         g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, edeps, 2);
         park_grads(g, 0, 0.0, 1.0);
     }
     /* the optimizer over every unit, after the last micro-batch */
     int norm = grad_norm(g);
-    for (int u = 0; u < L1; u++) grads_complete(g, u, norm);
+    for (int u = 0; u < g->L1; u++) grads_complete(g, u, norm);
 }
 
 /* ---- copies between host memory and a separate device ------------------------------------
@@ -264,12 +283,12 @@ static void build_horizontal(gen *g) {
  * reach the device in their LOAD_WEIGHTS. */
 
 /* The checkpoint a compute task reads (*in) and the one it makes (*out), as units; -1 for none. */
-static void task_acts(const sched_task *t, int n_units, int *in, int *out) {
+static void task_acts(const sched_task *t, int n_acts, int *in, int *out) {
     *in = *out = -1;
     switch (t->op) {
     case TASK_EMBED_FORWARD: *out = 1; break;
     case TASK_BLOCK_FORWARD: *in = t->unit, *out = t->unit + 1; break;
-    case TASK_HEAD: *in = n_units; break;
+    case TASK_HEAD: *in = n_acts; break;
     case TASK_BLOCK_BACKWARD: *in = t->unit; break;
     default: break;
     }
@@ -318,7 +337,7 @@ static st_status add_device_copies(const sched_params *p, sched_list *l, st_erro
             ok &= add_dep(own, &n_own, compute ? at[k->deps[d]] : in_host[k->deps[d]]);
         }
         int act_in, act_out;
-        task_acts(k, L1, &act_in, &act_out);
+        task_acts(k, sched_parts(p, PLACE_ACTS), &act_in, &act_out);
         const int gu = sched_is_grad_task(k->op) ? sched_grad_unit(k) : -1;
         if (is_grad_host_task(k->op)) {
             if (k->unit == on_device) {   /* not made by the generator's lists; kept correct if one does */
@@ -368,7 +387,9 @@ static st_status add_device_copies(const sched_params *p, sched_list *l, st_erro
 static st_status check_params(const sched_params *p, st_error *err) {
     if (p->kind != SCHED_VERTICAL && p->kind != SCHED_HORIZONTAL)
         return st_fail(err, ST_EINVAL, "unknown schedule %d", (int)p->kind);
-    if (p->n_units < 2) return st_fail(err, ST_EINVAL, "a model needs at least one block (n_units %d)", p->n_units);
+    if (p->n_units < 2 + (p->separate_head != 0))
+        return st_fail(err, ST_EINVAL, "a model needs at least one block (n_units %d%s)", p->n_units,
+                       p->separate_head ? " with a head unit" : "");
     if (p->micro_batches < 1) return st_fail(err, ST_EINVAL, "micro-batches %d must be at least 1", p->micro_batches);
     if (!(p->alpha >= 0.0 && p->alpha <= 1.0)) return st_fail(err, ST_EINVAL, "alpha %g must be in [0, 1]", p->alpha);
     return ST_OK;
@@ -378,7 +399,9 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
     memset(out, 0, sizeof *out);
     st_status s = check_params(p, err);
     if (s != ST_OK) return s;
-    gen g = {.p = p, .l = out, .status = ST_OK, .L1 = p->n_units, .M = p->micro_batches, .last_compute = -1};
+    gen g = {.p = p, .l = out, .status = ST_OK, .L1 = p->n_units, .M = p->micro_batches, .last_compute = -1,
+             .n_acts = sched_parts(p, PLACE_ACTS), .head = sched_head_unit(p)};
+    g.n_blocks = g.n_acts - 1;
     const size_t acts = (size_t)(p->n_units + 1) * (size_t)p->micro_batches;
     g.act_prod = malloc(sizeof(int) * acts);
     g.act_saved = malloc(sizeof(int) * acts);
@@ -527,7 +550,7 @@ static placement fill_kind(placement p, place_kind k, int n, placement_fit_fn fi
 /* The fills of p in every order of the kinds in left[0..n_left): each kind
  * in turn first, then the orders of the rest. */
 typedef struct fills {
-    int n;
+    const int *parts;   /* [PLACE_KINDS] */
     placement_fit_fn fits;
     void *ctx;
     placement *out;
@@ -546,16 +569,17 @@ static void fill_orders(fills *f, placement p, const place_kind *left, int n_lef
         int r = 0;
         for (int j = 0; j < n_left; j++)
             if (j != i) rest[r++] = left[j];
-        fill_orders(f, fill_kind(p, left[i], f->n, f->fits, f->ctx), rest, r);
+        fill_orders(f, fill_kind(p, left[i], f->parts[left[i]], f->fits, f->ctx), rest, r);
     }
 }
 
-int placement_fills(placement p, int n, placement_fit_fn fits, void *ctx, placement out[PLACEMENT_FILLS]) {
+int placement_fills(placement p, const int parts[PLACE_KINDS], placement_fit_fn fits, void *ctx,
+                    placement out[PLACEMENT_FILLS]) {
     place_kind kinds[PLACE_KINDS];
     int n_kinds = 0;
     for (int k = 0; k < PLACE_KINDS; k++)
         if (placement_share(p, (place_kind)k) > 0) kinds[n_kinds++] = (place_kind)k;
-    fills f = {.n = n, .fits = fits, .ctx = ctx, .out = out, .count = 0};
+    fills f = {.parts = parts, .fits = fits, .ctx = ctx, .out = out, .count = 0};
     fill_orders(&f, p, kinds, n_kinds);
     return f.count;
 }

@@ -18,8 +18,8 @@ int sched_is_grad_task(task_op op) {
 
 int sched_grad_unit(const sched_task *t) {
     switch (t->op) {
-    case TASK_HEAD: case TASK_EMBED_BACKWARD: return 0;
-    case TASK_BLOCK_BACKWARD: case TASK_SAVE_GRAD: case TASK_LOAD_GRAD: case TASK_OPTIMIZE: return t->unit;
+    case TASK_EMBED_BACKWARD: return 0;
+    case TASK_HEAD: case TASK_BLOCK_BACKWARD: case TASK_SAVE_GRAD: case TASK_LOAD_GRAD: case TASK_OPTIMIZE: return t->unit;
     default: return -1;
     }
 }
@@ -30,6 +30,7 @@ void sched_analysis_free(sched_analysis *a) {
     free(a->next_load);
     free(a->next_grad_load);
     free(a->first_grad);
+    free(a->next_first_grad);
     free(a->last_grad);
     free(a->grad_leave);
     free(a->grad_release);
@@ -47,13 +48,14 @@ st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *a, st_
     a->next_load = malloc(sizeof(int) * tasks);
     a->next_grad_load = malloc(sizeof(int) * tasks);
     a->first_grad = calloc(tasks, 1);
+    a->next_first_grad = malloc(sizeof(int) * tasks);
     a->last_grad = calloc(tasks, 1);
     a->grad_leave = calloc(tasks, 1);
     a->grad_release = calloc(tasks, 1);
     a->last_grad_task = malloc(sizeof(int) * units);
     int *next_use = malloc(sizeof(int) * units);   /* the unit's next use of its gradient buffer */
     char *seen = calloc(units, 1);
-    if (!a->next_compute || !a->next_load || !a->next_grad_load || !a->first_grad || !a->last_grad ||
+    if (!a->next_compute || !a->next_load || !a->next_grad_load || !a->first_grad || !a->next_first_grad || !a->last_grad ||
         !a->grad_leave || !a->grad_release || !a->last_grad_task || !next_use || !seen) {
         free(next_use);
         free(seen);
@@ -69,6 +71,8 @@ st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *a, st_
     }
     for (int u = 0; u < n_units; u++)
         if (a->last_grad_task[u] >= 0) a->last_grad[a->last_grad_task[u]] = 1;
+    a->next_first_grad[n] = n;
+    for (int i = n - 1; i >= 0; i--) a->next_first_grad[i] = i + 1 < n && a->first_grad[i + 1] ? i + 1 : a->next_first_grad[i + 1];
     int next[SCHED_LOAD_KINDS] = {-1, -1, -1};
     int next_grad_unit = -1;   /* unit of the next gradient task, -1 when none */
     a->next_compute[n] = n;
@@ -104,7 +108,10 @@ int sched_inputs_final(const sched_list *l, int j, int i) {
 
 int sched_read_ahead(const sched_analysis *a, const sched_list *l, int i, int kind) {
     int j = -1;
-    if (kind == SCHED_LOAD_GRADS) j = a->next_grad_load[i];
+    if (kind == SCHED_LOAD_GRADS) {
+        j = a->next_grad_load[i];
+        if (j >= 0 && a->next_first_grad[i] < j) j = -1;
+    }
     else if (sched_load_kind(l->tasks[i].op) == kind) j = a->next_load[i];
     return j >= 0 && sched_inputs_final(l, j, i) ? j : -1;
 }
