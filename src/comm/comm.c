@@ -457,7 +457,7 @@ static st_status start_allgather_shards(comm *c, void *x, size_t n, MPI_Datatype
     if (c->is_mpi) {
         pthread_mutex_lock(&g_mpi_lock);
         int tag = next_tag_locked(c);   /* every rank takes a tag, messages or not */
-        for (int p = 0; p < N && !s; p++) {
+        for (int p = 0; p < N && n && !s; p++) {   /* (no pointer arithmetic on an empty x) */
             if (p == me) continue;
             size_t plo, phi;
             comm_shard_range(n, N, p, &plo, &phi);
@@ -542,11 +542,11 @@ st_status comm_ireduce_scatter_f32(comm *c, const float *x, size_t n, float *out
     if (c->is_mpi) {
         pthread_mutex_lock(&g_mpi_lock);
         int tag = next_tag_locked(c);
-        for (int p = 0; p < N && !s; p++) {
+        for (int p = 0; p < N && n && !s; p++) {
             if (p == me) continue;
             size_t plo, phi;
             comm_shard_range(n, N, p, &plo, &phi);
-            float *slot = q->scratch + (size_t)(p < me ? p : p - 1) * cnt;
+            float *slot = cnt ? q->scratch + (size_t)(p < me ? p : p - 1) * cnt : NULL;
             s = post_locked(q, 0, slot, cnt, MPI_FLOAT, 4, p, tag, err);
             if (!s) s = post_locked(q, 1, (void *)(uintptr_t)(x + plo), phi - plo, MPI_FLOAT, 4, p, tag, err);
         }
@@ -636,7 +636,7 @@ st_status comm_allgather(comm *c, const void *mine, size_t bytes_per_rank, void 
         pthread_mutex_lock(&g_mpi_lock);
         int tag = next_tag_locked(c);
         size_t b = bytes_per_rank;
-        for (int p = 0; p < N && !s; p++) {
+        for (int p = 0; p < N && b && !s; p++) {
             if (p == me) continue;
             s = post_locked(q, 0, dst + (size_t)p * b, b, MPI_BYTE, 1, p, tag, err);
             if (!s) s = post_locked(q, 1, dst + (size_t)me * b, b, MPI_BYTE, 1, p, tag, err);
