@@ -12,6 +12,7 @@ PACKAGES=(
   libcmocka-dev                            # unit tests
   liburing-dev                             # async I/O engine
   libcjson-dev                             # safetensors headers, config files
+  openmpi-bin libopenmpi-dev               # data-parallel ranks (the comm layer, mpirun)
   clang libclang-rt-14-dev                 # fuzz targets (libFuzzer)
   python3-torch                            # numerical reference (fixtures, bench)
   fio                                      # I/O benchmark baseline
