@@ -78,7 +78,9 @@ static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err)
     b->B = cfg->B;
     b->T = cfg->T;
     const size_t N = (size_t)b->B * b->T, C = (size_t)b->c.d_model, NC = N * C;
-    const size_t unit = gpt_unit_numel(&b->c, 1), eunit = gpt_unit_numel(&b->c, 0);
+    /* ew, eg: the unit the head reads (the embedding unit when tied) */
+    const int head_unit = gpt_head_unit(&b->c);
+    const size_t unit = gpt_unit_numel(&b->c, 1), eunit = gpt_unit_numel(&b->c, head_unit);
     const size_t hscr = gpt_head_scratch_numel(&b->c, b->B, b->T);
 #define A(ptr, n) (ptr = st_alloc_aligned(64, (n) * sizeof(float)))
     int ok = A(b->w, unit) && A(b->g, unit) && A(b->acts, gpt_block_acts_numel(&b->c, b->B, b->T)) &&
@@ -92,7 +94,7 @@ static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err)
         return st_fail(err, ST_ENOMEM, "probe: out of memory for %s at %d x %d", cfg->model, b->B, b->T);
     }
     gpt_init_unit(&b->c, 1, b->w, 1);
-    gpt_init_unit(&b->c, 0, b->ew, 1);
+    gpt_init_unit(&b->c, head_unit, b->ew, 1);
     memset(b->g, 0, unit * sizeof(float));
     memset(b->eg, 0, eunit * sizeof(float));
     st_rng r;
@@ -188,7 +190,7 @@ static void time_block(bench *b, int B, int T, int reps, double *fwd, double *bw
 static void head_pass(bench *b, int unused, int rows) {
     (void)unused;
     (void)rows;
-    gpt_embed_w w = gpt_embed_view(&b->c, b->ew), g = gpt_embed_view(&b->c, b->eg);
+    gpt_embed_w w = gpt_head_view(&b->c, b->ew), g = gpt_head_view(&b->c, b->eg);
     gpt_head_forward_backward(b->be, &b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
 }
 

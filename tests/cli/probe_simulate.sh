@@ -16,6 +16,9 @@ expect_fail "probe: a missing store directory" "$tmp/missing does not exist" \
   "$STRATA" probe --store "$tmp/missing" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --out "$tmp/x.json"
 expect_fail "probe: an unknown model" "gpt2-huge" "$STRATA" probe --model gpt2-huge --out "$tmp/x.json"
 check "probe: nothing written for failed probes" test ! -e "$tmp/x.json"
+# an untied Llama: the head it times is the head unit's (the embedding unit holds no head)
+check "probe: an untied Llama's head" "$STRATA" probe --model llama-tiny --micro-batch 2 --seq 32 --reps 1 \
+  --out "$tmp/llama-tiny.json"
 "$STRATA" probe --store "$tmp/st1,$tmp/st2" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 \
   --name tiny-probe --out "$tmp/hw.json" >"$tmp/probe.out" 2>"$tmp/probe.err"
 check "probe: small run succeeds" test $? -eq 0
