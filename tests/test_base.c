@@ -18,6 +18,9 @@ static void test_fail_formats_message(void **state) {
     assert_int_equal(err.sys_errno, ENOSPC);
     assert_non_null(strstr(err.msg, "writing x: "));
     assert_int_equal(st_fail(NULL, ST_EIO, "ignored"), ST_EIO);
+    /* one line whatever a name read from a file holds */
+    st_fail(&err, ST_ECORRUPT, "maps to \"%s\"", "model-1.safetensors\n\t\x7f\r");
+    assert_string_equal(err.msg, "maps to \"model-1.safetensors????\"");
 }
 
 static void test_aligned_alloc(void **state) {

@@ -42,7 +42,9 @@ typedef struct st_error {
     char msg[512];
 } st_error;
 
-/* Records a failure in err (which may be NULL) and returns s. */
+/* Records a failure in err (which may be NULL) and returns s. The message
+ * is one line: control characters in it (a newline in a name read from a
+ * hostile file) are replaced by '?'. */
 st_status st_fail(st_error *err, st_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Like st_fail for a failed system call: maps errnum to a status (ENOSPC ->

@@ -16,6 +16,9 @@ static st_status vfail(st_error *err, st_status s, int errnum, const char *fmt, 
     int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     if (errnum && n >= 0 && (size_t)n < sizeof err->msg)
         snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", strerror(errnum));
+    /* one line, whatever a file's names held: control characters print as '?' */
+    for (char *c = err->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return s;
 }
 

@@ -20,6 +20,7 @@
 #include "cli/commit_policy.h"
 #include "cli/run_dir.h"
 #include "strata/batches.h"
+#include "strata/comm.h"
 #include "strata/fs.h"
 #include "strata/gpt_io.h"
 #include "strata/offload.h"
@@ -1177,12 +1178,34 @@ static int run_session(session *s) {
     return rc;
 }
 
+/* One process trains a run. Started by mpirun as several ranks, each would
+ * take the same run directory, and all but one would be refused its lock:
+ * data-parallel training (issue 14) is not built yet, so the job is refused
+ * whole, in one line from rank 0, every rank ending with status 1. Without
+ * mpirun this touches no MPI (strata/comm.h); as one rank it goes on. */
+static int refuse_ranks(void) {
+    comm *c;
+    st_error err = {0};
+    if (comm_open(&c, &err) != ST_OK) return cli_fail(&err);
+    const int size = comm_size(c), rank = comm_rank(c);
+    comm_close(c);
+    if (size == 1) return 0;
+    if (rank == 0)
+        fprintf(stderr, "strata train: started as %d ranks (mpirun): training on several ranks is not built yet; "
+                        "run one process, without mpirun\n", size);
+    return 1;
+}
+
 int cmd_train(int argc, char **argv) {
     train_opts o = train_opts_defaults();
     st_error err = {0};
     cli_parsed flags;
     int rc = cli_parse_flags(&train_spec, argc, argv, &o, &flags);
     if (rc != CLI_PARSED) return rc;
+    if ((rc = refuse_ranks()) != 0) {
+        cJSON_Delete(flags.config);
+        return rc;
+    }
     cJSON *docs[2] = {flags.config, NULL};   /* --config's and run.json's: o's strings point into them */
 #define USAGE_ERROR(...)                                   \
     do {                                                   \
