@@ -1188,12 +1188,13 @@ static int refuse_ranks(void) {
     st_error err = {0};
     if (comm_open(&c, &err) != ST_OK) return cli_fail(&err);
     const int size = comm_size(c), rank = comm_rank(c);
-    comm_close(c);
-    if (size == 1) return 0;
-    if (rank == 0)
+    if (size > 1 && rank == 0)
         fprintf(stderr, "strata train: started as %d ranks (mpirun): training on several ranks is not built yet; "
                         "run one process, without mpirun\n", size);
-    return 1;
+    /* no rank ends (and has mpirun stop the others) before rank 0 has said why */
+    if (size > 1 && comm_barrier(c, &err) != ST_OK) cli_fail(&err);
+    comm_close(c);
+    return size > 1;
 }
 
 int cmd_train(int argc, char **argv) {
