@@ -160,8 +160,9 @@ static void test_llama_config_from_directory(void **state) {
     const size_t head_at = gpt_unit_offset(c, 3) + head.offset;
     for (size_t i = (size_t)101 * 48; i < (size_t)128 * 48; i++) assert_true(fx.params[i] == 0.0f);
     for (size_t i = head_at + (size_t)101 * 48; i < head_at + head.numel; i++) assert_true(fx.params[i] == 0.0f);
-    for (size_t i = head_at; i < head_at + (size_t)101 * 48 && fx.params[i] == 0.0f; i++)
-        assert_true(i + 1 < head_at + (size_t)101 * 48);   /* the real rows are not all zero */
+    int real_rows_set = 0;   /* the head was read into them */
+    for (size_t i = head_at; i < head_at + (size_t)101 * 48; i++) real_rows_set |= fx.params[i] != 0.0f;
+    assert_true(real_rows_set);
     assert_int_equal(gpt_num_real_params(c), 46800);   /* the reference's count */
     fixture_free(&fx);
     fixture_load(&fx, FIXTURE("llama_tied_ref_fp32.safetensors"));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "strata/model.h"
+#include "model/model_internal.h"
 
 typedef struct named_config {
     const char *name;
@@ -249,6 +250,11 @@ size_t gpt_unit_numel(const gpt_config *cfg, int unit) {
 size_t gpt_unit_offset(const gpt_config *cfg, int unit) {
     if (unit == 0) return 0;
     return gpt_unit_numel(cfg, 0) + (size_t)(unit - 1) * gpt_unit_numel(cfg, 1);
+}
+
+size_t gpt_end_units_numel(const gpt_config *cfg) {
+    const size_t e = gpt_unit_numel(cfg, 0), h = gpt_unit_numel(cfg, gpt_head_unit(cfg));
+    return e > h ? e : h;
 }
 
 size_t gpt_num_params(const gpt_config *cfg) {

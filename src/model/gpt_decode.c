@@ -60,8 +60,7 @@ static void dec_buffer_bytes(const compute_backend *be, const gpt_config *cfg, i
                              size_t bytes[DEC_BUFFERS]) {
     const size_t R = (size_t)chunk_of(max_len), C = (size_t)cfg->d_model, f = sizeof(float);
     /* the end units share a buffer: an untied head is widened or copied in once the embedding is done */
-    const size_t head_n = gpt_unit_numel(cfg, gpt_head_unit(cfg)), block_n = gpt_unit_numel(cfg, 1);
-    const size_t embed_n = gpt_unit_numel(cfg, 0) > head_n ? gpt_unit_numel(cfg, 0) : head_n;
+    const size_t embed_n = gpt_end_units_numel(cfg), block_n = gpt_unit_numel(cfg, 1);
     const int mirror = !be->unified, mixed = p == GPT_MIXED_BF16;
     bytes[DEC_X] = bytes[DEC_LN] = bytes[DEC_ATTY] = bytes[DEC_TMP] = R * C * f;
     bytes[DEC_MEAN] = bytes[DEC_RSTD] = R * f;

@@ -44,8 +44,7 @@ static void ws_buffer_bytes(const compute_backend *be, const gpt_config *cfg, in
                             gpt_precision p, size_t bytes[WS_BUFFERS]) {
     const size_t N = (size_t)B * T, C = (size_t)cfg->d_model, f = sizeof(float);
     /* the two end units share their buffers: an untied head is done with them before the embedding's backward */
-    const size_t head_n = gpt_unit_numel(cfg, gpt_head_unit(cfg)), block_n = gpt_unit_numel(cfg, 1);
-    const size_t embed_n = gpt_unit_numel(cfg, 0) > head_n ? gpt_unit_numel(cfg, 0) : head_n;
+    const size_t embed_n = gpt_end_units_numel(cfg), block_n = gpt_unit_numel(cfg, 1);
     size_t s = gpt_block_scratch_numel(cfg, B, T), h = gpt_head_scratch_numel(cfg, B, T);
     if (h > s) s = h;
     const int mirror = !be->unified, mixed = p == GPT_MIXED_BF16;

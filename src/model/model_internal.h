@@ -37,5 +37,9 @@ void llama_rotate_qk(const compute_backend *be, const gpt_config *cfg, float *qk
  * precision. */
 float *gpt_unit_weights_on(const compute_backend *be, const gpt_config *cfg, gpt_weights w, int u, float *dst32,
                            st_bf16 *stage16);
+/* The larger of the two end units (the embedding unit and an untied head's
+ * unit): the whole-model passes and the decoder hold either in one buffer,
+ * as an untied head is loaded only once the embedding is done with it. */
+size_t gpt_end_units_numel(const gpt_config *cfg);
 
 #endif

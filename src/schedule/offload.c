@@ -236,7 +236,6 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->acts = (act_pool){.env = &t->env, .M = t->M};
     t->grads.env = &t->env;
     t->grads.n_units = t->L1;
-    t->grads.separate_head = t->head != 0;
     t->opt = (opt_stream){.env = &t->env, .hs = &t->hs, .adam = &t->cfg.train.adam};
     if (!alloc_parts(t)) {
         offload_trainer_free(t);

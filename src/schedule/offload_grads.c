@@ -21,7 +21,7 @@ void grads_new_iteration(grad_pool *gp) { memset(gp->fresh, 0, (size_t)gp->n_uni
  * and a head of its own (the head is done with it before the embedding's
  * backward starts, in both schedules), the shared ones for blocks. */
 static void buffer_class(const grad_pool *gp, int u, int *lo, int *hi) {
-    const int block = u >= 1 && u < gp->n_units - gp->separate_head;
+    const int block = gpt_unit_is_block(gp->env->model, u);
     *lo = block ? 1 : 0;
     *hi = block ? LAYOUT_GRAD_BUFFERS : 1;
 }

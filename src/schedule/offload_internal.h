@@ -201,7 +201,6 @@ typedef struct grad_buf {
 typedef struct grad_pool {
     exec_env *env;
     int n_units;
-    int separate_head;         /* unit n_units - 1 is a head of its own */
     float *all;                /* the gradients of the units memory keeps (from unit 0), by offset; else NULL */
     grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the end units' (embedding, a head of its own),
                                             then the blocks' */
