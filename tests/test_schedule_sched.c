@@ -434,6 +434,85 @@ static void test_separate_head(void **state) {
     assert_int_equal(sched_build(&p, 0, &l, &err), ST_EINVAL);
 }
 
+/* Several ranks: every weight load is followed by its unit's gather, which
+ * the unit's compute tasks wait for; every unit's gradient is reduced once
+ * per iteration, after its last gradient task and before its steps and the
+ * norm; in vertical's backward the next unit's gather comes before this
+ * unit's reduction (so that it can start during this unit's backward);
+ * and the list is otherwise the one-rank list. */
+static void check_ranks(const sched_params *one, int deferred_in) {
+    sched_params p = *one;
+    p.ranks = 3;
+    sched_list l = build(&p, deferred_in), l1 = build(one, deferred_in);
+    const int U = p.n_units;
+    int *reduced_at = malloc(sizeof(int) * (size_t)U), *last_grad = malloc(sizeof(int) * (size_t)U);
+    for (int u = 0; u < U; u++) reduced_at[u] = last_grad[u] = -1;
+    int others = 0, gather_before = -1;
+    for (int i = 0; i < l.n; i++) {
+        const sched_task *t = &l.tasks[i];
+        if (t->op == TASK_LOAD_WEIGHTS) {
+            assert_true(i + 1 < l.n);
+            assert_int_equal(l.tasks[i + 1].op, TASK_GATHER_WEIGHTS);
+            assert_int_equal(l.tasks[i + 1].unit, t->unit);
+            assert_true(has_dep(&l.tasks[i + 1], i));
+        }
+        if (t->op == TASK_GATHER_WEIGHTS) gather_before = i;
+        if (sched_is_grad_task(t->op)) {
+            assert_int_equal(reduced_at[sched_grad_unit(t)], -1);   /* no term after its reduction */
+            last_grad[sched_grad_unit(t)] = i;
+        }
+        if (t->op == TASK_BLOCK_FORWARD || t->op == TASK_BLOCK_BACKWARD || t->op == TASK_HEAD ||
+            t->op == TASK_EMBED_FORWARD) {   /* reads its unit's weights: gathered */
+            assert_true(gather_before >= 0 && l.tasks[gather_before].unit == t->unit);
+            assert_true(depends(&l, i, gather_before));
+        }
+        if (t->op == TASK_REDUCE_GRADS) {
+            assert_int_equal(reduced_at[t->unit], -1);
+            reduced_at[t->unit] = i;
+            assert_true(last_grad[t->unit] >= 0 && depends(&l, i, last_grad[t->unit]));
+            /* vertical: the next unit's gather (if any) is already there */
+            if (p.kind == SCHED_VERTICAL && t->unit >= 2 && t->unit <= U - 1 - p.separate_head)
+                assert_true(gather_before >= 0 && l.tasks[gather_before].unit == t->unit - 1);
+        }
+        if (t->op == TASK_OPTIMIZE && !t->deferred) assert_true(reduced_at[t->unit] >= 0 && depends(&l, i, reduced_at[t->unit]));
+        if (t->op == TASK_GRAD_NORM) {   /* after every reduction: the last, as collectives complete in order */
+            int last = -1;
+            for (int u = 0; u < U; u++) {
+                assert_true(reduced_at[u] >= 0);
+                if (reduced_at[u] > last) last = reduced_at[u];
+            }
+            assert_true(depends(&l, i, last));
+        }
+        if (task_op_resource(t->op) != RES_NETWORK) others++;
+    }
+    for (int u = 0; u < U; u++) assert_true(reduced_at[u] >= 0);
+    assert_int_equal(others, l1.n);   /* the one-rank list's tasks, and the collectives */
+    sched_counts c, c1;
+    sched_count(&l, &c);
+    sched_count(&l1, &c1);
+    assert_int_equal(c.gathers, c1.weight_loads);
+    assert_int_equal(c.reduces, U);
+    assert_int_equal(c1.gathers + c1.reduces, 0);
+    free(reduced_at);
+    free(last_grad);
+    sched_list_free(&l);
+    sched_list_free(&l1);
+}
+
+static void test_ranks(void **state) {
+    (void)state;
+    for (int k = 0; k < 2; k++)
+        for (int clip = 0; clip < 2; clip++)
+            for (int M = 1; M <= 3; M++)
+                for (int head = 0; head < 2; head++)
+                    for (int placed = 0; placed < 2; placed++) {
+                        sched_params p = params_head((sched_kind)k, 4 + head, M, 0.25, clip, 0, head);
+                        p.place.weights = p.place.optim = p.place.acts = placed;   /* not gradients (yet) */
+                        check_ranks(&p, 0);
+                        check_ranks(&p, 1);
+                    }
+}
+
 static void test_bad_params(void **state) {
     (void)state;
     st_error err = {0};
@@ -458,6 +537,7 @@ int main(void) {
         cmocka_unit_test(test_separate_head),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_device_copies),
+        cmocka_unit_test(test_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

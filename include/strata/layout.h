@@ -55,6 +55,8 @@ extern "C" {
                                                   unit's (it collects terms from the head at the start of backward
                                                   to the embedding at its end), and three shared by blocks: the
                                                   one being accumulated, one read ahead, one a queued step reads */
+#define LAYOUT_REDUCE_SLOTS 2                  /* several ranks: gradients being summed over the ranks at once, each
+                                                  with a buffer for the other ranks' pieces of this rank's shard */
 #define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: a phase of three segments, or
                                                   interleaved one read ahead, one stepped, one written behind */
 
@@ -93,6 +95,11 @@ typedef struct layout_params {
                                   unified = 0): what kernels read from or write to a host buffer goes
                                   through a device copy, and the I/O buffers are host memory. 0 on the
                                   CPU backend, where the device is host memory and copies are free */
+    int ranks, rank;           /* data parallel (strata/comm.h): this layout is rank `rank` of `ranks`
+                                  (0 or 1: one process). micro_batches is then this rank's share of
+                                  the global batch's, and the rank keeps its shard of every unit
+                                  (comm_shard_range over the unit's elements) of the master weights,
+                                  moments and compute weights, in memory or in its own store */
 } layout_params;
 
 /* The sched_params of a layout's lists (deferred work coming in or not is
@@ -136,6 +143,8 @@ typedef enum layout_buffer_id {
     BUF_SEGMENT_IO,        /* one segment of f32: set-up, reading weights back, commits */
     BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation) */
     BUF_RESUME_IO,         /* 3 segments: reading a commit back (freed after creation) */
+    BUF_COMM_SCRATCH,      /* several ranks, LAYOUT_REDUCE_SLOTS: the other ranks' pieces of a unit's gradient
+                              for this rank's shard */
     /* with a separate device only: */
     BUF_UNIT_DEVICE,       /* the loaded unit's compute weights copied to the device */
     BUF_ACT_DEVICE,        /* 2: a block's input checkpoint and its output, on the device */
@@ -169,7 +178,9 @@ typedef struct layout_memory {
 typedef struct layout_unit {
     size_t n;           /* elements */
     size_t offset;      /* of its first element in the parameter vector */
-    size_t split;       /* part 0 is [0, split), part 1 [split, n) */
+    size_t lo, hi;      /* the shard of its elements this rank keeps state of: [0, n) on one rank */
+    size_t local;       /* where element lo sits in the rank's state arrays (the units' shards in order) */
+    size_t split;       /* part 0 is [lo, split), part 1 [split, hi) */
     size_t segs[2];     /* segments of each part */
 } layout_unit;
 
@@ -178,6 +189,9 @@ typedef struct run_layout {
     sched_params sched;
     int n_units;        /* L + 1, or L + 2 with a head unit of its own (gpt_num_units) */
     size_t n_params;
+    size_t n_local;     /* elements of every unit's shard: n_params on one rank */
+    int ranks, rank;    /* 1 and 0 on one process */
+    size_t max_shard;   /* elements of the largest shard of a unit, over every rank */
     size_t act_elems;   /* floats of one activation [B, T, C] */
     size_t weight_size; /* bytes per compute weight: 2 (bf16) or 4 */
     size_t segment;     /* elements per segment (at most the largest unit, rounded up) */
@@ -205,15 +219,22 @@ void layout_parts(const gpt_config *c, int parts[PLACE_KINDS]);
 int layout_on_ssd(const run_layout *l, place_kind k, int i);
 /* weights, optim, grads: elements of the parameter vector memory keeps of
  * kind k, from element 0 (placement_memory_units' units). Host arrays of a
- * kind are this long and indexed by a unit's offset. */
+ * kind are this long. Gradients are whole units on every rank (indexed by
+ * a unit's offset); weights and optimizer state are the rank's shards
+ * (indexed by layout_host_index). */
 size_t layout_memory_elems(const run_layout *l, place_kind k);
+/* Where element e (lo <= e < hi) of unit u sits in the rank's state arrays
+ * (master, moments, compute weights kept in memory): offset + e on one rank. */
+size_t layout_host_index(const run_layout *l, int u, size_t e);
 
-/* Elements [lo, hi) of part `part` of unit u, and of its segment j. */
+/* Elements [lo, hi) of part `part` of unit u, and of its segment j: of the
+ * rank's shard (the whole unit on one rank). */
 void layout_part_range(const run_layout *l, int u, int part, size_t *lo, size_t *hi);
 void layout_segment_range(const run_layout *l, int u, int part, size_t j, size_t *lo, size_t *hi);
 /* The store key of segment j of part `part` of unit u, for a kind of state. */
 store_key layout_segment_key(store_kind kind, int u, int part, size_t j);
-/* The element boundary of a share boundary x of unit u: 0, the split, or n. */
+/* The element boundary of a share boundary x of unit u: the shard's start
+ * (0 on one rank), the split, or the shard's end (n). */
 size_t layout_bound(const run_layout *l, int u, double x);
 /* Bytes the segments within elements [a, b) of unit u take on the SSD,
  * `elem` bytes per element, each segment padded. */

@@ -98,6 +98,22 @@ typedef struct offload_config {
      * init array; NULL: drawn from train.seed. Ignored when resuming. */
     gpt_unit_reader init_read;
     void *init_ctx;
+    /* Data parallel (strata/comm.h): the job's ranks, or NULL (one process).
+     * With N > 1 ranks every rank creates a trainer with the same config
+     * but its own store_paths; train.micro_batches is the global batch's
+     * count M, which N must divide, and offload_trainer_step takes this
+     * rank's M / N micro-batches (the global batch's micro-batches rank *
+     * M / N onward). Each rank keeps its shard of every unit's master
+     * weights, moments and compute weights (strata/layout.h's layout_unit
+     * lo, hi); a unit's weights are gathered from the shards when it is
+     * loaded and its gradient is reduce-scattered (summed over the ranks,
+     * in rank order) once it is complete, then each rank steps its shard.
+     * Losses and the gradient norm are sums over the ranks. Every call
+     * below that steps, evaluates, flushes, commits or reads weights back
+     * is then collective: every rank makes it, in the same order. Not yet
+     * with several ranks: gradients on the SSD, resuming, a separate
+     * device (ST_EUNSUPPORTED). */
+    struct comm *comm;
 } offload_config;
 
 /* The layout of this configuration (strata/layout.h): its parts, segments,
@@ -166,6 +182,7 @@ typedef struct offload_stats {
                                   whose save is still being written) */
     double optimizer_wait_s;   /* compute thread: waiting for the optimizer (a unit's steps before its weights
                                   load, a gradient buffer a queued step still reads) */
+    double comm_s;             /* compute thread: in collectives with the other ranks (0 on one) */
     double optimizer_s;        /* worker: busy with jobs (AdamW and its SSD transfers) */
     double worker_io_s;        /* worker: of optimizer_s, waiting for its SSD reads and writes */
     uint64_t bytes_read[STORE_KIND_COUNT];      /* by store kind: weights, master, adam_m, adam_v, grads, activations, ... */

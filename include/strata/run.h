@@ -54,6 +54,8 @@ typedef struct train_run_config {
     io_engine *io;               /* the executor's I/O engine (must outlive the run), or NULL: its store's own */
     gpt_unit_reader init_read;   /* the starting weights read unit by unit when train_run_create gets no init */
     void *init_ctx;              /* array (a checkpoint: hf_checkpoint_read_unit); NULL: from train.seed */
+    struct comm *comm;           /* data parallel over the job's ranks (offload_config.comm; the executor
+                                    only), or NULL: one process. store is then this rank's own */
 } train_run_config;
 
 /* The executor's configuration of a run (the layout, memory need and

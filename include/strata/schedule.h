@@ -63,6 +63,11 @@ typedef enum task_op {
     TASK_ACT_TO_HOST,      /* unit, mb: act[unit][mb], made by the compute task just before, to the host */
     TASK_GRAD_TO_DEVICE,   /* unit: the unit's gradient accumulator to the device */
     TASK_GRAD_TO_HOST,     /* unit: the unit's gradient accumulator back to the host */
+    /* data parallel (sched_params.ranks > 1): each rank keeps a shard of every unit's state */
+    TASK_GATHER_WEIGHTS,   /* unit: its compute weights gathered from every rank's shard (after its
+                              LOAD_WEIGHTS, which brings this rank's); its compute tasks read them */
+    TASK_REDUCE_GRADS,     /* unit: its gradient, complete on every rank, summed over the ranks into
+                              each rank's shard (reduce-scatter); its steps and the norm read that */
     TASK_OP_COUNT
 } task_op;
 
@@ -70,8 +75,9 @@ const char *task_op_name(task_op op);
 
 /* The resource a task occupies; what the simulator charges it to. Copies
  * between host and device are compute: they run on the compute stream, in
- * list order. */
-typedef enum task_resource { RES_COMPUTE, RES_SSD_READ, RES_SSD_WRITE, RES_OPTIMIZER } task_resource;
+ * list order. Collectives between ranks are the network's, and complete
+ * in list order too. */
+typedef enum task_resource { RES_COMPUTE, RES_SSD_READ, RES_SSD_WRITE, RES_OPTIMIZER, RES_NETWORK } task_resource;
 task_resource task_op_resource(task_op op);
 
 #define SCHED_MAX_DEPS 6
@@ -166,6 +172,10 @@ typedef struct sched_params {
     double alpha;          /* share of each unit's optimizer step deferred to the next forward */
     int clipping;          /* global-norm clipping: no step before the norm (forces alpha = 1) */
     placement place;       /* decides which loads and saves the list holds */
+    int ranks;             /* data parallel: this list is one rank's of `ranks` (0 or 1: one process), over
+                              its micro_batches of the global batch; each LOAD_WEIGHTS is followed by
+                              a GATHER_WEIGHTS, and each unit's gradient, once complete, by a
+                              REDUCE_GRADS that its steps and GRAD_NORM wait for */
     int separate_device;   /* compute runs on memory that is not host memory (a backend with
                               unified = 0): the list holds the copies between the two, each just
                               before the compute task that reads what it copies in or just after
@@ -203,6 +213,7 @@ double sched_deferred_share(const sched_params *p);
 typedef struct sched_counts {
     int weight_loads, act_saves, act_loads, grad_saves, grad_loads, optimize_tasks;
     int forward_tasks, backward_tasks;
+    int gathers, reduces;   /* GATHER_WEIGHTS, REDUCE_GRADS */
 } sched_counts;
 void sched_count(const sched_list *l, sched_counts *out);
 
@@ -223,6 +234,9 @@ int sched_grad_unit(const sched_task *t);
 typedef struct sched_analysis {
     int n, n_units;
     int *next_compute;    /* [n + 1] the first compute task at or after i (n: none) */
+    int *next_network;    /* [n + 1] the first collective at or after i (n: none): collectives start in
+                             list order on every rank (they are matched by that order), so one is
+                             started ahead of its place only when it is the next */
     int *next_load;       /* [n] after a load: the next load of the same kind, or -1 */
     int *next_grad_load;  /* [n] the next LOAD_GRAD after task i, or -1 */
     char *first_grad;     /* [n] the unit's first gradient task of the list: its gradients are zeroed before */

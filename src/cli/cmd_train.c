@@ -3,6 +3,7 @@
  * into a run directory. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -18,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/cli_flags.h"
 #include "cli/commit_policy.h"
+#include "cli/ranks.h"
 #include "cli/run_dir.h"
 #include "strata/batches.h"
 #include "strata/comm.h"
@@ -281,7 +283,7 @@ static st_status fault_parse(const char *spec, fault_plan *f, st_error *err) {
  * docs/ARCHITECTURE.md ("What a run prints") defines each figure: the
  * compute thread's parts add up to the iteration; the worker's time runs
  * beside them. */
-static void print_executor_summary(offload_trainer *t, const char *trace_path) {
+static void print_executor_summary(offload_trainer *t, const char *trace_path, int ranks, uint64_t comm_bytes_sent) {
     offload_stats st;
     st_error err = {0};
     if (trace_path && offload_trainer_close_trace(t, &err) != ST_OK) cli_fail(&err);
@@ -294,6 +296,12 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path) {
                iter - io_wait - opt_wait, io_wait + opt_wait, io_wait, opt_wait);
         printf("optimizer worker, beside it: busy %.3f s (%.0f%% of the iteration), of it waiting on the SSD %.3f s\n",
                st.optimizer_s / n, iter > 0 ? 100.0 * st.optimizer_s / st.step_s : 0.0, st.worker_io_s / n);
+        if (ranks > 1) {
+            char sent[32];
+            printf("ranks: %d; this rank's compute thread spent %.3f s of the iteration in collectives (all-gathers of "
+                   "weights, reduce-scatters of gradients, sums), and sent %s to the other ranks in all\n",
+                   ranks, st.comm_s / n, st_format_bytes((double)comm_bytes_sent, sent, sizeof sent));
+        }
     }
     uint64_t rd = 0, wr = 0;
     char line[1024] = "";
@@ -365,6 +373,11 @@ typedef struct session {
     store_scrub_result checked;   /* --resume: the last commit, read back before the first step */
     double check_seconds;
     int32_t *tokens;              /* one batch */
+    comm *comm;                   /* the job's ranks (mpirun; cli/ranks.h), one without mpirun */
+    int rank, ranks;
+    int stopping;                 /* a stop was asked for (a signal, on any rank): the steps end */
+    int failure_shared;           /* the ranks know of the failure (ranks_agree): no rank waits on another */
+    int peer_failed;              /* ... and it was another rank's, which says why */
     char store_abs[4200], data_abs[PATH_MAX], plan_list[128];
 } session;
 
@@ -607,7 +620,7 @@ static st_status open_data(session *s, st_error *err) {
     if (st == ST_OK)
         st = batch_loader_init(&s->loader, s->train_tf, (int)s->o.batch, tc->T, tc->model.vocab_size, err);
     if (st == ST_OK) st = batch_loader_init(&val, s->val_tf, tc->B, tc->T, tc->model.vocab_size, err);
-    if (st == ST_OK && same)
+    if (st == ST_OK && same && s->rank == 0)   /* said once, by rank 0 */
         fprintf(stderr,
                 "strata: warning: the validation data is the training data itself (%s): the validation loss will "
                 "say how well the model remembers its training text, not how it does on text it has not seen; "
@@ -707,6 +720,9 @@ static st_status open_run_dir(session *s, st_error *err) {
     if (o->store) o->store = s->store_abs;
     st_status st = store_dirs_parse(o->store ? o->store : default_store, &s->dirs, err);
     if (st == ST_OK) st = store_dirs_parse(default_store, &s->default_dirs, err);
+    /* several ranks: each its own directories (cli/ranks.h) */
+    if (st == ST_OK) st = ranks_store_dirs(&s->dirs, s->rank, s->ranks, &s->dirs, err);
+    if (st == ST_OK) st = ranks_store_dirs(&s->default_dirs, s->rank, s->ranks, &s->default_dirs, err);
     if (st != ST_OK) {
         char msg[sizeof err->msg];
         memcpy(msg, err->msg, sizeof msg);
@@ -716,11 +732,14 @@ static st_status open_run_dir(session *s, st_error *err) {
     if (!o->resume) {
         store_dirs previous = {.n = 0};   /* the store of the run --overwrite replaces */
         if (o->store && o->overwrite && (st = previous_run_store(o->run_dir, &previous, err)) != ST_OK) return st;
-        char *settings = run_settings_json(o);
-        st = settings ? run_dir_create(&s->rd, o->run_dir, settings, o->overwrite, err)
-                      : st_fail(err, ST_ENOMEM, "out of memory");
-        free(settings);
-        if (st == ST_OK && s->tokenizer_json[0]) st = run_dir_save_tokenizer(s->rd, s->tokenizer_json, err);
+        if (previous.n && (st = ranks_store_dirs(&previous, s->rank, s->ranks, &previous, err)) != ST_OK) return st;
+        if (s->rank == 0) {   /* the job's one run directory */
+            char *settings = run_settings_json(o);
+            st = settings ? run_dir_create(&s->rd, o->run_dir, settings, o->overwrite, err)
+                          : st_fail(err, ST_ENOMEM, "out of memory");
+            free(settings);
+            if (st == ST_OK && s->tokenizer_json[0]) st = run_dir_save_tokenizer(s->rd, s->tokenizer_json, err);
+        }
         if (st == ST_OK && !o->store) st = store_remove(&s->default_dirs, err);
         if (st == ST_OK && o->store) st = claim_store(s, &previous, err);
         s->store_ours = st == ST_OK;
@@ -780,6 +799,9 @@ static void print_header(const session *s) {
            (unsigned long long)token_file_count(s->val_tf));
     printf("batch: %ld x %ld tokens per step (%d micro-batches of %d), %ld steps, %s, %d threads\n", o->batch, o->seq,
            tc->micro_batches, tc->B, o->steps, o->precision, omp_get_max_threads());
+    if (s->ranks > 1)
+        printf("ranks: %d, data parallel: each trains %d of the micro-batches and keeps 1/%d of the state, rank 0's in "
+               "%s\n", s->ranks, tc->micro_batches / s->ranks, s->ranks, s->dirs.list);
     if (o->resume) {
         char bytes[32];
         printf("resuming %s from its commit at step %ld of %ld%s%s\n", o->run_dir, s->commit.step, o->steps,
@@ -836,7 +858,8 @@ static void print_split(const offload_config *oc) {
     for (int k = 0; k < PLACE_KINDS; k++) {
         const int n = sched_parts(&l.sched, (place_kind)k), units = placement_units(oc->place, (place_kind)k, n);
         const double bytes = k == PLACE_ACTS ? (double)units / n
-                                             : 1.0 - (double)layout_memory_elems(&l, (place_kind)k) / (double)l.n_params;
+                                             : 1.0 - (double)layout_memory_elems(&l, (place_kind)k) /
+                                                         (double)(k == PLACE_GRADS ? l.n_params : l.n_local);
         printf("%s %s ", k ? ";" : "", what[k]);
         if (units == 0) printf("in memory");
         else if (units == n) printf("on the SSD");
@@ -872,16 +895,25 @@ static void print_executor_plan(const session *s) {
 
 /* Commits the state of the last completed step, with its record (step,
  * model, data position), and says what it cost. */
+/* Every rank says how it went (ranks_agree): afterwards the ranks are in
+ * step, and a failure is known to all. */
+static st_status agree(session *s, st_status st, st_error *err) {
+    int peer = 0;
+    st = ranks_agree(s->comm, st, &peer, err);
+    if (st != ST_OK) s->failure_shared = 1, s->peer_failed = peer;
+    return st;
+}
+
 static st_status commit_state(session *s, st_error *err) {
     const ckpt_record c = {.step = train_run_steps_done(s->run), .model = s->rc.train.model,
                            .data_pos = s->loader.pos, .data_epoch = s->loader.epoch,
                            .data_tokens = token_file_count(s->train_tf), .vocab_fingerprint = s->vocab_fp};
     const double t0 = st_now();
-    st_status st = train_run_commit(s->run, &c, err);
+    st_status st = agree(s, train_run_commit(s->run, &c, err), err);   /* every rank's share is durable */
     if (st != ST_OK) return st;
     s->last_commit_end = st_now();
     s->last_commit_cost = s->last_commit_end - t0;
-    const double next = c.step < s->o.steps && !stop_signal ? commit_policy_interval(&s->commits, s->last_commit_cost) : 0;
+    const double next = c.step < s->o.steps && !s->stopping ? commit_policy_interval(&s->commits, s->last_commit_cost) : 0;
     if (next > 0) printf("committed step %ld in %.2f s; the next in %.0f s\n", c.step, s->last_commit_cost, next);
     else printf("committed step %ld in %.2f s\n", c.step, s->last_commit_cost);
     return ST_OK;
@@ -894,7 +926,19 @@ static st_status save_weights(session *s, st_error *err) {
     const double t0 = st_now();
     st_status st = run_dir_sync_metrics(s->rd, err);
     if (st == ST_OK) st = train_run_flush(s->run, err);
-    if (st == ST_OK) st = run_dir_save_weights(s->rd, &s->rc.train.model, train_run_read_unit, s->run, s->vocab_fp, err);
+    if (st == ST_OK && s->rank == 0) {   /* each unit gathered from every rank's shard as rank 0 names it */
+        ranks_unit_source src = {.c = s->comm, .read_unit = train_run_read_unit, .ctx = s->run};
+        st = run_dir_save_weights(s->rd, &s->rc.train.model, ranks_read_unit, &src, s->vocab_fp, err);
+        if (st == ST_OK) st = ranks_reads_done(s->comm, err);
+    } else if (st == ST_OK) {
+        size_t largest = 0;
+        for (int u = 0; u < gpt_num_units(&s->rc.train.model); u++)
+            if (gpt_unit_numel(&s->rc.train.model, u) > largest) largest = gpt_unit_numel(&s->rc.train.model, u);
+        float *unit = malloc(largest * sizeof(float));
+        st = unit ? ranks_follow_reads(s->comm, train_run_read_unit, s->run, unit, err)
+                  : st_fail(err, ST_ENOMEM, "out of memory for a unit");
+        free(unit);
+    }
     if (st == ST_OK) printf("saved model.safetensors in %.2f s\n", st_now() - t0);
     if (st == ST_OK) st = commit_state(s, err);
     return st;
@@ -994,10 +1038,14 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
     }
     const long first_step = s->commit.step + 1;
     s->last_commit_end = st_now();   /* time-based commits count training time from here */
-    for (long step = first_step; step <= o->steps && !stop_signal; step++) {
+    /* several ranks: each loads the global batch and trains its micro-batches of it */
+    const int32_t *mine = s->tokens + (size_t)s->rank * (size_t)(o->batch / s->ranks) * (size_t)(o->seq + 1);
+    int commit = 0;
+    if ((st = ranks_step_flags(s->comm, stop_signal != 0, 0, &s->stopping, &commit, err)) != ST_OK) return st;
+    for (long step = first_step; step <= o->steps && !s->stopping; step++) {
         train_step_stats ss;
         if ((st = batch_loader_next(&s->loader, (int)o->batch, s->tokens, err)) != ST_OK ||
-            (st = train_run_step(s->run, s->tokens, &ss, err)) != ST_OK)
+            (st = train_run_step(s->run, mine, &ss, err)) != ST_OK)
             return st;
         s->steps_trained++;
         *train_seconds += ss.seconds;
@@ -1037,8 +1085,10 @@ static st_status train_loop(session *s, float *first_val, float *val_loss, doubl
         }
         if (s->fault.armed_after == step) io_engine_set_fault(s->rc.io, &s->fault.fault);
         const int save = o->save_every > 0 && step % o->save_every == 0 && step != o->steps;
-        const int commit =
-            commit_policy_due(&s->commits, step, st_now() - s->last_commit_end, s->last_commit_cost) && step != o->steps;
+        commit = commit_policy_due(&s->commits, step, st_now() - s->last_commit_end, s->last_commit_cost) &&
+                 step != o->steps;
+        /* the ranks stop, and commit, at the same step (rank 0's time decides the commits) */
+        if ((st = ranks_step_flags(s->comm, stop_signal != 0, commit, &s->stopping, &commit, err)) != ST_OK) return st;
         if (save || commit) {
             if (tty) printf("\n");
             st = save ? save_weights(s, err) : run_dir_sync_metrics(s->rd, err);
@@ -1058,8 +1108,9 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
     const train_opts *o = &s->o;
     const long done = train_run_steps_done(s->run);
     st_status st;
-    if (stop_signal) {
-        printf("stopping after step %ld on %s; saving the weights and committing\n", done, strsignal(stop_signal));
+    if (s->stopping) {
+        printf("stopping after step %ld on %s; saving the weights and committing\n", done,
+               strsignal(stop_signal ? stop_signal : SIGTERM));
         if ((st = validation_loss(s, &val_loss, err)) != ST_OK) return st;
     }
     if ((st = save_weights(s, err)) != ST_OK) return st;
@@ -1082,7 +1133,8 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
            st_format_bytes((double)allocated, bufs, sizeof bufs), (unsigned long long)allocated);
     printf("weights: %s/model.safetensors (+ config.json)\nmetrics: %s/metrics.jsonl\n%s\n", o->run_dir, o->run_dir,
            plot_msg);
-    if (train_run_executor(s->run)) print_executor_summary(train_run_executor(s->run), o->trace);
+    if (train_run_executor(s->run))
+        print_executor_summary(train_run_executor(s->run), o->trace, s->ranks, comm_stats(s->comm).bytes_sent);
     return ST_OK;
 }
 
@@ -1145,25 +1197,40 @@ static int run_session(session *s) {
      * ignored) stops it at the first step boundary instead of being lost. */
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    s->rc.comm = s->comm;   /* several ranks: the executor shards the state over them */
     st_status st = build_train_config(s, &err);
     if (st == ST_OK && s->o.plan) st = plan_auto(s, &err);
     else if (st == ST_OK && s->o.hw && s->auto_offload && s->rc.executor && (s->rc.mem_host || s->rc.mem_device))
         st = offload_auto_by_time(s, &err);
     if (st == ST_OK) st = open_data(s, &err);
-    if (st == ST_OK) st = open_run_dir(s, &err);
+    /* rank 0's run directory first (the other ranks' stores may be in it) */
+    if (st == ST_OK && s->rank == 0) st = open_run_dir(s, &err);
+    st = agree(s, st, &err);
+    if (st == ST_OK && s->rank > 0) st = open_run_dir(s, &err);
     if (st == ST_OK) {
         print_header(s);
         st = create_run(s, &err);
     }
     if (st == ST_OK && !(s->tokens = malloc(sizeof(int32_t) * (size_t)s->o.batch * (size_t)(s->o.seq + 1))))
         st = st_fail(&err, ST_ENOMEM, "out of memory for a batch");
+    st = agree(s, st, &err);   /* every rank is ready, or none trains */
     float first_val = NAN, val_loss = NAN;
     double train_seconds = 0;
     const double start = st_now();
     if (st == ST_OK) st = train_loop(s, &first_val, &val_loss, &train_seconds, &err);
     if (st == ST_OK) st = finish(s, first_val, val_loss, train_seconds, start, &err);
-    int rc = st == ST_OK ? (stop_signal ? 128 + stop_signal : 0) : cli_fail(&err);
-    if (st != ST_OK) print_recovery(s, st);
+    int rc;
+    if (st == ST_OK) rc = s->stopping ? 128 + (stop_signal ? stop_signal : SIGTERM) : 0;
+    else if (s->peer_failed) rc = 1;   /* that rank says why */
+    else rc = s->ranks > 1 ? cli_error("rank %d of %d: %s", s->rank, s->ranks, err.msg) : cli_fail(&err);
+    if (st != ST_OK && !s->peer_failed && s->rank == 0) print_recovery(s, st);
+    if (st != ST_OK && !s->failure_shared && s->ranks > 1) {
+        /* the other ranks may be waiting for this one in a collective it
+         * left: the job ends here (its stores keep their last commits) */
+        fflush(stdout);
+        fflush(stderr);
+        comm_abort(s->comm, rc);
+    }
     const int ok = rc == 0 || rc == 128 + SIGINT || rc == 128 + SIGTERM;   /* stopped on request: committed */
     train_run_free(s->run);   /* the store closed before its files move */
     if (s->rc.io) io_engine_destroy(s->rc.io);   /* after the store that used it */
@@ -1178,40 +1245,86 @@ static int run_session(session *s) {
     return rc;
 }
 
-/* One process trains a run. Started by mpirun as several ranks, each would
- * take the same run directory, and all but one would be refused its lock:
- * data-parallel training (issue 14) is not built yet, so the job is refused
- * whole, in one line from rank 0, every rank ending with status 1. Without
- * mpirun this touches no MPI (strata/comm.h); as one rank it goes on. */
-static int refuse_ranks(void) {
-    comm *c;
+/* What several ranks cannot do yet, or need: a usage error (each rank
+ * finds the same), or 0. */
+static int check_ranks(const session *s) {
+    const train_opts *o = &s->o;
+    if (s->ranks < 2) return 0;
+    const long M = o->batch / o->micro_batch;
+    if (M % s->ranks)
+        return cli_usage_error("train", "%d ranks: --batch %ld / --micro-batch %ld = %ld micro-batches, which %d ranks "
+                                        "cannot share evenly; give a number of micro-batches that %d divides",
+                               s->ranks, o->batch, o->micro_batch, M, s->ranks, s->ranks);
+    if (!s->rc.executor)
+        return cli_usage_error("train", "several ranks (mpirun) need the schedule executor: --schedule vertical or "
+                                        "horizontal, not memory");
+    if (s->rc.place.grads > 0)
+        return cli_usage_error("train", "gradients on the SSD are not built yet for several ranks (mpirun): drop grads "
+                                        "from --offload");
+    return 0;
+}
+
+/* Started by mpirun as several ranks, the ranks train one run together
+ * (cli/ranks.h); without mpirun this touches no MPI (strata/comm.h). The
+ * other ranks print nothing but their own errors: their standard output
+ * goes nowhere, and while the flags are checked (every rank finds the same
+ * fault) their errors too, so that a usage error is said once, by rank 0. */
+static int silence(int rank, int *saved_stderr) {
+    *saved_stderr = -1;
+    if (rank == 0) return 0;
+    int devnull = open("/dev/null", O_WRONLY);
+    if (devnull < 0 || !freopen("/dev/null", "w", stdout)) return -1;
+    fflush(stderr);
+    *saved_stderr = dup(STDERR_FILENO);
+    dup2(devnull, STDERR_FILENO);
+    close(devnull);
+    return 0;
+}
+
+static void unsilence(int saved_stderr) {
+    if (saved_stderr < 0) return;
+    fflush(stderr);
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stderr);
+}
+
+/* Ends every rank's part before the run starts with exit code rc: no rank
+ * ends (and has mpirun stop the others) before rank 0 has said why. */
+static int end_ranks(comm *c, int rc) {
     st_error err = {0};
-    if (comm_open(&c, &err) != ST_OK) return cli_fail(&err);
-    const int size = comm_size(c), rank = comm_rank(c);
-    if (size > 1 && rank == 0)
-        fprintf(stderr, "strata train: started as %d ranks (mpirun): training on several ranks is not built yet; "
-                        "run one process, without mpirun\n", size);
-    /* no rank ends (and has mpirun stop the others) before rank 0 has said why */
-    if (size > 1 && comm_barrier(c, &err) != ST_OK) cli_fail(&err);
+    if (comm_size(c) > 1 && comm_barrier(c, &err) != ST_OK) cli_fail(&err);
     comm_close(c);
-    return size > 1;
+    return rc;
 }
 
 int cmd_train(int argc, char **argv) {
     train_opts o = train_opts_defaults();
     st_error err = {0};
     cli_parsed flags;
+    comm *c;
+    if (comm_open(&c, &err) != ST_OK) return cli_fail(&err);
+    int saved_stderr;
+    if (silence(comm_rank(c), &saved_stderr) != 0) {
+        comm_close(c);
+        return cli_error("rank %d: cannot send its output to /dev/null: %s", comm_rank(c), strerror(errno));
+    }
     int rc = cli_parse_flags(&train_spec, argc, argv, &o, &flags);
-    if (rc != CLI_PARSED) return rc;
-    if ((rc = refuse_ranks()) != 0) {
+    if (rc != CLI_PARSED) {
+        unsilence(saved_stderr);
+        return end_ranks(c, rc);
+    }
+    if (o.resume && comm_size(c) > 1) {
+        rc = cli_usage_error("train", "resuming a run on several ranks (mpirun) is not built yet");
         cJSON_Delete(flags.config);
-        return rc;
+        unsilence(saved_stderr);
+        return end_ranks(c, rc);
     }
     cJSON *docs[2] = {flags.config, NULL};   /* --config's and run.json's: o's strings point into them */
 #define USAGE_ERROR(...)                                   \
     do {                                                   \
         cJSON_Delete(docs[0]);                             \
         cJSON_Delete(docs[1]);                             \
+        comm_close(c);                                     \
         return cli_usage_error("train", __VA_ARGS__);      \
     } while (0)
     const char *run_store = NULL;   /* --resume: where the run last committed */
@@ -1220,12 +1333,17 @@ int cmd_train(int argc, char **argv) {
         if (docs[0]) USAGE_ERROR("--resume takes the settings from the run's run.json; drop --config");
         if (merge_resume(&o, flags.given, &docs[1], &run_store, &extended_from, &err) != ST_OK) {
             cJSON_Delete(docs[1]);
+            comm_close(c);
             return cli_fail(&err);
         }
     }
-    session s = {.o = o, .run_store = run_store, .extended_from = extended_from, .last_commit_cost = -1};
+    session s = {.o = o, .run_store = run_store, .extended_from = extended_from, .last_commit_cost = -1,
+                 .comm = c, .rank = comm_rank(c), .ranks = comm_size(c)};
     rc = check_flags(&s);
+    if (rc == 0) rc = check_ranks(&s);
+    unsilence(saved_stderr);
     if (rc == 0) rc = run_session(&s);
+    rc = end_ranks(c, rc);
     cJSON_Delete(docs[0]);
     cJSON_Delete(docs[1]);
     return rc;

@@ -221,6 +221,7 @@ st_status run_dir_write_settings(run_dir *rd, const char *settings_json, st_erro
 }
 
 st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) {
+    if (!rd) return ST_OK;
     va_list ap;
     va_start(ap, fmt);
     int bad = vfprintf(rd->metrics, fmt, ap) < 0;
@@ -231,6 +232,7 @@ st_status run_dir_log_metrics(run_dir *rd, st_error *err, const char *fmt, ...) 
 }
 
 st_status run_dir_sync_metrics(run_dir *rd, st_error *err) {
+    if (!rd) return ST_OK;
     if (fflush(rd->metrics) != 0 || fsync(fileno(rd->metrics)) != 0)
         return st_fail_errno(err, errno, "%s/metrics.jsonl: cannot sync", rd->path);
     return ST_OK;
@@ -274,6 +276,7 @@ static int run_gnuplot(const char *script) {
 }
 
 void run_dir_plot(run_dir *rd, char *msg, size_t cap) {
+    if (!rd) return;
     char script[4200], png[4200], data[4200], metrics[4200];
     join(script, sizeof script, rd->path, "loss.gnuplot");
     join(png, sizeof png, rd->path, "loss.png");
@@ -352,7 +355,9 @@ static void settle_previous(run_dir *rd, int success) {
     }
 }
 
-void run_dir_committed(run_dir *rd) { settle_previous(rd, 1); }
+void run_dir_committed(run_dir *rd) {
+    if (rd) settle_previous(rd, 1);
+}
 
 void run_dir_finish(run_dir *rd, run_end end) {
     if (!rd) return;

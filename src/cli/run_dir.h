@@ -15,6 +15,10 @@
  * leaves the previous weights or the new ones, never half of each. The
  * run's training state is committed to its store (RUN_DIR/store, or the
  * directories run.json names), which --resume continues from.
+ *
+ * A job of several ranks has one run directory, rank 0's: the others hold
+ * a NULL run_dir, for which committed, log_metrics, sync_metrics, plot and
+ * finish do nothing (and succeed).
  */
 #ifndef STRATA_CLI_RUN_DIR_H
 #define STRATA_CLI_RUN_DIR_H

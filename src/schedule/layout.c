@@ -3,13 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strata/comm.h"
 #include "strata/layout.h"
 
 sched_params layout_sched_params(const layout_params *p) {
     return (sched_params){.kind = p->schedule, .n_units = gpt_num_units(&p->model),
                           .separate_head = gpt_head_unit(&p->model) != 0, .micro_batches = p->micro_batches,
                           .alpha = p->alpha, .clipping = p->clipping, .place = p->place,
-                          .separate_device = p->separate_device};
+                          .ranks = p->ranks, .separate_device = p->separate_device};
 }
 
 static const char *const opt_io_names[OPT_IO_ORDERS] = {"phased", "interleaved", "alternating"};
@@ -43,8 +44,11 @@ int layout_on_ssd(const run_layout *l, place_kind k, int i) {
 
 size_t layout_memory_elems(const run_layout *l, place_kind k) {
     const int units = placement_memory_units(l->p.place, k, l->n_units);
-    return units >= l->n_units ? l->n_params : l->units[units].offset;
+    if (k == PLACE_GRADS) return units >= l->n_units ? l->n_params : l->units[units].offset;
+    return units >= l->n_units ? l->n_local : l->units[units].local;
 }
+
+size_t layout_host_index(const run_layout *l, int u, size_t e) { return l->units[u].local + (e - l->units[u].lo); }
 
 /* Every buffer the executor allocates for this configuration. */
 static void plan_buffers(run_layout *l) {
@@ -76,8 +80,10 @@ static void plan_buffers(run_layout *l) {
     const layout_tier io_tier = sep ? LAYOUT_HOST : LAYOUT_DEVICE;
     /* the device: one unit's weights, one block's activations, the gradient
      * flowing down for every micro-batch, the tokens, checkpoint buffers */
-    plan(l, BUF_WEIGHTS_IO, "unit weights read from the SSD", io_tier, sep ? USE_STAGING : USE_UNIT_WEIGHTS,
-         ssd_weights ? 2 : 0, max_unit * wsz, 1);
+    /* with several ranks a unit's weights are gathered from the ranks' shards into these
+     * (weights in memory too), the next unit's while compute reads this one's */
+    plan(l, BUF_WEIGHTS_IO, "unit weights read from the SSD or gathered", io_tier,
+         sep ? USE_STAGING : USE_UNIT_WEIGHTS, ssd_weights || l->ranks > 1 ? 2 : 0, max_unit * wsz, 1);
     plan(l, BUF_UNIT_F32, "unit weights widened to f32", LAYOUT_DEVICE, USE_UNIT_WEIGHTS, mixed, max_unit * 4, 0);
     plan(l, BUF_BLOCK_ACTS, "block activations", LAYOUT_DEVICE, USE_ACTIVATIONS, 1,
          gpt_block_acts_numel(c, p->B, p->T) * 4, 0);
@@ -112,6 +118,9 @@ static void plan_buffers(run_layout *l) {
          end_grads > 0, end_grads * 4, 1);
     plan(l, BUF_GRAD_IO_BLOCK, "block gradient buffers", LAYOUT_HOST, USE_GRADIENTS,
          block_grads_ssd ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
+    /* what the other ranks send of a unit's gradient for this rank's shard */
+    plan(l, BUF_COMM_SCRATCH, "gradient pieces from the other ranks", LAYOUT_HOST, USE_GRADIENTS,
+         l->ranks > 1 ? LAYOUT_REDUCE_SLOTS : 0, (uint64_t)(l->ranks - 1) * l->max_shard * 4, 0);
     plan(l, BUF_OPT_WEIGHTS_IO, "stepped segments' compute weights", LAYOUT_HOST, USE_STAGING,
          ssd_weights ? LAYOUT_OPT_SLOTS : 0, seg * wsz, 1);
     plan(l, BUF_SEGMENT_IO, "segment staging", LAYOUT_HOST, USE_STAGING, placement_any_ssd(pl) || p->has_store,
@@ -144,27 +153,40 @@ st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
     const gpt_config *c = &p->model;
     l->n_units = gpt_num_units(c);
     l->n_params = gpt_num_params(c);
+    l->ranks = p->ranks > 1 ? p->ranks : 1;
+    l->rank = l->ranks > 1 ? p->rank : 0;
+    if (l->rank < 0 || l->rank >= l->ranks) return st_fail(err, ST_EINVAL, "rank %d of %d", p->rank, l->ranks);
     l->act_elems = (size_t)p->B * (size_t)p->T * (size_t)c->d_model;
     l->weight_size = p->precision == GPT_MIXED_BF16 ? 2 : 4;
     if (!(l->units = calloc((size_t)l->n_units, sizeof *l->units))) return st_fail(err, ST_ENOMEM, "out of memory");
-    /* part 0 of a unit ends on a multiple of LAYOUT_SPLIT_ALIGN elements, so
-     * that part 1 starts 4096-byte aligned in a buffer in bf16 and in f32 alike */
+    /* part 0 of a shard ends LAYOUT_SPLIT_ALIGN elements apart from its start,
+     * so that part 1 starts 4096-byte aligned in a buffer the shard starts
+     * in, in bf16 and in f32 alike */
     const double share = sched_deferred_share(&l->sched);
     for (int u = 0; u < l->n_units; u++) {
         layout_unit *un = &l->units[u];
         un->n = gpt_unit_numel(c, u);
         un->offset = gpt_unit_offset(c, u);
-        un->split = share <= 0 ? un->n
-                  : share >= 1 ? 0
-                               : (size_t)((double)un->n * (1.0 - share)) / LAYOUT_SPLIT_ALIGN * LAYOUT_SPLIT_ALIGN;
+        comm_shard_range(un->n, l->ranks, l->rank, &un->lo, &un->hi);
+        un->local = l->n_local;
+        l->n_local += un->hi - un->lo;
+        const size_t len = un->hi - un->lo;
+        un->split = un->lo + (share <= 0 ? len
+                              : share >= 1 ? 0
+                                           : (size_t)((double)len * (1.0 - share)) / LAYOUT_SPLIT_ALIGN * LAYOUT_SPLIT_ALIGN);
         if (un->n > l->max_unit) l->max_unit = un->n;
+        for (int r = 0; r < l->ranks; r++) {   /* every rank's, for buffers that receive another's */
+            size_t a, b;
+            comm_shard_range(un->n, l->ranks, r, &a, &b);
+            if (b - a > l->max_shard) l->max_shard = b - a;
+        }
     }
     l->segment = p->segment_elems ? p->segment_elems : LAYOUT_SEGMENT_DEFAULT;
-    if (l->segment > round_up(l->max_unit, LAYOUT_SPLIT_ALIGN)) l->segment = round_up(l->max_unit, LAYOUT_SPLIT_ALIGN);
+    if (l->segment > round_up(l->max_shard, LAYOUT_SPLIT_ALIGN)) l->segment = round_up(l->max_shard, LAYOUT_SPLIT_ALIGN);
     for (int u = 0; u < l->n_units; u++) {
         layout_unit *un = &l->units[u];
-        un->segs[0] = (un->split + l->segment - 1) / l->segment;
-        un->segs[1] = (un->n - un->split + l->segment - 1) / l->segment;
+        un->segs[0] = (un->split - un->lo + l->segment - 1) / l->segment;
+        un->segs[1] = (un->hi - un->split + l->segment - 1) / l->segment;
         if ((int)(un->segs[0] + un->segs[1]) > l->max_segs) l->max_segs = (int)(un->segs[0] + un->segs[1]);
     }
     if (l->max_segs >= LAYOUT_SEGMENT_STRIDE) {
@@ -176,8 +198,8 @@ st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
 }
 
 void layout_part_range(const run_layout *l, int u, int part, size_t *lo, size_t *hi) {
-    *lo = part == 0 ? 0 : l->units[u].split;
-    *hi = part == 0 ? l->units[u].split : l->units[u].n;
+    *lo = part == 0 ? l->units[u].lo : l->units[u].split;
+    *hi = part == 0 ? l->units[u].split : l->units[u].hi;
 }
 
 void layout_segment_range(const run_layout *l, int u, int part, size_t j, size_t *lo, size_t *hi) {
@@ -192,7 +214,7 @@ store_key layout_segment_key(store_kind kind, int u, int part, size_t j) {
 }
 
 size_t layout_bound(const run_layout *l, int u, double x) {
-    return x <= 0.0 ? 0 : x >= 1.0 ? l->units[u].n : l->units[u].split;
+    return x <= 0.0 ? l->units[u].lo : x >= 1.0 ? l->units[u].hi : l->units[u].split;
 }
 
 uint64_t layout_segment_bytes(const run_layout *l, int u, size_t a, size_t b, size_t elem) {
@@ -336,6 +358,7 @@ st_status layout_least_traffic_placement(const layout_params *base, int n_candid
     fill_ctx fc = {.base = base, .fits = fits, .ctx = ctx, .status = ST_OK, .err = err};
     for (int i = 0; i < n_candidates && i < PLACEMENT_COUNT; i++) {
         const placement whole = placement_at(i);
+        if (base->ranks > 1 && whole.grads > 0) continue;   /* not yet on several ranks (strata/offload.h) */
         if (!layout_fits(whole, &fc)) {
             if (fc.status != ST_OK) return fc.status;
             continue;

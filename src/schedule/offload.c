@@ -12,8 +12,10 @@
 
 layout_params offload_layout_params(const offload_config *cfg) {
     const train_config *tc = &cfg->train;
+    const int ranks = cfg->comm ? comm_size(cfg->comm) : 1;
     return (layout_params){.model = tc->model, .precision = tc->precision, .B = tc->B, .T = tc->T,
-                           .micro_batches = tc->micro_batches, .schedule = cfg->schedule, .alpha = cfg->alpha,
+                           .micro_batches = tc->micro_batches / ranks, .ranks = ranks,
+                           .rank = cfg->comm ? comm_rank(cfg->comm) : 0, .schedule = cfg->schedule, .alpha = cfg->alpha,
                            .clipping = tc->clip > 0, .place = cfg->place, .segment_elems = cfg->segment_elems, .opt_io = cfg->opt_io,
                            .has_store = cfg->n_store_paths > 0, .resuming = cfg->n_resume_paths > 0,
                            .separate_device = !train_config_backend(tc)->unified};
@@ -66,6 +68,25 @@ static st_status check_budgets(const offload_config *cfg, const layout_memory *m
     return ST_OK;
 }
 
+/* What several ranks support so far (offload_config.comm). */
+static st_status check_ranks(const offload_config *cfg, st_error *err) {
+    const int ranks = cfg->comm ? comm_size(cfg->comm) : 1;
+    if (ranks < 2) return ST_OK;
+    if (cfg->train.micro_batches % ranks != 0)
+        return st_fail(err, ST_EINVAL,
+                       "%d micro-batches cannot be divided among %d ranks: give a number of micro-batches that %d "
+                       "divides (each rank runs the same number)",
+                       cfg->train.micro_batches, ranks, ranks);
+    if (cfg->place.grads > 0)
+        return st_fail(err, ST_EUNSUPPORTED, "gradients on the SSD with several ranks are not supported yet: keep "
+                                             "them in memory (--offload without grads)");
+    if (cfg->n_resume_paths > 0)
+        return st_fail(err, ST_EUNSUPPORTED, "resuming a run on several ranks is not supported yet");
+    if (!train_config_backend(&cfg->train)->unified)
+        return st_fail(err, ST_EUNSUPPORTED, "several ranks with a separate compute device are not supported yet");
+    return ST_OK;
+}
+
 /* Device buffers come from the backend; I/O buffers (O_DIRECT, 4096-aligned)
  * and the host's from the host, on a unified backend too. */
 static int on_device(const layout_buffer *b) { return b->tier == LAYOUT_DEVICE && !b->io; }
@@ -109,7 +130,8 @@ static st_status shape_build(offload_trainer *t, const offload_config *cfg, st_e
     t->L1 = t->lay.n_units;
     t->n_acts = sched_parts(&t->lay.sched, PLACE_ACTS);
     t->head = sched_head_unit(&t->lay.sched);
-    t->M = cfg->train.micro_batches;
+    t->M = t->lay.p.micro_batches;
+    t->M_global = cfg->train.micro_batches;
     t->B = cfg->train.B;
     t->T = cfg->train.T;
     t->NC = t->lay.act_elems;
@@ -143,7 +165,7 @@ static int alloc_parts(offload_trainer *t) {
         ALLOC(t->opt.slot[i].wout, BUF_OPT_WEIGHTS_IO);
     }
     weight_loader *wl = &t->wl;
-    for (int b = 0; pl.weights > 0 && b < 2; b++) {
+    for (int b = 0; b < t->lay.buf[BUF_WEIGHTS_IO].count; b++) {   /* read from the SSD, or gathered */
         ALLOC(wl->buf[b], BUF_WEIGHTS_IO);
         ok &= (wl->op[b] = calloc((size_t)t->lay.max_segs, sizeof(store_op))) != NULL;
     }
@@ -162,6 +184,15 @@ static int alloc_parts(offload_trainer *t) {
         ap->slot[i] = ap->host + (i - first_in_memory) * t->NC;
     grad_pool *gp = &t->grads;
     ALLOC(gp->all, BUF_GRADS);
+    grad_reducer *rd = &t->reducer;
+    for (int k = 0; k < LAYOUT_REDUCE_SLOTS; k++) {
+        ALLOC(rd->scratch[k], BUF_COMM_SCRATCH);
+        rd->slot_unit[k] = -1;
+    }
+    ok &= (rd->req = calloc((size_t)t->L1, sizeof *rd->req)) != NULL;
+    ok &= (rd->slot_of = calloc((size_t)t->L1, sizeof *rd->slot_of)) != NULL;
+    ok &= (rd->grads = calloc((size_t)t->L1, sizeof *rd->grads)) != NULL;
+    ok &= (rd->sumsq = calloc((size_t)t->L1, sizeof *rd->sumsq)) != NULL;
     if (pl.grads > 0) {
         ok &= (gp->of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
         for (int u = 0; ok && u < t->L1; u++) gp->of[u] = -1;
@@ -188,10 +219,13 @@ static int alloc_parts(offload_trainer *t) {
     return ok;   /* every buffer zeroed by plan_alloc: gradients in memory start from zero */
 }
 
-/* The optimizer worker's job: the step, then its gradient buffer is given back. */
+/* The optimizer worker's job: the step (with several ranks, once the
+ * unit's gradient is summed over them), then its gradient buffer is given
+ * back. */
 static st_status run_job(void *ctx, const opt_job *job, st_error *err) {
     offload_trainer *t = ctx;
-    st_status s = opt_stream_run(&t->opt, job, grads_for_job(&t->grads, job), err);
+    st_status s = t->lay.ranks > 1 ? reduce_finish(&t->reducer, job->task.unit, 1, err) : ST_OK;
+    if (s == ST_OK) s = opt_stream_run(&t->opt, job, grads_for_job(&t->grads, job), err);
     grads_unref(&t->grads, job->grad_buf);
     return s;
 }
@@ -202,6 +236,7 @@ static st_status open_trace(offload_trainer *t, st_error *err) {
     if (s != ST_OK) return s;
     e->lane_compute = trace_lane(e->tr, "compute");
     e->lane_optimizer = trace_lane(e->tr, "optimizer");
+    if (t->lay.ranks > 1) e->lane_comm = trace_lane(e->tr, "ranks");
     for (int p = 0; p < t->cfg.n_store_paths; p++) {
         char name[64];
         snprintf(name, sizeof name, "ssd path %d", p);
@@ -221,18 +256,22 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
         return st_fail(err, ST_EINVAL, "state placed on the SSD needs at least one store directory");
     if (cfg.segment_elems % 2048 != 0)
         return st_fail(err, ST_EINVAL, "segment size %zu is not a multiple of 2048 elements", cfg.segment_elems);
+    if ((s = check_ranks(&cfg, err)) != ST_OK) return s;
     offload_trainer *t = calloc(1, sizeof *t);
     if (!t) return st_fail(err, ST_ENOMEM, "out of memory");
     pthread_mutex_init(&t->grads.lock, NULL);
     pthread_cond_init(&t->grads.freed, NULL);
+    pthread_mutex_init(&t->reducer.lock, NULL);
     t->env.be = train_config_backend(&cfg.train);
     if ((s = shape_build(t, &cfg, err)) != ST_OK || (s = check_budgets(&cfg, &t->lay.memory, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
     }
     t->env = (exec_env){.be = train_config_backend(&cfg.train), .lay = &t->lay, .model = &t->c,
-                        .n_paths = cfg.n_store_paths};
-    t->wl = (weight_loader){.env = &t->env, .hs = &t->hs, .unit = {-1, -1}};
+                        .n_paths = cfg.n_store_paths, .comm = cfg.comm};
+    t->wl = (weight_loader){.env = &t->env, .hs = &t->hs, .unit = {-1, -1}, .staged = {-1, -1},
+                            .gather_unit = {-1, -1}, .in_use = -1};
+    t->reducer.env = &t->env;
     t->acts = (act_pool){.env = &t->env, .M = t->M};
     t->grads.env = &t->env;
     t->grads.n_units = t->L1;
@@ -258,8 +297,9 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
 void offload_trainer_free(offload_trainer *t) {
     if (!t) return;
     opt_worker_stop(&t->worker);
-    /* nothing is freed under I/O */
+    /* nothing is freed under I/O, or while the ranks still send into it */
     weights_drain(&t->wl);
+    if (t->reducer.req) reduce_finish_all(&t->reducer, NULL);
     env_drain_each(t->acts.rd, LAYOUT_ACT_BUFFERS);
     env_drain_each(t->acts.wr, LAYOUT_ACT_BUFFERS);
     env_drain_each(t->grads.rd, LAYOUT_GRAD_BUFFERS);
@@ -309,6 +349,12 @@ void offload_trainer_free(offload_trainer *t) {
         plan_free(t, BUF_ACT_DEVICE, t->act_dev[i]);
     }
     plan_free(t, BUF_GRAD_DEVICE, t->grad_dev);
+    for (int k = 0; k < LAYOUT_REDUCE_SLOTS; k++) st_free_aligned(t->reducer.scratch[k]);
+    free(t->reducer.req);
+    free(t->reducer.slot_of);
+    free(t->reducer.grads);
+    free(t->reducer.sumsq);
+    pthread_mutex_destroy(&t->reducer.lock);
     free(t->mb_loss);
     free(t->unit_sumsq);
     layout_free(&t->lay);
@@ -317,14 +363,24 @@ void offload_trainer_free(offload_trainer *t) {
 
 /* ---- reading the weights back ------------------------------------------------------------ */
 
+/* Several ranks: out[lo, hi) holds this rank's shard of unit u's master
+ * weights; the other ranks' are gathered around it. */
+static st_status gather_unit(offload_trainer *t, int u, float *out, st_error *err) {
+    if (t->lay.ranks < 2) return ST_OK;
+    const double t0 = st_now();
+    st_status s = comm_allgather_shards_f32(t->env.comm, out, t->lay.units[u].n, err);
+    env_comm_done(&t->env, "all-gather master weights", u, t0);
+    return s;
+}
+
 st_status offload_trainer_read_unit(offload_trainer *t, int u, float *out, st_error *err) {
     if (u < 0 || u >= t->L1) return st_fail(err, ST_EINVAL, "unit %d out of range [0, %d)", u, t->L1);
     st_status s = opt_worker_wait(&t->worker, u, err);
     if (s != ST_OK) return s;
     const layout_unit *un = &t->lay.units[u];
     if (!layout_on_ssd(&t->lay, PLACE_OPTIM, u)) {
-        memcpy(out, t->hs.master + un->offset, un->n * sizeof(float));
-        return ST_OK;
+        memcpy(out + un->lo, t->hs.master + un->local, (un->hi - un->lo) * sizeof(float));
+        return gather_unit(t, u, out, err);
     }
     for (int part = 0; part < 2; part++)
         for (size_t j = 0; j < un->segs[part]; j++) {
@@ -338,7 +394,7 @@ st_status offload_trainer_read_unit(offload_trainer *t, int u, float *out, st_er
             if (s != ST_OK) return s;
             memcpy(out + lo, t->sbuf, (hi - lo) * 4);
         }
-    return ST_OK;
+    return gather_unit(t, u, out, err);
 }
 
 st_status offload_trainer_read_params(offload_trainer *t, float *out, st_error *err) {
@@ -365,7 +421,7 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
      * stats keep what happened inside steps, so that their parts fall
      * within step_s. */
     const double t0 = st_now(), compute0 = t->env.compute_s, io0 = t->env.io_wait_s,
-                 opt0 = t->env.optimizer_wait_s;
+                 opt0 = t->env.optimizer_wait_s, comm0 = t->env.comm_s;
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
     if (s != ST_OK) return s;
     run_tokens_stage(t, tokens, t->M * t->B, t->T);
@@ -374,10 +430,18 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->clip_scale_now = 1.0f;   /* without clipping, steps during backward use scale 1 */
     s = t->deferred_pending ? run_list(t, &t->steady, &t->an_steady, lr, t->step + 1, err)
                             : run_list(t, &t->first, &t->an_first, lr, t->step + 1, err);
+    if (s == ST_OK && t->lay.ranks > 1) s = reduce_sums(t, err);   /* every unit's shard summed */
     if (s != ST_OK) return s;
-    double sum = 0, loss = 0;
-    for (int u = 0; u < t->L1; u++) sum += t->unit_sumsq[u];
-    for (int mb = 0; mb < t->M; mb++) loss += t->mb_loss[mb];
+    double sums[2] = {0, 0};   /* the gradient's sum of squares, the micro-batches' losses */
+    for (int u = 0; u < t->L1; u++) sums[0] += t->unit_sumsq[u];
+    for (int mb = 0; mb < t->M; mb++) sums[1] += t->mb_loss[mb];
+    if (t->lay.ranks > 1) {   /* this rank's shards and micro-batches: summed over the ranks */
+        const double c0 = st_now();
+        s = comm_allreduce_sum_f64(t->env.comm, sums, 2, err);
+        env_comm_done(&t->env, "sum loss and norm", -1, c0);
+        if (s != ST_OK) return s;
+    }
+    const double sum = sums[0], loss = sums[1];
     t->prev_lr = lr;
     t->prev_scale = t->lay.sched.clipping ? clip_scale(sqrt(sum), t->cfg.train.clip) : 1.0f;
     t->prev_t = t->step + 1;
@@ -389,8 +453,9 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->stats.compute_s += t->env.compute_s - compute0;
     t->stats.compute_io_s += t->env.io_wait_s - io0;
     t->stats.optimizer_wait_s += t->env.optimizer_wait_s - opt0;
+    t->stats.comm_s += t->env.comm_s - comm0;
     if (stats) {
-        stats->loss = (float)(loss / t->M);
+        stats->loss = (float)(loss / t->M_global);
         stats->grad_norm = (float)sqrt(sum);
         stats->lr = lr;
         stats->seconds = t1 - t0;

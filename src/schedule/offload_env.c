@@ -12,6 +12,15 @@ void env_trace_ssd(exec_env *e, const char *what, store_key k, double t0, double
     for (int p = 0; p < e->n_paths; p++) trace_span(e->tr, e->lane_ssd0 + p, name, t0, t1);
 }
 
+void env_comm_done(exec_env *e, const char *what, int u, double t0) {
+    const double t1 = st_now();
+    e->comm_s += t1 - t0;
+    if (!e->tr) return;
+    char name[64];
+    snprintf(name, sizeof name, "%s u%d", what, u);
+    trace_span(e->tr, e->lane_comm, name, t0, t1);
+}
+
 st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, int on_worker, st_error *err) {
     double t0 = st_now();
     st_status s = write ? store_write(e->st, k, buf, bytes, err) : store_read(e->st, k, buf, bytes, err);

@@ -27,6 +27,7 @@
 
 #include <pthread.h>
 
+#include "strata/comm.h"
 #include "strata/layout.h"
 #include "strata/offload.h"
 #include "strata/store.h"
@@ -44,13 +45,15 @@ typedef struct exec_env {
     const gpt_config *model;
     store *st;                 /* the SSD tier, NULL when nothing lives in a store */
     trace *tr;                 /* NULL without a trace */
-    int lane_compute, lane_optimizer, lane_ssd0, n_paths;
+    int lane_compute, lane_optimizer, lane_ssd0, n_paths, lane_comm;
+    comm *comm;                /* the job's ranks (the compute thread's collectives), NULL on one process */
     /* Running totals since creation, steps or not (offload_trainer_step
      * keeps its own steps' share in the trainer's stats). The compute
      * thread's: */
     double compute_s;          /* compute tasks, the waits inside them excluded */
     double io_wait_s;          /* blocked on the SSD */
     double optimizer_wait_s;   /* waiting for the optimizer */
+    double comm_s;             /* in collectives with the other ranks */
     /* The worker's (opt_worker adds it up per job, under its lock): */
     double worker_io_s;        /* waiting for its SSD transfers */
 } exec_env;
@@ -70,6 +73,9 @@ st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error
 /* Waits for n transfers (the compute thread's), returning the first error;
  * *n becomes 0. */
 st_status env_compute_wait_all(exec_env *e, store_op *ops, int *n, const char *what, st_error *err);
+/* A collective the compute thread ran from t0 until now (several ranks):
+ * its time with the other ranks, traced on the comm lane as `what` of unit u. */
+void env_comm_done(exec_env *e, const char *what, int u, double t0);
 /* Waits for n transfers whatever they end with (nothing is freed under I/O); *n becomes 0. */
 void env_drain(store_op *ops, int *n);
 
@@ -153,6 +159,15 @@ typedef struct weight_loader {
     int cur;                   /* the buffer compute reads now */
     void *dev;                 /* a separate device: the unit copied there (bf16 or f32) */
     float *unit32;             /* mixed precision: the loaded unit widened to f32 (device) */
+    /* Several ranks: a unit's weights are gathered from every rank's shard.
+     * Each buffer is free, being read into (unit[b]: this rank's shard,
+     * from the SSD), staged (the shard moved to its place in the unit,
+     * ready to gather), being gathered, or gathered and read by compute
+     * (in_use, until the next unit's load). */
+    int staged[2];             /* the unit staged in buf[b], or -1 */
+    comm_request *gather[2];   /* a gather in flight into buf[b] ... */
+    int gather_unit[2];        /* ... of this unit, or -1 */
+    int in_use;                /* the buffer compute reads, or -1 */
 } weight_loader;
 
 /* Unit u's f32 compute weights on the device: read ahead already, or read
@@ -161,8 +176,54 @@ typedef struct weight_loader {
 st_status weights_load(weight_loader *wl, int u, const float **out, st_error *err);
 /* Starts reading unit u ahead into the free buffer, if it is free. */
 st_status weights_read_ahead(weight_loader *wl, int u, st_error *err);
-/* Waits for every read in flight (nothing is freed under I/O). */
+/* Several ranks. TASK_LOAD_WEIGHTS: this rank's shard of unit u's weights
+ * staged in a buffer (read from the SSD, ahead or now, or copied from
+ * memory; the caller has waited for the unit's optimizer steps); nothing
+ * when its gather has started already. */
+st_status weights_stage(weight_loader *wl, int u, st_error *err);
+/* TASK_GATHER_WEIGHTS: the whole unit from every rank's shard (the gather
+ * started ahead, or run now), then as weights_load gives it. */
+st_status weights_gather(weight_loader *wl, int u, const float **out, st_error *err);
+/* Starts unit u's gather ahead of its task when its shard is at hand
+ * without waiting: in memory once its steps are done (steps_done), or read
+ * ahead from the SSD completely. The caller makes sure it is the next
+ * collective of the list, so that every rank starts its collectives in
+ * one order. */
+st_status weights_gather_ahead(weight_loader *wl, int u, int steps_done, st_error *err);
+/* The request of a gather in flight, or NULL: to drive transfers with. */
+comm_request *weights_gather_pending(const weight_loader *wl);
+/* Waits for every read and gather in flight (nothing is freed under I/O). */
 void weights_drain(weight_loader *wl);
+
+/* ---- grad_reducer: gradients summed over the ranks ------------------------------------
+ * Several ranks: TASK_REDUCE_GRADS starts a unit's reduce-scatter, and
+ * whoever reads the unit's shard of the sum first finishes it: the
+ * optimizer worker before the unit's step, or the compute thread (the
+ * norm, the step's end, a scratch buffer wanted for another unit). The
+ * lock makes one thread at a time wait for a request. */
+
+typedef struct grad_reducer {
+    exec_env *env;
+    pthread_mutex_t lock;
+    comm_request **req;          /* [n_units] the unit's reduce-scatter in flight, or NULL (under lock) */
+    int *slot_of;                /* [n_units] its scratch slot */
+    float *scratch[LAYOUT_REDUCE_SLOTS];
+    int slot_unit[LAYOUT_REDUCE_SLOTS];   /* the unit using a slot, or -1 (under lock) */
+    long slot_seq[LAYOUT_REDUCE_SLOTS];   /* when it started: the oldest is finished first for room */
+    long seq;
+    float **grads;               /* [n_units] the gradients it sums (under lock) */
+    double *sumsq;               /* [n_units] the shard's sum of squares, once finished (under lock) */
+} grad_reducer;
+
+/* Starts summing unit u's gradients g[0, n) over the ranks into g[lo, hi)
+ * (the compute thread: collectives start in list order). */
+st_status reduce_start(grad_reducer *r, int u, float *g, st_error *err);
+/* Finishes unit u's reduce-scatter if one is in flight and takes the
+ * shard's sum of squares into sumsq[u]; on_worker: called by the optimizer
+ * worker (its wait is not the compute thread's). */
+st_status reduce_finish(grad_reducer *r, int u, int on_worker, st_error *err);
+/* Finishes every unit's (nothing in flight afterwards; the first error). */
+st_status reduce_finish_all(grad_reducer *r, st_error *err);
 
 /* ---- act_pool: activation checkpoints ------------------------------------------------ */
 
@@ -267,7 +328,9 @@ struct offload_trainer {
     sched_list first, steady, flush;   /* without and with deferred work coming in; flush only */
     sched_analysis an_first, an_steady, an_flush;
     gpt_config c;
-    int L1, M, B, T;                   /* L1: units (the embedding, the blocks, a head of its own) */
+    int L1, M, B, T;                   /* L1: units (the embedding, the blocks, a head of its own); M: this
+                                          rank's micro-batches */
+    int M_global;                      /* the global batch's (M times the ranks) */
     int n_acts;                        /* checkpoint indices 1..n_acts; act[n_acts] is the head's input */
     int head;                          /* the head's unit: 0 (tied) or L1 - 1 */
     size_t NC;                         /* floats of one activation [B,T,C] */
@@ -278,6 +341,7 @@ struct offload_trainer {
     grad_pool grads;
     opt_stream opt;
     opt_worker worker;
+    grad_reducer reducer;
     /* compute buffers: device memory, but for the host staging named so */
     const float *weights;              /* the loaded unit's f32 weights */
     float *block_acts, *scratch;
@@ -323,6 +387,9 @@ st_status state_write_host(offload_trainer *t, st_error *err);
 /* offload_run.c: runs a task list; lr and step_t are the step's. */
 st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis *an, float lr, long step_t,
                    st_error *err);
+/* Several ranks: finishes every unit's reduce-scatter and takes the shards'
+ * sums of squares into unit_sumsq (this rank's part of the norm). */
+st_status reduce_sums(offload_trainer *t, st_error *err);
 /* Rows of T+1 tokens into the inputs and targets of compute, as the host
  * writes them (on a separate device, the list's TOKENS_TO_DEVICE copies them in). */
 void run_tokens_stage(offload_trainer *t, const int32_t *rows, int n_rows, int T);

@@ -81,18 +81,18 @@ static void step_elements(opt_stream *os, const opt_job *job, const float *grads
     host_state *hs = os->hs;
     const int u = job->task.unit;
     const int optim_ssd = layout_on_ssd(l, PLACE_OPTIM, u), weights_ssd = layout_on_ssd(l, PLACE_WEIGHTS, u);
-    const size_t off = l->units[u].offset, len = hi - lo;
+    const size_t at = layout_host_index(l, u, lo), len = hi - lo;   /* in the rank's state arrays */
     const float *g = grads + lo;
-    float *p = optim_ssd ? sl->buf[0] : hs->master + off + lo;
-    float *mm = optim_ssd ? sl->buf[1] : hs->m + off + lo;
-    float *vv = optim_ssd ? sl->buf[2] : hs->v + off + lo;
+    float *p = optim_ssd ? sl->buf[0] : hs->master + at;
+    float *mm = optim_ssd ? sl->buf[1] : hs->m + at;
+    float *vv = optim_ssd ? sl->buf[2] : hs->v + at;
     /* the new bf16 compute weights are written in the optimizer's pass */
     st_bf16 *out16 = NULL;
-    if (l->weight_size == 2) out16 = weights_ssd ? (st_bf16 *)sl->wout : hs->w16 + off + lo;
+    if (l->weight_size == 2) out16 = weights_ssd ? (st_bf16 *)sl->wout : hs->w16 + at;
     adamw_step_range(os->env->model, u, lo, hi, os->adam, job->lr, job->scale, job->step_t, p, g, mm, vv, out16);
     if (l->weight_size == 4) {   /* fp32: the compute weights are a copy of the master */
         if (weights_ssd) memcpy(sl->wout, p, len * 4);
-        else if (hs->w32 != hs->master) memcpy(hs->w32 + off + lo, p, len * 4);
+        else if (hs->w32 != hs->master) memcpy(hs->w32 + at, p, len * 4);
     }
 }
 

@@ -95,7 +95,7 @@ static void head(offload_trainer *t, int m) {
     const size_t BT = (size_t)t->B * t->T;
     gpt_embed_w w = gpt_head_view(&t->c, (float *)t->weights), g = gpt_head_view(&t->c, grads_dev(t, t->head));
     t->mb_loss[m] = gpt_head_forward_backward(t->env.be, &t->c, &w, &g, t->B, t->T, act_in(t, t->n_acts, m),
-                                              t->targets + (size_t)m * BT, 1.0f / (float)t->M,
+                                              t->targets + (size_t)m * BT, 1.0f / (float)t->M_global,
                                               t->dact + (size_t)m * t->NC, NULL, t->scratch);
 }
 
@@ -124,6 +124,12 @@ static st_status load_weights(offload_trainer *t, int u, st_error *err) {
     return s == ST_OK ? weights_load(&t->wl, u, &t->weights, err) : s;
 }
 
+/* Several ranks: TASK_LOAD_WEIGHTS brings this rank's shard, TASK_GATHER_WEIGHTS the unit. */
+static st_status stage_weights(offload_trainer *t, int u, st_error *err) {
+    st_status s = opt_worker_wait(&t->worker, u, err);
+    return s == ST_OK ? weights_stage(&t->wl, u, err) : s;
+}
+
 /* The checkpoint in host memory a task reads (its unit in *u), or 0 for
  * none: a compute task's on a unified backend, else the copy's to the device. */
 static int consumed_act(const offload_trainer *t, const sched_task *k, int *u) {
@@ -148,11 +154,30 @@ static st_status save_act(offload_trainer *t, const sched_list *l, int i, st_err
     return s;
 }
 
-static void grad_norm(offload_trainer *t) {
+st_status reduce_sums(offload_trainer *t, st_error *err) {
+    st_status s = reduce_finish_all(&t->reducer, err);
+    for (int u = 0; s == ST_OK && u < t->L1; u++) t->unit_sumsq[u] = t->reducer.sumsq[u];
+    return s;
+}
+
+static st_status grad_norm(offload_trainer *t, st_error *err) {
+    if (t->lay.ranks > 1) {
+        st_status s = reduce_sums(t, err);
+        if (s != ST_OK) return s;
+    }
     double sum = 0;
     for (int v = 0; v < t->L1; v++) sum += t->unit_sumsq[v];
+    if (t->lay.ranks > 1) {   /* the squares of this rank's shards: summed over the ranks */
+        const double t0 = st_now();
+        st_status s = comm_allreduce_sum_f64(t->env.comm, &sum, 1, err);
+        env_comm_done(&t->env, "sum gradient norm", -1, t0);
+        if (s != ST_OK) return s;
+    }
     t->clip_scale_now = clip_scale(sqrt(sum), t->cfg.train.clip);
+    return ST_OK;
 }
+
+
 
 static st_status optimize(offload_trainer *t, const sched_task *k, float lr, long step_t, st_error *err) {
     if (layout_on_ssd(&t->lay, PLACE_GRADS, k->unit) && t->grads.of[k->unit] < 0)
@@ -162,6 +187,27 @@ static st_status optimize(offload_trainer *t, const sched_task *k, float lr, lon
     else job.lr = lr, job.scale = t->clip_scale_now, job.step_t = step_t;
     opt_worker_enqueue(&t->worker, &job);
     return ST_OK;
+}
+
+/* Several ranks, after task i: when the next collective of the list is a
+ * unit's gather, it starts now if the unit's shard is at hand (collectives
+ * start in list order on every rank: that is how the ranks match them);
+ * and the transfers in flight are driven on (OpenMPI moves a message only
+ * inside its calls). */
+static st_status comm_ahead(offload_trainer *t, const sched_list *l, int i, st_error *err) {
+    const int j = t->an->next_network[i + 1];
+    st_status s = ST_OK;
+    /* the gather's load may run ahead too once what it waits for (the
+     * unit's steps in this list) has been handed to the worker, and done */
+    const sched_task *g = j < l->n ? &l->tasks[j] : NULL;
+    if (g && g->op == TASK_GATHER_WEIGHTS && g->n_deps == 1 && sched_inputs_final(l, g->deps[0], i)) {
+        const int u = g->unit;
+        s = weights_gather_ahead(&t->wl, u, opt_worker_pending(&t->worker, u) == 0, err);
+    }
+    comm_request *rq = weights_gather_pending(&t->wl);
+    int done;
+    if (s == ST_OK && rq) s = comm_test(rq, &done, err);
+    return s;
 }
 
 /* After task i: start reading what the next weight load, the next checkpoint
@@ -179,6 +225,7 @@ static st_status read_ahead(offload_trainer *t, const sched_list *l, int i, st_e
         s = acts_read_ahead(&t->acts, l->tasks[j].unit, l->tasks[j].mb, err);
     if (s == ST_OK && pl.grads > 0 && (j = sched_read_ahead(t->an, l, i, SCHED_LOAD_GRADS)) >= 0)
         s = grads_read_ahead(&t->grads, &l->tasks[j], err);
+    if (s == ST_OK && t->lay.ranks > 1) s = comm_ahead(t, l, i, err);
     return s;
 }
 
@@ -187,7 +234,9 @@ static st_status read_ahead(offload_trainer *t, const sched_list *l, int i, st_e
 static st_status run_task(offload_trainer *t, const sched_list *l, int i, float lr, long step_t, st_error *err) {
     const sched_task *k = &l->tasks[i];
     switch (k->op) {
-    case TASK_LOAD_WEIGHTS: return load_weights(t, k->unit, err);
+    case TASK_LOAD_WEIGHTS: return t->lay.ranks > 1 ? stage_weights(t, k->unit, err) : load_weights(t, k->unit, err);
+    case TASK_GATHER_WEIGHTS: return weights_gather(&t->wl, k->unit, &t->weights, err);
+    case TASK_REDUCE_GRADS: return reduce_start(&t->reducer, k->unit, grads_dev(t, k->unit), err);
     case TASK_EMBED_FORWARD: return embed_forward(t, k->mb, err);
     case TASK_BLOCK_FORWARD: return block_forward(t, k->unit, k->mb, err);
     case TASK_HEAD: head(t, k->mb); return ST_OK;
@@ -195,7 +244,7 @@ static st_status run_task(offload_trainer *t, const sched_list *l, int i, float 
     case TASK_EMBED_BACKWARD: embed_backward(t, k->mb); return ST_OK;
     case TASK_SAVE_ACT: return save_act(t, l, i, err);
     case TASK_LOAD_ACT: return acts_load(&t->acts, k->unit, k->mb, err);
-    case TASK_GRAD_NORM: grad_norm(t); return ST_OK;
+    case TASK_GRAD_NORM: return grad_norm(t, err);
     case TASK_SAVE_GRAD: return grads_save(&t->grads, k, err);
     case TASK_LOAD_GRAD: return grads_load(&t->grads, k, err);
     case TASK_OPTIMIZE: return optimize(t, k, lr, step_t, err);
@@ -224,8 +273,9 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
         const double t0 = st_now(), waited0 = env_waited(&t->env);
         s = run_task(t, l, i, lr, step_t, err);
         /* after its last term, a unit's share of the gradient norm, on the
-         * device (a separate device's list copies the gradients out after) */
-        if (s == ST_OK && an->last_grad[i])
+         * device (a separate device's list copies the gradients out after);
+         * several ranks: of the shard, once summed (REDUCE_GRADS) */
+        if (s == ST_OK && an->last_grad[i] && t->lay.ranks < 2)
             t->unit_sumsq[gu] = t->env.be->sum_sq(t->env.be, grads_dev(t, gu), t->lay.units[gu].n);
         if (task_op_resource(k->op) == RES_COMPUTE) {
             /* a task that waited inside (for a checkpoint buffer still being

@@ -53,7 +53,7 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
     const run_layout *l = &t->lay;
     host_state *hs = &t->hs;
     store *st = t->env.st;
-    const size_t off = l->units[u].offset, wsz = l->weight_size;
+    const size_t wsz = l->weight_size;
     const int optim_mem = !layout_on_ssd(l, PLACE_OPTIM, u), weights_ssd = layout_on_ssd(l, PLACE_WEIGHTS, u);
     st_status s = ST_OK;
     for (int part = 0; part < 2 && s == ST_OK; part++) {
@@ -65,9 +65,9 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
         for (size_t j = 0; j < l->units[u].segs[part] && s == ST_OK; j++) {
             size_t lo, hi;
             layout_segment_range(l, u, part, j, &lo, &hi);
-            const size_t len = hi - lo;
+            const size_t len = hi - lo, at = layout_host_index(l, u, lo);   /* in the rank's state arrays */
             float *state[3];
-            for (int k = 0; k < 3; k++) state[k] = optim_mem ? host_state_of(hs, k) + off + lo : t->opt.slot[0].buf[k];
+            for (int k = 0; k < 3; k++) state[k] = optim_mem ? host_state_of(hs, k) + at : t->opt.slot[0].buf[k];
             /* in place on the SSD only the master weights are read: for the compute weights */
             const int n_read = optim_mem || !src->in_place ? 3 : 1;
             for (int k = 0; k < n_read && s == ST_OK; k++) s = source_read(src, k, u, lo, hi, state[k], err);
@@ -78,8 +78,8 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
                     s = env_store_io(&t->env, 1, sk, state[k], store_padded_bytes(len * 4), 0, err);
             }
             if (s != ST_OK) break;
-            if (!weights_ssd && hs->w16) gpt_f32_to_bf16(state[0], hs->w16 + off + lo, len);
-            if (!weights_ssd && hs->w32 && hs->w32 != hs->master) memcpy(hs->w32 + off + lo, state[0], len * sizeof(float));
+            if (!weights_ssd && hs->w16) gpt_f32_to_bf16(state[0], hs->w16 + at, len);
+            if (!weights_ssd && hs->w32 && hs->w32 != hs->master) memcpy(hs->w32 + at, state[0], len * sizeof(float));
             if (weights_ssd) {
                 store_key sk = layout_segment_key(STORE_WEIGHTS, u, part, j);
                 unsigned char *w = t->opt.slot[0].wout;
@@ -212,7 +212,7 @@ static st_status write_host_tensor(offload_trainer *t, store_key key, int u, int
                                    st_error *err) {
     if (layout_on_ssd(&t->lay, PLACE_OPTIM, u)) return ST_OK;   /* the store's tensors are the state */
     st_status s = ensure_tensor(t->env.st, key, (hi - lo) * 4, err);
-    memcpy(t->sbuf, host_state_of(&t->hs, k) + t->lay.units[u].offset + lo, (hi - lo) * 4);
+    memcpy(t->sbuf, host_state_of(&t->hs, k) + layout_host_index(&t->lay, u, lo), (hi - lo) * 4);
     return s == ST_OK ? env_store_io(&t->env, 1, key, t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err) : s;
 }
 

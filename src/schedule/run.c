@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "strata/comm.h"
 #include "strata/fs.h"
 #include "strata/run.h"
 
@@ -128,7 +129,7 @@ offload_config train_run_executor_config(const train_run_config *c) {
     offload_config oc = {.train = c->train, .schedule = c->schedule, .alpha = c->alpha, .place = c->place,
                          .mem_device = c->mem_device, .mem_host = c->mem_host, .trace_path = c->trace_path, .opt_io = c->opt_io,
                          .engine = c->io, .resume_steps = c->resume_steps, .init_read = c->init_read,
-                         .init_ctx = c->init_ctx};
+                         .init_ctx = c->init_ctx, .comm = c->comm};
     if (c->store) oc.store_paths = c->store->paths, oc.n_store_paths = c->store->n;
     if (c->resume) oc.resume_paths = c->resume->paths, oc.n_resume_paths = c->resume->n;
     return oc;
@@ -166,6 +167,9 @@ st_status train_run_auto_placement(const train_run_config *c, placement *out, st
 st_status train_run_create(train_run **out, const train_run_config *c, const float *init, st_error *err) {
     *out = NULL;
     if (!c->store) return st_fail(err, ST_EINVAL, "a run needs a store to commit to");
+    if (!c->executor && c->comm && comm_size(c->comm) > 1)
+        return st_fail(err, ST_EUNSUPPORTED, "the in-memory trainer runs on one rank: several ranks need the schedule "
+                                             "executor (--schedule vertical or horizontal)");
     train_run *r = calloc(1, sizeof *r);
     if (!r) return st_fail(err, ST_ENOMEM, "out of memory");
     r->model = c->train.model;

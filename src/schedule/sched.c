@@ -10,7 +10,8 @@ const char *task_op_name(task_op op) {
     static const char *names[TASK_OP_COUNT] = {
         "load_weights", "embed_forward", "block_forward", "head", "block_backward", "embed_backward",
         "save_act", "load_act", "save_grad", "load_grad", "grad_norm", "optimize",
-        "tokens_to_device", "act_to_device", "act_to_host", "grad_to_device", "grad_to_host"};
+        "tokens_to_device", "act_to_device", "act_to_host", "grad_to_device", "grad_to_host",
+        "gather_weights", "reduce_grads"};
     return op < TASK_OP_COUNT ? names[op] : "?";
 }
 
@@ -48,7 +49,9 @@ typedef struct gen {
     int *grad_saved;        /* [L+1]: SAVE_GRAD task, -1 if the gradients are in memory */
     int *weights_writer;    /* [L+1]: last optimizer task of the unit in this list */
     int *deferred_pending;  /* [L+1]: 1 while the unit's deferred work has not been emitted */
+    int *reduced;           /* [L+1]: the unit's REDUCE_GRADS is emitted (several ranks) */
     int last_compute;       /* the compute task emitted last */
+    int last_network;       /* the collective emitted last, -1: none */
     int pass;               /* how many passes over the micro-batches so far (snake) */
 } gen;
 
@@ -80,6 +83,7 @@ static int emit(gen *g, task_op op, int unit, int mb, const int *deps, int n_dep
             if (!dup) t->deps[t->n_deps++] = deps[i];
         }
     if (task_op_resource(op) == RES_COMPUTE) g->last_compute = l->n;
+    if (task_op_resource(op) == RES_NETWORK) g->last_network = l->n;
     return l->n++;
 }
 
@@ -154,10 +158,21 @@ static void emit_deferred(gen *g, int u) {
     g->grad_saved[u] = -1;   /* consumed: this iteration accumulates afresh */
 }
 
+/* The unit's weights for compute: loaded, and with several ranks the load
+ * is this rank's shard, gathered with the others' after it. */
 static int load_weights(gen *g, int u) {
     emit_deferred(g, u);
     int dep = g->weights_writer[u];
-    return emit(g, TASK_LOAD_WEIGHTS, u, -1, &dep, 1);
+    const int t = emit(g, TASK_LOAD_WEIGHTS, u, -1, &dep, 1);
+    return g->p->ranks > 1 ? emit(g, TASK_GATHER_WEIGHTS, u, -1, &t, 1) : t;
+}
+
+/* Several ranks: unit u's gradient is complete on every rank; summed over
+ * them into each rank's shard before anything reads it. */
+static void reduce_grads(gen *g, int u) {
+    if (g->p->ranks < 2 || g->reduced[u]) return;
+    g->reduced[u] = 1;
+    g->grad_last[u] = emit(g, TASK_REDUCE_GRADS, u, -1, &g->grad_last[u], 1);
 }
 
 /* A unit's gradients are complete: step the share that is not deferred and
@@ -165,6 +180,7 @@ static int load_weights(gen *g, int u) {
  * live there; horizontal's are there already). norm: the GRAD_NORM task the
  * step must wait for (clipping), or -1. */
 static void grads_complete(gen *g, int u, int norm) {
+    reduce_grads(g, u);
     double share = sched_deferred_share(g->p);
     if (share < 1.0) {
         int deps[2] = {need_grads(g, u, 0.0, 1.0 - share), norm};
@@ -174,11 +190,14 @@ static void grads_complete(gen *g, int u, int norm) {
 }
 
 /* With clipping: the global norm, once every gradient is complete. Compute
- * tasks run in list order, so the last one finishing means all have; each
- * unit's sum of squares is taken as its gradients complete. */
+ * tasks (and collectives) run in list order, so the last one finishing
+ * means all have; each unit's sum of squares is taken as its gradients
+ * complete (with several ranks, of the rank's shard once reduced: the
+ * norm sums them over the ranks). */
 static int grad_norm(gen *g) {
     if (!g->p->clipping) return -1;
-    return emit(g, TASK_GRAD_NORM, -1, -1, &g->last_compute, 1);
+    int deps[2] = {g->last_compute, g->last_network};
+    return emit(g, TASK_GRAD_NORM, -1, -1, deps, 2);
 }
 
 /* The head over micro-batch m: the loss and the start of backward; the
@@ -216,10 +235,18 @@ static void build_vertical(gen *g) {
     for (int i = 0; i < M; i++) emit_head(g, mb_at(g, i), lw, g->grad_last[g->head]);
     g->pass++;
     /* a head of its own is complete now; tied, its terms wait for the embedding's */
-    if (g->head != 0) grads_complete(g, g->head, -1);
+    int complete = g->head != 0 ? g->head : -1;
+    /* Several ranks: a unit's completion (its REDUCE_GRADS) comes after the
+     * next unit's load, so that the next unit's gather is the next
+     * collective while this unit's backward runs and can start ahead
+     * (collectives start in list order), and the reduce-scatter travels
+     * during the next unit's backward. */
+    const int reduce_late = g->p->ranks > 1;
+    if (!reduce_late && complete >= 0) grads_complete(g, complete, -1), complete = -1;
     /* backward, block by block from the top */
     for (int u = NB; u >= 1; u--) {
         lw = load_weights(g, u);
+        if (complete >= 0) grads_complete(g, complete, -1), complete = -1;
         for (int i = 0; i < M; i++) {
             int m = mb_at(g, i);
             int deps[4] = {lw, need_act(g, u, m), g->dact_prod[m], g->grad_last[u]};
@@ -227,8 +254,11 @@ static void build_vertical(gen *g) {
             g->dact_prod[m] = g->grad_last[u] = t;
         }
         g->pass++;
-        grads_complete(g, u, -1);   /* with clipping: all deferred (sched_deferred_share) */
+        /* with clipping: all deferred (sched_deferred_share) */
+        if (reduce_late) complete = u;
+        else grads_complete(g, u, -1);
     }
+    if (complete >= 0) grads_complete(g, complete, -1);
     for (int i = 0; i < M; i++) {
         int m = mb_at(g, i);
         int deps[2] = {g->dact_prod[m], g->grad_last[0]};
@@ -265,7 +295,9 @@ static void build_horizontal(gen *g) {
         g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, edeps, 2);
         park_grads(g, 0, 0.0, 1.0);
     }
-    /* the optimizer over every unit, after the last micro-batch */
+    /* the optimizer over every unit, after the last micro-batch (several
+     * ranks: every gradient reduced first, for the norm) */
+    for (int u = 0; u < g->L1; u++) reduce_grads(g, u);
     int norm = grad_norm(g);
     for (int u = 0; u < g->L1; u++) grads_complete(g, u, norm);
 }
@@ -392,6 +424,8 @@ static st_status check_params(const sched_params *p, st_error *err) {
                        p->separate_head ? " with a head unit" : "");
     if (p->micro_batches < 1) return st_fail(err, ST_EINVAL, "micro-batches %d must be at least 1", p->micro_batches);
     if (!(p->alpha >= 0.0 && p->alpha <= 1.0)) return st_fail(err, ST_EINVAL, "alpha %g must be in [0, 1]", p->alpha);
+    if (p->ranks > 1 && p->separate_device)
+        return st_fail(err, ST_EUNSUPPORTED, "several ranks with a separate device are not supported yet");
     return ST_OK;
 }
 
@@ -400,13 +434,13 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
     st_status s = check_params(p, err);
     if (s != ST_OK) return s;
     gen g = {.p = p, .l = out, .status = ST_OK, .L1 = p->n_units, .M = p->micro_batches, .last_compute = -1,
-             .n_acts = sched_parts(p, PLACE_ACTS), .head = sched_head_unit(p)};
+             .last_network = -1, .n_acts = sched_parts(p, PLACE_ACTS), .head = sched_head_unit(p)};
     g.n_blocks = g.n_acts - 1;
     const size_t acts = (size_t)(p->n_units + 1) * (size_t)p->micro_batches;
     g.act_prod = malloc(sizeof(int) * acts);
     g.act_saved = malloc(sizeof(int) * acts);
     g.dact_prod = malloc(sizeof(int) * (size_t)p->micro_batches);
-    int *unit_arrays = malloc(sizeof(int) * (size_t)p->n_units * 4);
+    int *unit_arrays = malloc(sizeof(int) * (size_t)p->n_units * 5);
     if (!g.act_prod || !g.act_saved || !g.dact_prod || !unit_arrays) {
         g.status = ST_ENOMEM;
     } else {
@@ -416,9 +450,11 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
         g.grad_saved = unit_arrays + p->n_units;
         g.weights_writer = unit_arrays + 2 * p->n_units;
         g.deferred_pending = unit_arrays + 3 * p->n_units;
+        g.reduced = unit_arrays + 4 * p->n_units;
         int pending = deferred_in && sched_deferred_share(p) > 0.0;
         for (int u = 0; u < p->n_units; u++) {
             g.grad_last[u] = g.weights_writer[u] = -1;
+            g.reduced[u] = 0;
             g.deferred_pending[u] = pending;
             /* the previous list parked these gradients on the SSD: loading
              * them depends on no task of this list */
@@ -461,6 +497,7 @@ task_resource task_op_resource(task_op op) {
     case TASK_LOAD_WEIGHTS: case TASK_LOAD_ACT: case TASK_LOAD_GRAD: return RES_SSD_READ;
     case TASK_SAVE_ACT: case TASK_SAVE_GRAD: return RES_SSD_WRITE;
     case TASK_OPTIMIZE: case TASK_GRAD_NORM: return RES_OPTIMIZER;
+    case TASK_GATHER_WEIGHTS: case TASK_REDUCE_GRADS: return RES_NETWORK;
     default: return RES_COMPUTE;
     }
 }
@@ -477,6 +514,8 @@ void sched_count(const sched_list *l, sched_counts *c) {
         case TASK_OPTIMIZE: c->optimize_tasks++; break;
         case TASK_EMBED_FORWARD: case TASK_BLOCK_FORWARD: c->forward_tasks++; break;
         case TASK_HEAD: case TASK_BLOCK_BACKWARD: case TASK_EMBED_BACKWARD: c->backward_tasks++; break;
+        case TASK_GATHER_WEIGHTS: c->gathers++; break;
+        case TASK_REDUCE_GRADS: c->reduces++; break;
         default: break;
         }
     }

@@ -19,7 +19,8 @@ int sched_is_grad_task(task_op op) {
 int sched_grad_unit(const sched_task *t) {
     switch (t->op) {
     case TASK_EMBED_BACKWARD: return 0;
-    case TASK_HEAD: case TASK_BLOCK_BACKWARD: case TASK_SAVE_GRAD: case TASK_LOAD_GRAD: case TASK_OPTIMIZE: return t->unit;
+    case TASK_HEAD: case TASK_BLOCK_BACKWARD: case TASK_SAVE_GRAD: case TASK_LOAD_GRAD: case TASK_OPTIMIZE:
+    case TASK_REDUCE_GRADS: return t->unit;
     default: return -1;
     }
 }
@@ -27,6 +28,7 @@ int sched_grad_unit(const sched_task *t) {
 void sched_analysis_free(sched_analysis *a) {
     if (!a) return;
     free(a->next_compute);
+    free(a->next_network);
     free(a->next_load);
     free(a->next_grad_load);
     free(a->first_grad);
@@ -45,6 +47,7 @@ st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *a, st_
     a->n_units = n_units;
     const size_t tasks = (size_t)n + 1, units = (size_t)n_units;
     a->next_compute = malloc(sizeof(int) * tasks);
+    a->next_network = malloc(sizeof(int) * tasks);
     a->next_load = malloc(sizeof(int) * tasks);
     a->next_grad_load = malloc(sizeof(int) * tasks);
     a->first_grad = calloc(tasks, 1);
@@ -55,7 +58,7 @@ st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *a, st_
     a->last_grad_task = malloc(sizeof(int) * units);
     int *next_use = malloc(sizeof(int) * units);   /* the unit's next use of its gradient buffer */
     char *seen = calloc(units, 1);
-    if (!a->next_compute || !a->next_load || !a->next_grad_load || !a->first_grad || !a->next_first_grad || !a->last_grad ||
+    if (!a->next_compute || !a->next_network || !a->next_load || !a->next_grad_load || !a->first_grad || !a->next_first_grad || !a->last_grad ||
         !a->grad_leave || !a->grad_release || !a->last_grad_task || !next_use || !seen) {
         free(next_use);
         free(seen);
@@ -75,10 +78,11 @@ st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *a, st_
     for (int i = n - 1; i >= 0; i--) a->next_first_grad[i] = i + 1 < n && a->first_grad[i + 1] ? i + 1 : a->next_first_grad[i + 1];
     int next[SCHED_LOAD_KINDS] = {-1, -1, -1};
     int next_grad_unit = -1;   /* unit of the next gradient task, -1 when none */
-    a->next_compute[n] = n;
+    a->next_compute[n] = a->next_network[n] = n;
     for (int i = n - 1; i >= 0; i--) {
         const sched_task *t = &l->tasks[i];
         a->next_compute[i] = task_op_resource(t->op) == RES_COMPUTE ? i : a->next_compute[i + 1];
+        a->next_network[i] = task_op_resource(t->op) == RES_NETWORK ? i : a->next_network[i + 1];
         a->next_grad_load[i] = next[SCHED_LOAD_GRADS];
         const int k = sched_load_kind(t->op);
         a->next_load[i] = k >= 0 ? next[k] : -1;

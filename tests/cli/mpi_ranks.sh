@@ -1,27 +1,108 @@
 #!/usr/bin/env bash
-# mpi_ranks.sh STRATA SOURCE_DIR - `strata train` under mpirun: one rank
-# trains as without mpirun; several ranks are refused whole (data-parallel
-# training is not built yet), in one line from rank 0, every rank exiting
-# with status 1 and nothing written.
+# mpi_ranks.sh STRATA SOURCE_DIR - `strata train` under mpirun (data
+# parallel, cli/ranks.h): 2 ranks over shared memory and 3 over TCP end with
+# the weights of one process (the same global batch) and its losses, print
+# from rank 0 only, and keep their state in store directories of their own
+# (RUN_DIR/store/rank-R, or --store with %r); one rank under mpirun trains as
+# without it; what several ranks cannot do yet is refused once, by rank 0;
+# a rank killed with SIGKILL ends the job, and mpirun names the rank.
 . "$(dirname "$0")/common.bash" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 # sanitizer builds: whole stacks, so that tests/lsan.supp matches what OpenMPI leaks
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}fast_unwind_on_malloc=0"
 MPIRUN=(mpirun --oversubscribe --bind-to none --timeout 100)
+TCP=(--mca btl self,tcp --mca btl_tcp_if_include lo)
 
 "$PY" - "$tmp/tokens.bin" <<'PY'
 import random, struct, sys
 random.seed(3)
 open(sys.argv[1], "wb").write(struct.pack("<%dH" % 20000, *[random.randrange(97) for _ in range(20000)]))
 PY
-model=(--n-layer 1 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 2 --steps 1 --data "$tmp/tokens.bin")
+model=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 6 --micro-batch 1 --steps 4
+       --eval-every 2 --eval-batches 2 --data "$tmp/tokens.bin" --clip 1)
 
-expect_rc "two ranks: refused, naming the ranks" 1 "started as 2 ranks \(mpirun\)" \
-  "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/two"
-check "two ranks: one line, from rank 0" test "$(grep -c 'started as' "$tmp/err")" -eq 1
-check "two ranks: no run directory" test ! -e "$tmp/two"
-expect_rc "three ranks: refused" 1 "started as 3 ranks" \
-  "${MPIRUN[@]}" -np 3 "$STRATA" train "${model[@]}" --run-dir "$tmp/three"
-"${MPIRUN[@]}" -np 1 "$STRATA" train "${model[@]}" --run-dir "$tmp/one" >"$tmp/one.out" 2>"$tmp/one.err"
-check "one rank under mpirun trains" test $? -eq 0 -a -s "$tmp/one/model.safetensors"
+# The weights of a run and of one process, and their losses step by step:
+# the same up to the rounding of another gradient summation order.
+same_run() {
+  "$PY" - "$1" "$2" <<'PY'
+import json, struct, sys
+import numpy as np
+def weights(run):
+    b = open(run + "/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+def losses(run):
+    return [json.loads(l).get("loss") for l in open(run + "/metrics.jsonl") if '"loss"' in l]
+a, b = weights(sys.argv[1]), weights(sys.argv[2])
+num = sum(((a[k].astype(np.float64) - b[k]) ** 2).sum() for k in a)
+den = sum((a[k].astype(np.float64) ** 2).sum() for k in a)
+la, lb = losses(sys.argv[1]), losses(sys.argv[2])
+ok = set(a) == set(b) and (num / den) ** 0.5 < 1e-6 and len(la) == len(lb) == 4 and \
+     all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(la, lb))
+print("     weights %.2e apart, losses %s against %s" % ((num / den) ** 0.5, lb, la))
+sys.exit(0 if ok else 1)
+PY
+}
+
+"$STRATA" train "${model[@]}" --run-dir "$tmp/one" --offload weights,optim,acts >"$tmp/one.out" 2>&1
+check "one process trains (the reference)" test $? -eq 0 -a -s "$tmp/one/model.safetensors"
+
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/two" --offload weights,optim,acts \
+  >"$tmp/two.out" 2>"$tmp/two.err"
+check "two ranks train" test $? -eq 0 -a -s "$tmp/two/model.safetensors"
+check "two ranks: the weights and losses of one process" same_run "$tmp/one" "$tmp/two"
+check "two ranks: output from rank 0 only" test "$(grep -c '^done:' "$tmp/two.out")" -eq 1
+check "two ranks: say so" grep -q "^ranks: 2, data parallel: each trains 3 of the micro-batches" "$tmp/two.out"
+check "two ranks: the one warning, from rank 0" test "$(grep -c . "$tmp/two.err")" -eq 1 -a \
+  "$(grep -c 'validation data is the training data' "$tmp/two.err")" -eq 1
+check "two ranks: a store each" test -s "$tmp/two/store/rank-0/strata-store.manifest" \
+  -a -s "$tmp/two/store/rank-1/strata-store.manifest"
+
+"${MPIRUN[@]}" -np 3 "${TCP[@]}" "$STRATA" train "${model[@]}" --run-dir "$tmp/three" --schedule horizontal \
+  --offload optim=0.5 --store "$tmp/nvme%r/three" >"$tmp/three.out" 2>&1
+check "three ranks over TCP, horizontal, --store with %r" test $? -eq 0 -a -s "$tmp/three/model.safetensors"
+"$STRATA" train "${model[@]}" --run-dir "$tmp/one-h" --schedule horizontal >/dev/null 2>&1
+check "three ranks: the weights and losses of one process" same_run "$tmp/one-h" "$tmp/three"
+check "three ranks: a store each where %r says" test -s "$tmp/nvme0/three/strata-store.manifest" \
+  -a -s "$tmp/nvme1/three/strata-store.manifest" -a -s "$tmp/nvme2/three/strata-store.manifest"
+
+"${MPIRUN[@]}" -np 1 "$STRATA" train "${model[@]}" --run-dir "$tmp/mpi-one" >"$tmp/mpi-one.out" 2>&1
+check "one rank under mpirun trains as one process" test $? -eq 0 -a -s "$tmp/mpi-one/model.safetensors"
+check "one rank: no rank-R store" test -s "$tmp/mpi-one/store/strata-store.manifest"
+
+# Refused once, by rank 0, before anything is written.
+expect_rc "micro-batches the ranks cannot share: refused" 2 "4 ranks: --batch 6 / --micro-batch 1 = 6 micro-batches" \
+  "${MPIRUN[@]}" -np 4 "$STRATA" train "${model[@]}" --run-dir "$tmp/four"
+check "refused: one line" test "$(grep -c 'micro-batches, which' "$tmp/err")" -eq 1
+check "refused: no run directory" test ! -e "$tmp/four"
+expect_rc "the in-memory trainer on two ranks: refused" 2 "need the schedule executor" \
+  "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/mem" --schedule memory
+expect_rc "gradients on the SSD on two ranks: refused" 2 "gradients on the SSD are not built yet" \
+  "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/grads" --offload grads
+expect_rc "resuming on two ranks: refused" 2 "resuming a run on several ranks" \
+  "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/two"
+
+# A rank killed: the job ends, and mpirun names the rank.
+long=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 2 --micro-batch 1 --steps 100000
+      --eval-every 0 --data "$tmp/tokens.bin")
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${long[@]}" --run-dir "$tmp/killed" >"$tmp/killed.out" 2>&1 &
+job=$!
+rank1=""
+for _ in $(seq 1 300); do   # rank 1's process, once it trains
+  for p in $(pgrep -f "strata train .*$tmp/killed"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$p
+  done
+  [ -n "$rank1" ] && grep -q "step 1/" "$tmp/killed.out" && break
+  sleep 0.1
+done
+check "the job started (rank 1: PID ${rank1:-none})" test -n "$rank1"
+[ -n "$rank1" ] && kill -KILL "$rank1"
+for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && { echo "     (the job still ran 60 s after its rank 1 was killed)"; kill -KILL "$job"; }
+wait "$job"
+rc=$?
+check "a rank killed: the job ends non-zero" test "$rc" -ne 0
+check "a rank killed: mpirun names it" grep -qE "rank 1 .*(signal 9|Killed)" "$tmp/killed.out"
 finish
