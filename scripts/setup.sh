@@ -13,6 +13,7 @@ PACKAGES=(
   liburing-dev                             # async I/O engine
   libcjson-dev                             # safetensors headers, config files
   openmpi-bin libopenmpi-dev               # data-parallel ranks (the comm layer, mpirun)
+  iproute2                                 # two hosts on one machine for the TCP test (scripts/netns_cluster.sh)
   clang libclang-rt-14-dev                 # fuzz targets (libFuzzer)
   python3-torch                            # numerical reference (fixtures, bench)
   fio                                      # I/O benchmark baseline

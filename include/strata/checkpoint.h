@@ -37,11 +37,18 @@ typedef struct ckpt_reader ckpt_reader;
  * and kind when a unit's tensors of a kind do not add up to its size (a
  * store of another model, or no committed state). */
 st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st_error *err);
+/* The same for the store of rank `rank` of a run of `ranks` (strata/offload.h's
+ * data parallelism): its tensors hold the rank's shard of each unit,
+ * elements [lo, hi) of comm_shard_range, and ckpt_read_range takes unit
+ * elements within it. ckpt_reader_open is rank 0 of 1. */
+st_status ckpt_reader_open_rank(ckpt_reader **out, store *st, const gpt_config *c, int ranks, int rank,
+                                st_error *err);
 void ckpt_reader_free(ckpt_reader *r);
 /* Elements [lo, hi) of unit u's tensor of kind (STORE_MASTER, STORE_ADAM_M
  * or STORE_ADAM_V) into out; checksums are verified as the bytes arrive. */
 st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, size_t hi, float *out, st_error *err);
-/* Elements of unit u (what the store holds, checked equal to the model's at open). */
+/* Elements of unit u (what the store holds, checked equal to the model's at
+ * open); of a rank's store, where its shard ends. */
 st_status ckpt_unit_numel(const ckpt_reader *r, int u, size_t *n, st_error *err);
 /* Staging the reader would allocate for st: three of its largest state tensor. */
 uint64_t ckpt_reader_bytes(store *st);
@@ -63,6 +70,7 @@ typedef struct ckpt_record {
     uint64_t data_pos, data_epoch;   /* the batch_loader's pos and epoch */
     uint64_t data_tokens;            /* tokens in the training file, to notice another dataset */
     uint64_t vocab_fingerprint;      /* the vocabulary the data was made with (tokenizer_fingerprint); 0: unknown */
+    int ranks, rank;                 /* a run of several ranks: this store holds rank's shard (0 or 1: one process) */
 } ckpt_record;
 /* r as JSON into buf; returns its length (< cap), or -1 when it does not fit. */
 int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap);

@@ -110,8 +110,9 @@ typedef struct offload_config {
      * in rank order) once it is complete, then each rank steps its shard.
      * Losses and the gradient norm are sums over the ranks. Every call
      * below that steps, evaluates, flushes, commits or reads weights back
-     * is then collective: every rank makes it, in the same order. Not yet
-     * with several ranks: gradients on the SSD, resuming, a separate
+     * is then collective: every rank makes it, in the same order. Resuming
+     * reads each rank's shards from its own store (the same number of
+     * ranks). Not yet with several ranks: gradients on the SSD, a separate
      * device (ST_EUNSUPPORTED). */
     struct comm *comm;
 } offload_config;

@@ -707,6 +707,28 @@ static void run_committed(session *s) {
     }
 }
 
+/* Resuming, no commit where this number of ranks keeps it: the run may
+ * have been trained on another number of ranks (one process keeps its
+ * store in the directories themselves, several ranks below them), which
+ * is said rather than "no commit". */
+static st_status other_ranks_commit(session *s, const char *default_store, st_error *err) {
+    store_dirs dirs;
+    ckpt_record c;
+    int found = 0;
+    st_error e = {0};
+    st_status st = store_dirs_parse(s->run_store ? s->run_store : default_store, &dirs, &e);
+    if (st == ST_OK && s->ranks < 2) st = ranks_store_dirs(&dirs, 0, 2, &dirs, &e);   /* rank 0 of several? */
+    if (st == ST_OK) st = train_run_last_commit(&dirs, &c, &found, &e);
+    if (st != ST_OK || !found) return ST_OK;   /* nothing there either: the caller says so */
+    if (c.ranks < 2)
+        return st_fail(err, ST_EINVAL, "%s: its last commit (step %ld, in %s) is one process's: resume it without "
+                                       "mpirun (resuming on another number of ranks is not built yet)",
+                       s->o.run_dir, c.step, dirs.list);
+    return st_fail(err, ST_EINVAL, "%s: its last commit (step %ld, rank 0's in %s) is %d ranks': resume it on %d "
+                                   "ranks, mpirun -np %d (resuming on another number of ranks is not built yet)",
+                   s->o.run_dir, c.step, dirs.list, c.ranks, c.ranks, c.ranks);
+}
+
 /* The run directory and the store every run commits to: --store, or
  * RUN_DIR/store. run.json records --store (as absolute paths) and not the
  * default, so that it stays a --config file for another run directory. A
@@ -745,23 +767,33 @@ static st_status open_run_dir(session *s, st_error *err) {
         s->store_ours = st == ST_OK;
         return st;
     }
-    if ((st = run_dir_reopen(&s->rd, o->run_dir, err)) != ST_OK) return st;   /* the lock first */
-    if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_dirs, err)) != ST_OK) return st;
+    if (s->rank == 0 && (st = run_dir_reopen(&s->rd, o->run_dir, err)) != ST_OK) return st;   /* the lock first */
+    if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_dirs, err)) != ST_OK ||
+        (st = ranks_store_dirs(&s->old_dirs, s->rank, s->ranks, &s->old_dirs, err)) != ST_OK)
+        return st;
     /* RUN_DIR/store is made just after run.json: a run stopped between the
      * two has no store yet, not a lost one (an external --store missing may
      * be a drive not mounted, and stays an error) */
-    if (!s->run_store && (st = st_mkdir_p(default_store, err)) != ST_OK) return st;
+    for (int i = 0; !s->run_store && i < s->old_dirs.n; i++)
+        if ((st = st_mkdir_p(s->old_dirs.paths[i], err)) != ST_OK) return st;
     int found;
     st_error e = {0};
     if ((st = train_run_last_commit(&s->old_dirs, &s->commit, &found, &e)) != ST_OK) {
         s->state_damaged = 1;
         return st_fail(err, st, "%s: %s", o->run_dir, e.msg);
     }
+    if (!found && (st = other_ranks_commit(s, default_store, err)) != ST_OK) return st;
     if (!found) {
         s->never_committed = 1;
         return st_fail(err, ST_ENOENT, "%s: the run stopped before its first commit (--commit-every, --save-every)",
                        o->run_dir);
     }
+    const int commit_ranks = s->commit.ranks > 1 ? s->commit.ranks : 1;
+    if (commit_ranks != s->ranks || s->commit.rank != s->rank)
+        return st_fail(err, ST_EINVAL,
+                       "%s: its last commit (in %s) is rank %d of %d's: resume it on %d ranks, mpirun -np %d "
+                       "(resuming on another number of ranks is not built yet)",
+                       o->run_dir, s->old_dirs.list, s->commit.rank, commit_ranks, commit_ranks, commit_ranks);
     st = train_run_check_commit(&s->commit, &s->rc.train.model, token_file_count(s->train_tf), o->steps, err);
     if (st == ST_OK) st = vocab_fingerprint_check(s->train_path, s->vocab_fp, "the run's last commit",
                                                   s->commit.vocab_fingerprint, err);
@@ -776,7 +808,7 @@ static st_status open_run_dir(session *s, st_error *err) {
     s->check_seconds = st_now() - t_check;
     s->loader.pos = s->commit.data_pos;
     s->loader.epoch = s->commit.data_epoch;
-    if ((st = run_dir_cut_to(s->rd, s->commit.step, err)) != ST_OK) return st;
+    if (s->rank == 0 && (st = run_dir_cut_to(s->rd, s->commit.step, err)) != ST_OK) return st;
     if (store_dirs_same(&s->dirs, &s->default_dirs)) o->store = NULL;   /* back in RUN_DIR/store: the default again */
     s->rc.resume = &s->old_dirs;
     s->rc.resume_steps = s->commit.step;
@@ -893,8 +925,6 @@ static void print_executor_plan(const session *s) {
     }
 }
 
-/* Commits the state of the last completed step, with its record (step,
- * model, data position), and says what it cost. */
 /* Every rank says how it went (ranks_agree): afterwards the ranks are in
  * step, and a failure is known to all. */
 static st_status agree(session *s, st_status st, st_error *err) {
@@ -904,10 +934,35 @@ static st_status agree(session *s, st_status st, st_error *err) {
     return st;
 }
 
+/* Resuming on several ranks: every rank's last commit is of the same step
+ * (a crash between the ranks' commits leaves them apart: said by rank 0). */
+static st_status agree_commit(session *s, st_status st, st_error *err) {
+    if ((st = agree(s, st, err)) != ST_OK || s->ranks < 2) return st;
+    int64_t mine = s->commit.step, *steps = malloc(sizeof(int64_t) * (size_t)s->ranks);
+    if (!steps) return agree(s, st_fail(err, ST_ENOMEM, "out of memory"), err);
+    st = comm_allgather(s->comm, &mine, sizeof mine, steps, err);
+    int other = -1;
+    for (int r = 0; st == ST_OK && r < s->ranks; r++)
+        if (steps[r] != steps[0] && other < 0) other = r;
+    if (st == ST_OK && other >= 0) {
+        s->failure_shared = 1, s->peer_failed = s->rank != 0;   /* rank 0 says it */
+        st = st_fail(err, ST_ECORRUPT,
+                     "%s: the ranks' last commits differ (rank 0's is of step %lld, rank %d's of step %lld): the job "
+                     "stopped between the ranks' commits, and a run of several ranks cannot yet go back to the "
+                     "commit before; start it again from model.safetensors with --init",
+                     s->o.run_dir, (long long)steps[0], other, (long long)steps[other]);
+    }
+    free(steps);
+    return st;
+}
+
+/* Commits the state of the last completed step, with its record (step,
+ * model, data position, the rank), and says what it cost. */
 static st_status commit_state(session *s, st_error *err) {
     const ckpt_record c = {.step = train_run_steps_done(s->run), .model = s->rc.train.model,
                            .data_pos = s->loader.pos, .data_epoch = s->loader.epoch,
-                           .data_tokens = token_file_count(s->train_tf), .vocab_fingerprint = s->vocab_fp};
+                           .data_tokens = token_file_count(s->train_tf), .vocab_fingerprint = s->vocab_fp,
+                           .ranks = s->ranks, .rank = s->rank};
     const double t0 = st_now();
     st_status st = agree(s, train_run_commit(s->run, &c, err), err);   /* every rank's share is durable */
     if (st != ST_OK) return st;
@@ -974,9 +1029,11 @@ static st_status create_run(session *s, st_error *err) {
     s->committed = s->o.resume != NULL;
     if (!s->o.resume) return ST_OK;
     if (s->move_store && (st = commit_state(s, err)) != ST_OK) return st;
-    char *settings = run_settings_json(&s->o);
-    st = settings ? run_dir_write_settings(s->rd, settings, err) : st_fail(err, ST_ENOMEM, "out of memory");
-    free(settings);
+    if (s->rank == 0) {
+        char *settings = run_settings_json(&s->o);
+        st = settings ? run_dir_write_settings(s->rd, settings, err) : st_fail(err, ST_ENOMEM, "out of memory");
+        free(settings);
+    }
     if (st == ST_OK && s->move_store) st = store_remove(&s->old_dirs, err);
     if (st == ST_OK) printf("resumed in %.2f s\n", st_now() - t_create);
     return st;
@@ -1207,6 +1264,7 @@ static int run_session(session *s) {
     if (st == ST_OK && s->rank == 0) st = open_run_dir(s, &err);
     st = agree(s, st, &err);
     if (st == ST_OK && s->rank > 0) st = open_run_dir(s, &err);
+    if (s->o.resume) st = agree_commit(s, st, &err);
     if (st == ST_OK) {
         print_header(s);
         st = create_run(s, &err);
@@ -1261,6 +1319,9 @@ static int check_ranks(const session *s) {
     if (s->rc.place.grads > 0)
         return cli_usage_error("train", "gradients on the SSD are not built yet for several ranks (mpirun): drop grads "
                                         "from --offload");
+    if (o->plan || o->hw)
+        return cli_usage_error("train", "--plan and --hw plan for one process; with several ranks (mpirun) give "
+                                        "--schedule and --offload");
     return 0;
 }
 
@@ -1313,19 +1374,14 @@ int cmd_train(int argc, char **argv) {
         unsilence(saved_stderr);
         return end_ranks(c, rc);
     }
-    if (o.resume && comm_size(c) > 1) {
-        rc = cli_usage_error("train", "resuming a run on several ranks (mpirun) is not built yet");
-        cJSON_Delete(flags.config);
-        unsilence(saved_stderr);
-        return end_ranks(c, rc);
-    }
     cJSON *docs[2] = {flags.config, NULL};   /* --config's and run.json's: o's strings point into them */
 #define USAGE_ERROR(...)                                   \
     do {                                                   \
         cJSON_Delete(docs[0]);                             \
         cJSON_Delete(docs[1]);                             \
-        comm_close(c);                                     \
-        return cli_usage_error("train", __VA_ARGS__);      \
+        rc = cli_usage_error("train", __VA_ARGS__);        \
+        unsilence(saved_stderr);                           \
+        return end_ranks(c, rc);                           \
     } while (0)
     const char *run_store = NULL;   /* --resume: where the run last committed */
     long extended_from = 0;         /* --resume with a larger --steps: the steps before */
@@ -1333,8 +1389,9 @@ int cmd_train(int argc, char **argv) {
         if (docs[0]) USAGE_ERROR("--resume takes the settings from the run's run.json; drop --config");
         if (merge_resume(&o, flags.given, &docs[1], &run_store, &extended_from, &err) != ST_OK) {
             cJSON_Delete(docs[1]);
-            comm_close(c);
-            return cli_fail(&err);
+            rc = cli_fail(&err);
+            unsilence(saved_stderr);
+            return end_ranks(c, rc);
         }
     }
     session s = {.o = o, .run_store = run_store, .extended_from = extended_from, .last_commit_cost = -1,

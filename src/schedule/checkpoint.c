@@ -1,5 +1,6 @@
 /* checkpoint.c - a run's training state in a store (see strata/checkpoint.h). */
 #include "strata/checkpoint.h"
+#include "strata/comm.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -60,7 +61,13 @@ void ckpt_reader_free(ckpt_reader *r) {
 }
 
 st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st_error *err) {
+    return ckpt_reader_open_rank(out, st, c, 1, 0, err);
+}
+
+st_status ckpt_reader_open_rank(ckpt_reader **out, store *st, const gpt_config *c, int ranks, int rank,
+                                st_error *err) {
     *out = NULL;
+    if (ranks < 1 || rank < 0 || rank >= ranks) return st_fail(err, ST_EINVAL, "rank %d of %d", rank, ranks);
     const int L1 = gpt_num_units(c), count = store_tensor_count(st);
     ckpt_reader *r = calloc(1, sizeof *r);
     store_tensor_info *infos = calloc((size_t)count + 1, sizeof *infos);
@@ -92,7 +99,8 @@ st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st
         int i = 0;
         for (int u = 0; u < L1 && s == ST_OK; u++) {
             r->first[k][u] = i;
-            size_t at = 0;
+            size_t at, shard_hi;   /* the rank's shard of the unit: [at, shard_hi) */
+            comm_shard_range(gpt_unit_numel(c, u), ranks, rank, &at, &shard_hi);
             for (; i < n && infos[i].key.block == u; i++) {
                 if (infos[i].bytes % 4) {
                     char name[64];
@@ -103,12 +111,18 @@ st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st
                 r->pieces[k][i] = (piece){infos[i].key.index, at, at + infos[i].bytes / 4};
                 at += infos[i].bytes / 4;
             }
-            if (s == ST_OK && u == 0 && !c->tied && at == gpt_unit_numel(c, 0) + gpt_unit_numel(c, gpt_head_unit(c)))
+            if (s == ST_OK && ranks == 1 && u == 0 && !c->tied &&
+                at == gpt_unit_numel(c, 0) + gpt_unit_numel(c, gpt_head_unit(c)))
                 s = st_fail(err, ST_EUNSUPPORTED,
                             "the store keeps the untied head in unit 0, as Strata did before the head had a unit of "
                             "its own (2026-11-26); export its weights with that version (strata export) and train "
                             "on from them with --init");
-            else if (s == ST_OK && at != gpt_unit_numel(c, u))
+            else if (s == ST_OK && at != shard_hi && ranks > 1)
+                s = st_fail(err, ST_ECORRUPT,
+                            "the store's %s tensors of unit %d end at element %zu, rank %d of %d's shard of the "
+                            "model's unit at %zu (a store of another model or rank, or without committed state)",
+                            store_kind_name(state_kinds[k]), u, at, rank, ranks, shard_hi);
+            else if (s == ST_OK && at != shard_hi)
                 s = st_fail(err, ST_ECORRUPT,
                             "the store's %s tensors of unit %d hold %zu elements, the model's unit has %zu (a store "
                             "of another model, or one without committed training state)",
@@ -197,12 +211,15 @@ int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap) {
                  (double)rs->low_freq_factor, (double)rs->high_freq_factor, rs->original_context);
     }
     /* The fingerprint is a string: a JSON number holds only 53 bits exactly. */
+    /* a rank's share of a run of several ranks (one process's records stay as they were) */
+    char ranks[64] = "";
+    if (r->ranks > 1) snprintf(ranks, sizeof ranks, ", \"ranks\": %d, \"rank\": %d", r->ranks, r->rank);
     int n = snprintf(buf, cap,
                      "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d%s, "
-                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu, \"vocab_fingerprint\": \"%016llx\"}",
+                     "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu, \"vocab_fingerprint\": \"%016llx\"%s}",
                      r->step, m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size, llama,
                      (unsigned long long)r->data_pos, (unsigned long long)r->data_epoch,
-                     (unsigned long long)r->data_tokens, (unsigned long long)r->vocab_fingerprint);
+                     (unsigned long long)r->data_tokens, (unsigned long long)r->vocab_fingerprint, ranks);
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
@@ -273,11 +290,19 @@ st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_err
             return st_fail(err, ST_ECORRUPT, "the store's commit record: field vocab_fingerprint is not 16 hex digits");
         }
     }
+    /* a rank's share of a run of several ranks; absent: one process */
+    double ranks = 1, rank = 0;
+    const int has_ranks = cJSON_GetObjectItemCaseSensitive(j, "ranks") != NULL;
+    if (has_ranks && (!record_number(j, "ranks", &ranks) || !record_number(j, "rank", &rank) || ranks < 2 ||
+                      ranks > 1 << 20 || ranks != floor(ranks) || rank < 0 || rank >= ranks || rank != floor(rank))) {
+        cJSON_Delete(j);
+        return st_fail(err, ST_ECORRUPT, "the store's commit record: fields ranks and rank out of range");
+    }
     *out = (ckpt_record){.step = (long)v[0],
                          .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3],
                                    .n_ctx = (int)v[4], .vocab_size = (int)v[5]},
                          .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8],
-                         .vocab_fingerprint = fingerprint};
+                         .vocab_fingerprint = fingerprint, .ranks = (int)ranks, .rank = (int)rank};
     st_status s = parse_llama(j, &out->model, err);
     cJSON_Delete(j);
     if (s != ST_OK) return s;

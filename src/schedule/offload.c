@@ -80,8 +80,6 @@ static st_status check_ranks(const offload_config *cfg, st_error *err) {
     if (cfg->place.grads > 0)
         return st_fail(err, ST_EUNSUPPORTED, "gradients on the SSD with several ranks are not supported yet: keep "
                                              "them in memory (--offload without grads)");
-    if (cfg->n_resume_paths > 0)
-        return st_fail(err, ST_EUNSUPPORTED, "resuming a run on several ranks is not supported yet");
     if (!train_config_backend(&cfg->train)->unified)
         return st_fail(err, ST_EUNSUPPORTED, "several ranks with a separate compute device are not supported yet");
     return ST_OK;

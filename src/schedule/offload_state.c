@@ -188,7 +188,8 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     state_source src = {0};
     store *from = NULL;
     st_status s = open_stores(t, &src.in_place, &from, err);
-    if (s == ST_OK && resume) s = ckpt_reader_open(&src.ckpt, from ? from : t->env.st, &t->c, err);
+    if (s == ST_OK && resume)   /* several ranks: each rank's store holds its shards */
+        s = ckpt_reader_open_rank(&src.ckpt, from ? from : t->env.st, &t->c, t->lay.ranks, t->lay.rank, err);
     if (s == ST_OK && src.in_place) s = each_state_tensor(t, check_in_place, err);
     if (s == ST_OK && src.in_place) s = drop_stale_weights(t, err);
     for (int u = 0; s == ST_OK && u < t->L1; u++) {

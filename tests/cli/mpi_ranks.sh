@@ -4,8 +4,10 @@
 # the weights of one process (the same global batch) and its losses, print
 # from rank 0 only, and keep their state in store directories of their own
 # (RUN_DIR/store/rank-R, or --store with %r); one rank under mpirun trains as
-# without it; what several ranks cannot do yet is refused once, by rank 0;
-# a rank killed with SIGKILL ends the job, and mpirun names the rank.
+# without it; a stopped run resumes on as many ranks bit for bit, and on
+# another number is refused; what several ranks cannot do yet is refused
+# once, by rank 0; a rank killed with SIGKILL ends the job, and mpirun
+# names the rank.
 . "$(dirname "$0")/common.bash" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 # sanitizer builds: whole stacks, so that tests/lsan.supp matches what OpenMPI leaks
@@ -21,30 +23,6 @@ PY
 model=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 6 --micro-batch 1 --steps 4
        --eval-every 2 --eval-batches 2 --data "$tmp/tokens.bin" --clip 1)
 
-# The weights of a run and of one process, and their losses step by step:
-# the same up to the rounding of another gradient summation order.
-same_run() {
-  "$PY" - "$1" "$2" <<'PY'
-import json, struct, sys
-import numpy as np
-def weights(run):
-    b = open(run + "/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
-            for k, v in h.items() if k != "__metadata__"}
-def losses(run):
-    return [json.loads(l).get("loss") for l in open(run + "/metrics.jsonl") if '"loss"' in l]
-a, b = weights(sys.argv[1]), weights(sys.argv[2])
-num = sum(((a[k].astype(np.float64) - b[k]) ** 2).sum() for k in a)
-den = sum((a[k].astype(np.float64) ** 2).sum() for k in a)
-la, lb = losses(sys.argv[1]), losses(sys.argv[2])
-ok = set(a) == set(b) and (num / den) ** 0.5 < 1e-6 and len(la) == len(lb) == 4 and \
-     all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(la, lb))
-print("     weights %.2e apart, losses %s against %s" % ((num / den) ** 0.5, lb, la))
-sys.exit(0 if ok else 1)
-PY
-}
 
 "$STRATA" train "${model[@]}" --run-dir "$tmp/one" --offload weights,optim,acts >"$tmp/one.out" 2>&1
 check "one process trains (the reference)" test $? -eq 0 -a -s "$tmp/one/model.safetensors"
@@ -52,7 +30,7 @@ check "one process trains (the reference)" test $? -eq 0 -a -s "$tmp/one/model.s
 "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/two" --offload weights,optim,acts \
   >"$tmp/two.out" 2>"$tmp/two.err"
 check "two ranks train" test $? -eq 0 -a -s "$tmp/two/model.safetensors"
-check "two ranks: the weights and losses of one process" same_run "$tmp/one" "$tmp/two"
+check "two ranks: the weights and losses of one process" "$PY" "$SRC/tests/cli/same_run.py" "$tmp/two" "$tmp/one"
 check "two ranks: output from rank 0 only" test "$(grep -c '^done:' "$tmp/two.out")" -eq 1
 check "two ranks: say so" grep -q "^ranks: 2, data parallel: each trains 3 of the micro-batches" "$tmp/two.out"
 check "two ranks: the one warning, from rank 0" test "$(grep -c . "$tmp/two.err")" -eq 1 -a \
@@ -64,7 +42,7 @@ check "two ranks: a store each" test -s "$tmp/two/store/rank-0/strata-store.mani
   --offload optim=0.5 --store "$tmp/nvme%r/three" >"$tmp/three.out" 2>&1
 check "three ranks over TCP, horizontal, --store with %r" test $? -eq 0 -a -s "$tmp/three/model.safetensors"
 "$STRATA" train "${model[@]}" --run-dir "$tmp/one-h" --schedule horizontal >/dev/null 2>&1
-check "three ranks: the weights and losses of one process" same_run "$tmp/one-h" "$tmp/three"
+check "three ranks: the weights and losses of one process" "$PY" "$SRC/tests/cli/same_run.py" "$tmp/three" "$tmp/one-h"
 check "three ranks: a store each where %r says" test -s "$tmp/nvme0/three/strata-store.manifest" \
   -a -s "$tmp/nvme1/three/strata-store.manifest" -a -s "$tmp/nvme2/three/strata-store.manifest"
 
@@ -81,13 +59,38 @@ expect_rc "the in-memory trainer on two ranks: refused" 2 "need the schedule exe
   "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/mem" --schedule memory
 expect_rc "gradients on the SSD on two ranks: refused" 2 "gradients on the SSD are not built yet" \
   "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/grads" --offload grads
-expect_rc "resuming on two ranks: refused" 2 "resuming a run on several ranks" \
-  "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/two"
+
+# Stopped (SIGTERM to mpirun, which passes it on: the ranks agree on the
+# step, commit and end) and resumed on as many ranks: the uninterrupted run.
+long=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 4 --micro-batch 1 --steps 300
+      --eval-every 0 --data "$tmp/tokens.bin" --offload weights,optim,acts --clip 1)
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${long[@]}" --run-dir "$tmp/whole" >/dev/null 2>&1
+check "two ranks, 300 steps (the reference)" test $? -eq 0
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${long[@]}" --run-dir "$tmp/stopped" >"$tmp/stopped.out" 2>&1 &
+job=$!
+for _ in $(seq 1 600); do   # a few steps in (rank 0's metrics), then stopped
+  [ -f "$tmp/stopped/metrics.jsonl" ] && [ "$(grep -c '"loss"' "$tmp/stopped/metrics.jsonl")" -ge 5 ] && break
+  sleep 0.05
+done
+signal_and_wait TERM "$job"
+check "stopped mid-run: committed" grep -qE "^stopping after step ([0-9]|[0-9][0-9]|1[0-9][0-9]|2[0-8][0-9]) " \
+  "$tmp/stopped.out"
+expect_rc "resumed on one process: refused, naming the ranks" 1 "is 2 ranks': resume it on 2 ranks, mpirun -np 2" \
+  "$STRATA" train --resume "$tmp/stopped"
+"${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/stopped" >"$tmp/resumed.out" 2>&1
+check "resumed on two ranks" test $? -eq 0
+expect_rc "a one-process run resumed on two ranks: refused" 1 "is one process's: resume it without mpirun" \
+  "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/one" --steps 6
+check "  from its commit" grep -q "^resuming .* from its commit at step" "$tmp/resumed.out"
+check "  the uninterrupted run's losses and weights, bit for bit" \
+  cmp -s "$tmp/whole/model.safetensors" "$tmp/stopped/model.safetensors"
+check "  (the losses too)" diff <(grep -o '"loss": [0-9.e-]*' "$tmp/whole/metrics.jsonl") \
+  <(grep -o '"loss": [0-9.e-]*' "$tmp/stopped/metrics.jsonl")
 
 # A rank killed: the job ends, and mpirun names the rank.
-long=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 2 --micro-batch 1 --steps 100000
-      --eval-every 0 --data "$tmp/tokens.bin")
-"${MPIRUN[@]}" -np 2 "$STRATA" train "${long[@]}" --run-dir "$tmp/killed" >"$tmp/killed.out" 2>&1 &
+endless=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 2 --micro-batch 1 --steps 100000
+         --eval-every 0 --data "$tmp/tokens.bin")
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${endless[@]}" --run-dir "$tmp/killed" >"$tmp/killed.out" 2>&1 &
 job=$!
 rank1=""
 for _ in $(seq 1 300); do   # rank 1's process, once it trains
