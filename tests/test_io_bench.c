@@ -1,7 +1,8 @@
 /* test_io_bench.c - the bandwidth measurement shared by `strata iobench` and
  * `strata probe`: every pass times each path, the mixed pass moves half the
- * file each way, the test file goes unless kept, and bad settings or a
- * missing file are refused with a message. */
+ * file each way, the cycle pass times reads and writes apart, the test file
+ * goes unless kept, and bad settings or a missing file are refused with a
+ * message. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,7 +65,52 @@ static void test_passes(void **state) {
     rmdir(b);
 }
 
+/* The probe's pass: the file in phases (the last one short), read then
+ * written back in place, a cycle untimed and one timed. */
+static void test_cycle(void **state) {
+    (void)state;
+    char a[256], b[256];
+    snprintf(a, sizeof a, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
+    snprintf(b, sizeof b, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
+    assert_non_null(mkdtemp(a));
+    assert_non_null(mkdtemp(b));
+    const char *dirs[2] = {a, b};
+    io_bench_config c = io_bench_default_config();
+    c.dirs = dirs;
+    c.n_dirs = 2;
+    c.size = 1 << 20;
+    c.block = 64 << 10;
+    c.queue_depth = 4;
+    c.read = 0;
+    c.cycle_phase = 3 * 4096 * 25;   /* 300 KiB: not a divisor of the file, nor a multiple of the block */
+    c.cycle_warm = 1;
+    io_bench_result r;
+    st_error err = {0};
+    assert_int_equal(io_bench(&c, &r, &err), ST_OK);
+    for (int p = 0; p < 2; p++) {
+        assert_true(r.cycle_read_s[p] > 0 && r.cycle_write_s[p] > 0);
+        assert_true(r.read_s[p] == 0 && r.mixed_read_s[p] == 0);   /* only the passes asked for */
+    }
+    assert_true(r.cycle_read_total_s >= r.cycle_read_s[0] && r.cycle_read_total_s >= r.cycle_read_s[1]);
+    assert_true(r.cycle_write_total_s >= r.cycle_write_s[0] && r.cycle_write_total_s >= r.cycle_write_s[1]);
+    char f[300];
+    snprintf(f, sizeof f, "%s/strata-iobench.dat", a);
+    assert_int_equal(access(f, F_OK), -1);   /* removed */
+    /* refused: no write pass to lay the file down; a phase O_DIRECT cannot take */
+    c.write = 0;
+    assert_int_equal(io_bench(&c, &r, &err), ST_EINVAL);
+    assert_non_null(strstr(err.msg, "cycle pass"));
+    c.write = 1;
+    c.cycle_phase = 5000;
+    assert_int_equal(io_bench(&c, &r, &err), ST_EINVAL);
+    c.cycle_phase = 4096;
+    c.cycle_idle_us = -1;
+    assert_int_equal(io_bench(&c, &r, &err), ST_EINVAL);
+    rmdir(a);
+    rmdir(b);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_passes)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_passes), cmocka_unit_test(test_cycle)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,7 +76,8 @@ typedef enum hw_backend { HW_BACKEND_CPU = 0, HW_BACKEND_GPU = 1 } hw_backend;
 
 typedef struct hw_ssd {
     char path[256];              /* where it was measured, or "" */
-    double read_gbps, write_gbps;                /* sequential, O_DIRECT, each alone */
+    double read_gbps, write_gbps;                /* O_DIRECT, each alone (strata probe: the optimizer's
+                                                    phases, read then overwritten in place) */
     double mixed_read_gbps, mixed_write_gbps;    /* both at once; 0: half of each alone */
 } hw_ssd;
 

@@ -252,10 +252,12 @@ st_status io_preflight(io_preflight_path *paths, int n, int allow_buffered, char
  * Sequential transfers of a test file in each directory, every directory at
  * once, the way fio measures a drive: what `strata iobench` prints and what
  * `strata probe` records for the simulator. Passes, in this order: write the
- * whole file (then fdatasync, not timed); read it back; mixed: read its
- * first half while writing its second half, requests alternating so that
- * both directions are in flight together (what an optimizer streaming its
- * state sees). Preflight first; the file is removed afterwards unless keep.
+ * whole file (then fdatasync, not timed); read it back; cycle: the file in
+ * phases, each read then overwritten in place (what the optimizer's phased
+ * streams do); mixed: read its first half while writing its second half,
+ * requests alternating so that both directions are in flight together
+ * (what an optimizer streaming its state interleaved sees). Preflight
+ * first; the file is removed afterwards unless keep.
  *
  *     io_bench_config c = io_bench_default_config();
  *     c.dirs = dirs; c.n_dirs = 2; c.size = 256 << 20;
@@ -280,6 +282,13 @@ typedef struct io_bench_config {
                                   that the timed one overwrites written blocks, and no sync before the read
                                   pass (the executor rewrites its state in place and reads it back with no
                                   sync between commits); 0: fio's way, a fresh file made durable first */
+    uint64_t cycle_phase;      /* > 0: the cycle pass, after the read pass: the file in phases of this many
+                                  bytes (a multiple of block), each read and then overwritten, as the
+                                  optimizer streams its state through the store; needs write (the file) */
+    int cycle_warm;            /* untimed cycles before the timed one (1: the timed cycle reads what the
+                                  cycle before wrote, as every step after the first does) */
+    long cycle_idle_us;        /* the drive left idle before each phase, 0 to 10 s (not timed): on a
+                                  virtual disk, phases after idle time move faster than back to back */
 } io_bench_config;
 
 /* file "strata-iobench.dat", 1 GiB, 1 MiB blocks, queue depth 8, io_uring
@@ -292,6 +301,9 @@ typedef struct io_bench_result {
     double mixed_read_s[IO_BENCH_MAX_PATHS];   /* until the mixed pass's last read / write finished */
     double mixed_write_s[IO_BENCH_MAX_PATHS];
     uint64_t mixed_read_bytes, mixed_write_bytes;   /* per directory */
+    double cycle_read_s[IO_BENCH_MAX_PATHS];   /* the timed cycle: the sum of its read phases / write phases */
+    double cycle_write_s[IO_BENCH_MAX_PATHS];
+    double cycle_read_total_s, cycle_write_total_s;   /* every directory together */
     double write_total_s, read_total_s, mixed_total_s;   /* every directory together */
     io_engine_info engine;
     char warning[512];         /* from the preflight (buffered paths), or "" */

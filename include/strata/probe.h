@@ -20,8 +20,13 @@
  *                executor's worker runs it -> adamw_params_per_s_per_thread
  *   contention   the block again while AdamW runs beside it -> compute_slowdown,
  *                and AdamW's rate meanwhile -> optimizer_slowdown
- *   ssd          each store directory alone through io_bench (strata/io.h):
- *                O_DIRECT write, read, and both at once
+ *   ssd          each store directory alone through io_bench (strata/io.h),
+ *                O_DIRECT: the test file laid down, then cycled through in
+ *                the optimizer's phases (3 segments of master weights and
+ *                moments, 72 MiB, read then overwritten in place), one
+ *                cycle untimed and the next timed -> read_gbps, write_gbps
+ *                (bytes over the sum of each direction's phases); then
+ *                reads and writes at once -> mixed_read/write_gbps
  *   memory       physical memory (device = host on the CPU backend), cores
  *
  * Each timing is the median of a few repetitions (more for short ones);

@@ -12,7 +12,8 @@
 
 typedef struct iobench_opts {
     const char *path, *engine, *rw, *file;
-    uint64_t size, block;
+    uint64_t size, block, cycle;
+    long cycle_idle;
     long qd;
     int keep, no_register, buffered, steady;
 } iobench_opts;
@@ -26,8 +27,13 @@ static const cli_flag iobench_flags[] = {
     CLI_STRING("engine", O(engine), "E", "auto (default: io_uring if available), uring, psync"),
     CLI_STRING("rw", O(rw), "MODE", "write, read (of an existing file), or both (default)"),
     CLI_ON("keep", O(keep), "keep the test files (for fio on the same files)"),
-    CLI_ON("steady", O(steady), "as the store sees the drive (strata probe's way): the timed write\n"
-                                "overwrites a written file, the read follows it with no sync"),
+    CLI_ON("steady", O(steady), "the timed write overwrites a written file, the read follows it\n"
+                                "with no sync (the store rewrites its state in place)"),
+    CLI_SIZE("cycle", O(cycle), "BYTES", "also cycle through the file in phases of BYTES, each read and then\n"
+                                         "overwritten (the optimizer's phased streams: strata probe's way\n"
+                                         "uses 72M), an untimed cycle first; needs --rw write or both"),
+    CLI_INT("cycle-idle", O(cycle_idle), 0, 10000, "MS", "leave the drive idle MS milliseconds before each phase (as a\n"
+                                                         "run's compute does; default 0: back to back)"),
     CLI_ON("no-register", O(no_register), "do not register buffers with io_uring"),
     CLI_ON("buffered", O(buffered), "allow buffered I/O where O_DIRECT is unsupported"),
     CLI_STRING("file", O(file), "NAME", "test file name in each directory (default strata-iobench.dat)"),
@@ -37,7 +43,8 @@ static const cli_spec iobench_spec = {
     .command = "iobench",
     .usage = "usage: strata iobench --path DIR[,DIR...] [--size BYTES] [--block BYTES] [--qd N]\n"
              "                      [--engine auto|uring|psync] [--rw write|read|both] [--keep]\n"
-             "                      [--steady] [--no-register] [--buffered] [--file NAME]",
+             "                      [--steady] [--cycle BYTES] [--cycle-idle MS]\n"
+             "                      [--no-register] [--buffered] [--file NAME]",
     .about = "Writes, then reads back, a file of --size bytes in each directory with\n"
              "sequential --block transfers, --qd in flight per directory, all directories\n"
              "at once, and reports GB/s (10^9 bytes/s) per directory and combined.",
@@ -70,6 +77,9 @@ int cmd_iobench(int argc, char **argv) {
     if (block == 0 || block % 4096 || block > (1ull << 30))
         return cli_usage_error("iobench", "--block must be a multiple of 4096 and at most 1G");
     if (size == 0 || size % 4096) return cli_usage_error("iobench", "--size must be a positive multiple of 4096");
+    if (o.cycle_idle && !o.cycle) return cli_usage_error("iobench", "--cycle-idle needs --cycle");
+    if (o.cycle && (!do_write || o.cycle % 4096))
+        return cli_usage_error("iobench", "--cycle needs --rw write or both, and a multiple of 4096");
     if (strchr(fname, '/')) return cli_usage_error("iobench", "--file must be a plain name, not a path");
 
     store_dirs dirs;
@@ -90,6 +100,9 @@ int cmd_iobench(int argc, char **argv) {
     bc.read = do_read;
     bc.keep = o.keep;
     bc.steady = o.steady;
+    bc.cycle_phase = o.cycle;
+    bc.cycle_warm = 1;
+    bc.cycle_idle_us = o.cycle_idle * 1000;
     const int n = dirs.n;
     io_bench_result r;
     st_status s = io_bench(&bc, &r, &err);
@@ -107,5 +120,15 @@ int cmd_iobench(int argc, char **argv) {
     printf("%-40s %12s %12s\n", "path", "write GB/s", "read GB/s");
     for (int p = 0; p < n; p++) print_row(dirs.paths[p], (double)size, r.write_s[p], (double)size, r.read_s[p], do_write, do_read);
     if (n > 1) print_row("combined", (double)size * n, r.write_total_s, (double)size * n, r.read_total_s, do_write, do_read);
+    if (o.cycle) {
+        char ph[32];
+        printf("cycle: phases of %s, each read then overwritten, %ld ms idle before each (rates: bytes over the "
+               "sum of the phases)\n", st_format_bytes((double)o.cycle, ph, sizeof ph), o.cycle_idle);
+        for (int p = 0; p < n; p++)
+            print_row(dirs.paths[p], (double)size, r.cycle_write_s[p], (double)size, r.cycle_read_s[p], 1, 1);
+        if (n > 1)
+            print_row("combined", (double)size * n, r.cycle_write_total_s, (double)size * n, r.cycle_read_total_s,
+                      1, 1);
+    }
     return 0;
 }

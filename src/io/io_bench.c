@@ -50,10 +50,11 @@ static st_status mark_request(void *ctx, uint64_t tag, st_error *err) {
 
 typedef enum pass_kind { PASS_WRITE, PASS_READ, PASS_MIXED } pass_kind;
 
-/* One pass over every path's file, all paths at once; *seconds: until the
- * last path finished. The mixed pass reads the first half of the file while
- * writing the second, requests alternating so that both are in flight. */
-static st_status run_pass(bench *b, pass_kind kind, double *seconds, st_error *err) {
+/* One pass over bytes [lo, hi) of every path's file, all paths at once;
+ * *seconds: until the last path finished. The mixed pass reads the first
+ * half of the file while writing the second, requests alternating so that
+ * both are in flight (it ignores lo and hi). */
+static st_status run_pass(bench *b, pass_kind kind, uint64_t lo, uint64_t hi, double *seconds, st_error *err) {
     const io_bench_config *c = b->cfg;
     const uint64_t size = c->size, block = c->block, qd = (uint64_t)c->queue_depth;
     const uint64_t half = size / 2 / 4096 * 4096;
@@ -67,11 +68,11 @@ static st_status run_pass(bench *b, pass_kind kind, double *seconds, st_error *e
         bench_path *bp = &b->bp[p];
         size_t n = 0;
         if (kind != PASS_MIXED) {
-            for (uint64_t off = 0, i = 0; off < size; off += block, i++)
+            for (uint64_t off = lo, i = 0; off < hi; off += block, i++)
                 /* qd buffers per path, reused in turn, as fio does */
                 reqs[n++] = (io_request){.op = kind == PASS_WRITE ? IO_OP_WRITE : IO_OP_READ, .file = bp->file,
                                          .buf = bp->buf + (i % qd) * block,
-                                         .len = size - off < block ? size - off : block, .offset = off};
+                                         .len = hi - off < block ? hi - off : block, .offset = off};
         } else {
             uint64_t r = 0, w = half, i = 0;
             while (r < half || w < size) {
@@ -141,12 +142,47 @@ static st_status open_files(bench *b, io_preflight_path *pre, st_error *err) {
     return ST_OK;
 }
 
+/* The cycle pass: the file in phases of cycle_phase bytes, each read and
+ * then written back over itself, phase after phase, the way the optimizer
+ * streams its state through the store every step (a group of segments
+ * read, stepped, written back in place, waited for). The first cycle_warm
+ * cycles are not timed, so that the timed one reads blocks that the cycle
+ * before overwrote, as every step after the first does. cycle_idle_us
+ * leaves the drive idle before each phase, as a run's compute does (not
+ * timed). Each direction's
+ * time is the sum of its phases: bytes over it is the rate a run of such
+ * phases moves at, which is what an iteration's time depends on (a median
+ * of per-phase rates is not: they spread 4x on a virtual disk, and the
+ * slow phases take most of the time). */
+static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
+    const io_bench_config *c = b->cfg;
+    for (int k = 0; k <= c->cycle_warm; k++) {
+        const int timed = k == c->cycle_warm;
+        for (uint64_t lo = 0; lo < c->size; lo += c->cycle_phase) {
+            const uint64_t hi = c->size - lo < c->cycle_phase ? c->size : lo + c->cycle_phase;
+            if (c->cycle_idle_us > 0) usleep((useconds_t)c->cycle_idle_us);
+            for (int dir = 0; dir < 2; dir++) {
+                double sec;
+                st_status s = run_pass(b, dir ? PASS_WRITE : PASS_READ, lo, hi, &sec, err);
+                if (s != ST_OK) return s;
+                if (!timed) continue;
+                for (int p = 0; p < c->n_dirs; p++) {
+                    double *t = dir ? &out->cycle_write_s[p] : &out->cycle_read_s[p];
+                    *t += b->bp[p].t_done - b->bp[p].t_start;
+                }
+                *(dir ? &out->cycle_write_total_s : &out->cycle_read_total_s) += sec;
+            }
+        }
+    }
+    return ST_OK;
+}
+
 static st_status run_passes(bench *b, io_bench_result *out, st_error *err) {
     const io_bench_config *c = b->cfg;
     st_status s;
     if (c->write) {
-        if (c->steady && (s = run_pass(b, PASS_WRITE, &out->write_total_s, err)) != ST_OK) return s;
-        if ((s = run_pass(b, PASS_WRITE, &out->write_total_s, err)) != ST_OK) return s;
+        if (c->steady && (s = run_pass(b, PASS_WRITE, 0, c->size, &out->write_total_s, err)) != ST_OK) return s;
+        if ((s = run_pass(b, PASS_WRITE, 0, c->size, &out->write_total_s, err)) != ST_OK) return s;
         for (int p = 0; p < c->n_dirs; p++) out->write_s[p] = b->bp[p].t_done - b->bp[p].t_start;
         /* Make the written data durable before timing reads (not timed, as fio). */
         for (int p = 0; p < c->n_dirs && !c->steady; p++) {
@@ -155,11 +191,12 @@ static st_status run_passes(bench *b, io_bench_result *out, st_error *err) {
         }
     }
     if (c->read) {
-        if ((s = run_pass(b, PASS_READ, &out->read_total_s, err)) != ST_OK) return s;
+        if ((s = run_pass(b, PASS_READ, 0, c->size, &out->read_total_s, err)) != ST_OK) return s;
         for (int p = 0; p < c->n_dirs; p++) out->read_s[p] = b->bp[p].t_done - b->bp[p].t_start;
     }
+    if (c->cycle_phase && (s = run_cycles(b, out, err)) != ST_OK) return s;
     if (c->mixed) {
-        if ((s = run_pass(b, PASS_MIXED, &out->mixed_total_s, err)) != ST_OK) return s;
+        if ((s = run_pass(b, PASS_MIXED, 0, c->size, &out->mixed_total_s, err)) != ST_OK) return s;
         for (int p = 0; p < c->n_dirs; p++) {
             out->mixed_read_s[p] = b->bp[p].t_read_done - b->bp[p].t_start;
             out->mixed_write_s[p] = b->bp[p].t_write_done - b->bp[p].t_start;
@@ -185,7 +222,13 @@ static st_status check_config(const io_bench_config *c, st_error *err) {
         return st_fail(err, ST_EINVAL, "iobench: queue depth %d out of range [1, 256]", c->queue_depth);
     if (!c->file_name || !c->file_name[0] || strchr(c->file_name, '/'))
         return st_fail(err, ST_EINVAL, "iobench: the test file must be a plain name, not a path");
-    if (!c->write && !c->read && !c->mixed) return st_fail(err, ST_EINVAL, "iobench: no pass to run");
+    if (!c->write && !c->read && !c->mixed && !c->cycle_phase)
+        return st_fail(err, ST_EINVAL, "iobench: no pass to run");
+    if (c->cycle_phase && (!c->write || c->cycle_phase % 4096 || c->cycle_warm < 0 || c->cycle_idle_us < 0 ||
+                            c->cycle_idle_us > 10000000))
+        return st_fail(err, ST_EINVAL,
+                       "iobench: the cycle pass needs the write pass, phases a multiple of 4096 bytes "
+                       "and at most 10 s idle between them");
     if (c->mixed && c->size < 8192) return st_fail(err, ST_EINVAL, "iobench: the mixed pass needs at least 8192 bytes");
     return ST_OK;
 }

@@ -13,6 +13,7 @@
 
 #include "plan/sim_internal.h"
 #include "strata/io.h"
+#include "strata/layout.h"
 #include "strata/optim.h"
 #include "strata/probe.h"
 
@@ -453,27 +454,38 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
     return s;
 }
 
+/* The optimizer's phase: LAYOUT_OPT_SLOTS segments of master weights and
+ * both moments, read, stepped, written back in place (offload_optim.c). */
+#define PROBE_SSD_PHASE ((uint64_t)LAYOUT_OPT_SLOTS * 3 * LAYOUT_SEGMENT_DEFAULT * 4)
+
 static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *err) {
     if (cfg->n_ssd > HW_MAX_SSD) return st_fail(err, ST_EINVAL, "probe: at most %d store directories", HW_MAX_SSD);
     for (int p = 0; p < cfg->n_ssd; p++) {
         const char *dir = cfg->ssd_dirs[p];
-        char size[32];
-        say(cfg, "SSD %s: O_DIRECT overwrite, read back unsynced, both at once (%s)...", dir,
-            st_format_bytes((double)cfg->ssd_bytes, size, sizeof size));
+        char size[32], phase[32];
         io_bench_config bc = io_bench_default_config();
         bc.dirs = &dir;
         bc.n_dirs = 1;
         bc.file_name = "strata-probe.dat";
         bc.size = cfg->ssd_bytes;
+        /* Read and write alone: the store's own pattern, not a long sequential
+         * pass each way. The file is laid down (untimed), cycled through once
+         * (untimed: the blocks then hold what a step before wrote), and the
+         * cycle after that is timed, reads and writes apart. */
+        bc.read = 0;
+        bc.cycle_phase = bc.size < PROBE_SSD_PHASE ? bc.size : PROBE_SSD_PHASE;
+        bc.cycle_warm = 1;
         bc.mixed = 1;
-        bc.steady = 1;   /* the rates the executor's store sees between commits */
+        say(cfg, "SSD %s: O_DIRECT, %s phases read then overwritten, and both at once (%s)...", dir,
+            st_format_bytes((double)bc.cycle_phase, phase, sizeof phase),
+            st_format_bytes((double)cfg->ssd_bytes, size, sizeof size));
         io_bench_result r;
         st_status s = io_bench(&bc, &r, err);
         if (s != ST_OK) return s;
         hw_ssd *d = &hw->ssd[p];
         snprintf(d->path, sizeof d->path, "%s", dir);
-        d->write_gbps = (double)bc.size / r.write_s[0] / 1e9;
-        d->read_gbps = (double)bc.size / r.read_s[0] / 1e9;
+        d->write_gbps = (double)bc.size / r.cycle_write_s[0] / 1e9;
+        d->read_gbps = (double)bc.size / r.cycle_read_s[0] / 1e9;
         d->mixed_read_gbps = (double)r.mixed_read_bytes / r.mixed_read_s[0] / 1e9;
         d->mixed_write_gbps = (double)r.mixed_write_bytes / r.mixed_write_s[0] / 1e9;
         hw->n_ssd = p + 1;

@@ -44,4 +44,21 @@ grep -E -q "^combined +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+$" "$WORK/out" || fail "no 
 [ -f "$WORK/b/strata-iobench.dat" ] || fail "--keep did not keep the file"
 "$STRATA" iobench --path "$WORK/b" --rw read --size 4M >"$WORK/out" 2>"$WORK/err" || fail "read pass: $(cat "$WORK/err")"
 grep -E -q "^$WORK/b +- +[0-9]+\.[0-9]+$" "$WORK/out" || fail "read-only row: $(cat "$WORK/out")"
+
+# the cycle pass: a second table, one row per path and the combined one
+"$STRATA" iobench --path "$WORK/a,$WORK/b" --size 4M --block 256K --qd 2 --cycle 1M >"$WORK/out" 2>"$WORK/err" \
+  || fail "--cycle failed: $(cat "$WORK/err")"
+grep -q "^cycle: phases of 1.00 MiB" "$WORK/out" || fail "no cycle table: $(cat "$WORK/out")"
+[ "$(grep -E -c "^combined +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+$" "$WORK/out")" = 2 ] ||
+  fail "no cycle rows: $(cat "$WORK/out")"
+"$STRATA" iobench --path "$WORK/a" --size 1M --cycle 256K --cycle-idle 5 >"$WORK/out" 2>"$WORK/err" \
+  || fail "--cycle-idle failed: $(cat "$WORK/err")"
+grep -q "5 ms idle before each" "$WORK/out" || fail "--cycle-idle not reported: $(cat "$WORK/out")"
+"$STRATA" iobench --path "$WORK/a" --size 1M --cycle-idle 5 >/dev/null 2>"$WORK/err"
+[ $? -eq 2 ] && grep -q -- "--cycle-idle needs --cycle" "$WORK/err" || fail "--cycle-idle alone: $(cat "$WORK/err")"
+for args in "--rw read --cycle 1M" "--cycle 5000"; do
+  "$STRATA" iobench --path "$WORK/a" --size 4M $args >/dev/null 2>"$WORK/err"
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q -- "--cycle needs" "$WORK/err" || fail "'iobench $args' exited $rc: $(cat "$WORK/err")"
+done
 echo "iobench: ok"
