@@ -1,6 +1,5 @@
 /* test_cli_ranks.c - what `strata train` adds for several ranks
- * (cli/ranks.h) that runs without mpirun: each rank's spelling of the
- * store directories, and that on one rank every agreement is the rank's
+ * (cli/ranks.h), on one rank without mpirun: every agreement is the rank's
  * own outcome (the collectives themselves: tests/cli/mpi_ranks.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,41 +9,6 @@
 #include <cmocka.h>
 
 #include "cli/ranks.h"
-
-static store_dirs parse(const char *list) {
-    store_dirs d;
-    st_error err = {0};
-    assert_int_equal(store_dirs_parse(list, &d, &err), ST_OK);
-    return d;
-}
-
-static void test_store_dirs(void **state) {
-    (void)state;
-    st_error err = {0};
-    store_dirs in = parse("/nvme0/run,/nvme1/run"), out;
-    assert_int_equal(ranks_store_dirs(&in, 0, 1, &out, &err), ST_OK);   /* one rank: as given */
-    assert_int_equal(out.n, 2);
-    assert_string_equal(out.paths[0], "/nvme0/run");
-    assert_string_equal(out.paths[1], "/nvme1/run");
-    assert_int_equal(ranks_store_dirs(&in, 3, 4, &out, &err), ST_OK);   /* a rank's directory below each */
-    assert_int_equal(out.n, 2);
-    assert_string_equal(out.paths[0], "/nvme0/run/rank-3");
-    assert_string_equal(out.paths[1], "/nvme1/run/rank-3");
-    in = parse("/mnt/nvme%r/run,/scratch/r%r");   /* %r: where the rank's number goes */
-    assert_int_equal(ranks_store_dirs(&in, 12, 16, &out, &err), ST_OK);
-    assert_string_equal(out.paths[0], "/mnt/nvme12/run");
-    assert_string_equal(out.paths[1], "/scratch/r12");
-    assert_int_equal(ranks_store_dirs(&in, 12, 16, &in, &err), ST_OK);   /* in place */
-    assert_string_equal(in.paths[0], "/mnt/nvme12/run");
-    assert_string_equal(in.paths[1], "/scratch/r12");
-    char longest[sizeof in.list];
-    memset(longest, 'a', sizeof longest - 3);
-    longest[0] = '/';
-    longest[sizeof longest - 3] = 0;
-    in = parse(longest);
-    assert_int_equal(ranks_store_dirs(&in, 1, 2, &out, &err), ST_EINVAL);   /* no room for /rank-1 */
-    assert_non_null(strstr(err.msg, "too long"));
-}
 
 static void test_one_rank_agrees_with_itself(void **state) {
     (void)state;
@@ -67,7 +31,6 @@ static void test_one_rank_agrees_with_itself(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_store_dirs),
         cmocka_unit_test(test_one_rank_agrees_with_itself),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,6 +43,11 @@ st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st
  * elements within it. ckpt_reader_open is rank 0 of 1. */
 st_status ckpt_reader_open_rank(ckpt_reader **out, store *st, const gpt_config *c, int ranks, int rank,
                                 st_error *err);
+/* The same over the stores of every rank of a run: stores[r] holds rank
+ * r's shards; ckpt_read_range then reads any unit's elements, each from
+ * the rank that holds it (resuming on another number of ranks). */
+st_status ckpt_reader_open_ranks(ckpt_reader **out, store *const *stores, int ranks, const gpt_config *c,
+                                 st_error *err);
 void ckpt_reader_free(ckpt_reader *r);
 /* Elements [lo, hi) of unit u's tensor of kind (STORE_MASTER, STORE_ADAM_M
  * or STORE_ADAM_V) into out; checksums are verified as the bytes arrive. */

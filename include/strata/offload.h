@@ -85,6 +85,13 @@ typedef struct offload_config {
     const char *const *resume_paths;
     int n_resume_paths;
     long resume_steps;        /* steps the committed state has done */
+    int resume_ranks;         /* how many ranks made the commit (0 or 1: one process). The same as this
+                                 run's: resume_paths are this rank's own store (in place or moved, as
+                                 above). Another number: resume_paths are the run's directories before
+                                 any rank's spelling (store_dirs_of_rank gives each committing rank's),
+                                 every such store is opened read only and this rank's shards are read
+                                 from them resharded, into a new store at store_paths (which must not be
+                                 any of theirs) */
     io_engine *engine;        /* the store's I/O engine (it must outlive the trainer; fault injection goes
                                  through it), or NULL: the store makes its own */
     uint64_t mem_device;   /* budget for the compute working set (0: none) */

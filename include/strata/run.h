@@ -51,6 +51,9 @@ typedef struct train_run_config {
                                     continues: the same as store (in place), or others (the state is copied
                                     into a new store at store) */
     long resume_steps;           /* the step of that commit */
+    int resume_ranks;            /* the ranks that made it (0 or 1: one process): another number than
+                                    this run's reshards it (offload_config.resume_ranks: resume is then
+                                    the run's directories before any rank's spelling) */
     io_engine *io;               /* the executor's I/O engine (must outlive the run), or NULL: its store's own */
     gpt_unit_reader init_read;   /* the starting weights read unit by unit when train_run_create gets no init */
     void *init_ctx;              /* array (a checkpoint: hf_checkpoint_read_unit); NULL: from train.seed */

@@ -329,6 +329,12 @@ typedef struct store_dirs {
 st_status store_dirs_parse(const char *list, store_dirs *out, st_error *err);
 /* The same directories in the same order, after resolving links and "." (st_same_paths). */
 int store_dirs_same(const store_dirs *a, const store_dirs *b);
+/* Rank `rank` of a job of `ranks` (data parallel: each rank keeps its share
+ * of the state in a store of its own): in each directory "%r" becomes the
+ * rank's number, and one without it gets "/rank-R" appended, so that
+ * "/nvme0/run" gives /nvme0/run/rank-0, /nvme0/run/rank-1, ... On one rank
+ * the same directories. out may be in. */
+st_status store_dirs_of_rank(const store_dirs *in, int rank, int ranks, store_dirs *out, st_error *err);
 /* Removes a store's files (strata-store.*) from each directory, creating
  * the directories that are missing; other files are left alone. The store
  * must not be open. */

@@ -351,7 +351,10 @@ typedef struct session {
     char train_path[4096], val_path[4096];
     batch_loader loader;
     store_dirs dirs;              /* where the run commits now */
-    store_dirs old_dirs;          /* --resume: where it committed last */
+    store_dirs old_dirs;          /* --resume: where it committed last (this rank's store of the commit;
+                                     resharding: rank 0's) */
+    store_dirs old_given;         /* --resume: the run's store directories, before any rank's spelling */
+    int resume_ranks;             /* --resume: the ranks that made the commit (1: one process) */
     store_dirs default_dirs;      /* RUN_DIR/store */
     const char *run_store;        /* --resume: run.json's "store", NULL for the default */
     int move_store;               /* --resume into other directories: the state moves */
@@ -707,26 +710,75 @@ static void run_committed(session *s) {
     }
 }
 
-/* Resuming, no commit where this number of ranks keeps it: the run may
- * have been trained on another number of ranks (one process keeps its
- * store in the directories themselves, several ranks below them), which
- * is said rather than "no commit". */
-static st_status other_ranks_commit(session *s, const char *default_store, st_error *err) {
-    store_dirs dirs;
-    ckpt_record c;
-    int found = 0;
+/* Resuming on another number of ranks than made the commit (resharding):
+ * its record is read from the committing ranks' stores, which must all be
+ * of one step, and this rank's new store must be none of theirs (the state
+ * moves). Rank r checks the chunks of old ranks r, r + N, ... */
+static st_status reshard_commit(session *s, st_error *err) {
+    const int old = s->resume_ranks;
+    st_status st = ST_OK;
     st_error e = {0};
-    st_status st = store_dirs_parse(s->run_store ? s->run_store : default_store, &dirs, &e);
-    if (st == ST_OK && s->ranks < 2) st = ranks_store_dirs(&dirs, 0, 2, &dirs, &e);   /* rank 0 of several? */
-    if (st == ST_OK) st = train_run_last_commit(&dirs, &c, &found, &e);
-    if (st != ST_OK || !found) return ST_OK;   /* nothing there either: the caller says so */
-    if (c.ranks < 2)
-        return st_fail(err, ST_EINVAL, "%s: its last commit (step %ld, in %s) is one process's: resume it without "
-                                       "mpirun (resuming on another number of ranks is not built yet)",
-                       s->o.run_dir, c.step, dirs.list);
-    return st_fail(err, ST_EINVAL, "%s: its last commit (step %ld, rank 0's in %s) is %d ranks': resume it on %d "
-                                   "ranks, mpirun -np %d (resuming on another number of ranks is not built yet)",
-                   s->o.run_dir, c.step, dirs.list, c.ranks, c.ranks, c.ranks);
+    for (int r = 0; r < old && st == ST_OK; r++) {
+        store_dirs d;
+        ckpt_record c;
+        int found = 0;
+        if ((st = store_dirs_of_rank(&s->old_given, r, old, &d, err)) != ST_OK) break;
+        if (store_dirs_same(&d, &s->dirs))
+            return st_fail(err, ST_EINVAL,
+                           "%s: its last commit is %d rank%s', and resuming on %d moves the state: rank %d of the "
+                           "commit keeps its share in %s, where rank %d would keep its own; give other directories "
+                           "with --store (each rank's spelled below them, or with %%r)",
+                           s->o.run_dir, old, old > 1 ? "s" : "", s->ranks, r, d.paths[0], s->rank);
+        if ((st = train_run_last_commit(&d, &c, &found, &e)) != ST_OK || !found) {
+            s->state_damaged = 1;
+            return st_fail(err, st != ST_OK ? st : ST_ENOENT, "%s: rank %d of its last commit's %d: %s", s->o.run_dir,
+                           r, old, st != ST_OK ? e.msg : "no commit in its store");
+        }
+        if (c.step != s->commit.step || (c.ranks > 1 ? c.ranks : 1) != old)
+            return st_fail(err, ST_ECORRUPT,
+                           "%s: the committing ranks' last commits differ (rank 0's is of step %ld, rank %d's of "
+                           "step %ld): the job stopped between their commits; start it again from "
+                           "model.safetensors with --init",
+                           s->o.run_dir, s->commit.step, r, c.step);
+        if (r % s->ranks == s->rank && (st = train_run_verify_commit(&d, &s->checked, &e)) != ST_OK) {
+            s->state_damaged = 1;
+            return st_fail(err, st, "%s: its last commit (step %ld, rank %d's in %s) is damaged: %s", s->o.run_dir,
+                           s->commit.step, r, d.paths[0], e.msg);
+        }
+    }
+    return st;
+}
+
+/* Removes the committing ranks' stores this rank checked (r, r + N, ...),
+ * once every rank has committed the state resharded. */
+static st_status remove_old_ranks(session *s, st_error *err) {
+    st_status st = ST_OK;
+    for (int r = s->rank; r < s->resume_ranks && st == ST_OK; r += s->ranks) {
+        store_dirs d;
+        if ((st = store_dirs_of_rank(&s->old_given, r, s->resume_ranks, &d, err)) == ST_OK) st = store_remove(&d, err);
+    }
+    return st;
+}
+
+/* Resuming, no commit of this number of ranks where this rank would keep
+ * it: the commit may be another number of ranks' (one process keeps its
+ * store in the directories themselves, several ranks below them): *found
+ * and the commit's ranks then, from its rank 0's record. */
+static st_status find_other_ranks_commit(session *s, int *found, st_error *err) {
+    st_error e = {0};
+    for (int several = 0; several < 2 && !*found; several++) {
+        store_dirs d;
+        ckpt_record c;
+        int there = 0;
+        st_status st = store_dirs_of_rank(&s->old_given, 0, several ? 2 : 1, &d, &e);
+        if (st == ST_OK) st = train_run_last_commit(&d, &c, &there, &e);
+        if (st != ST_OK || !there || (c.ranks > 1) != several || c.rank != 0) continue;
+        s->commit = c;
+        s->old_dirs = d;
+        s->resume_ranks = c.ranks > 1 ? c.ranks : 1;
+        *found = 1;
+    }
+    return *found ? reshard_commit(s, err) : ST_OK;
 }
 
 /* The run directory and the store every run commits to: --store, or
@@ -743,8 +795,8 @@ static st_status open_run_dir(session *s, st_error *err) {
     st_status st = store_dirs_parse(o->store ? o->store : default_store, &s->dirs, err);
     if (st == ST_OK) st = store_dirs_parse(default_store, &s->default_dirs, err);
     /* several ranks: each its own directories (cli/ranks.h) */
-    if (st == ST_OK) st = ranks_store_dirs(&s->dirs, s->rank, s->ranks, &s->dirs, err);
-    if (st == ST_OK) st = ranks_store_dirs(&s->default_dirs, s->rank, s->ranks, &s->default_dirs, err);
+    if (st == ST_OK) st = store_dirs_of_rank(&s->dirs, s->rank, s->ranks, &s->dirs, err);
+    if (st == ST_OK) st = store_dirs_of_rank(&s->default_dirs, s->rank, s->ranks, &s->default_dirs, err);
     if (st != ST_OK) {
         char msg[sizeof err->msg];
         memcpy(msg, err->msg, sizeof msg);
@@ -754,7 +806,7 @@ static st_status open_run_dir(session *s, st_error *err) {
     if (!o->resume) {
         store_dirs previous = {.n = 0};   /* the store of the run --overwrite replaces */
         if (o->store && o->overwrite && (st = previous_run_store(o->run_dir, &previous, err)) != ST_OK) return st;
-        if (previous.n && (st = ranks_store_dirs(&previous, s->rank, s->ranks, &previous, err)) != ST_OK) return st;
+        if (previous.n && (st = store_dirs_of_rank(&previous, s->rank, s->ranks, &previous, err)) != ST_OK) return st;
         if (s->rank == 0) {   /* the job's one run directory */
             char *settings = run_settings_json(o);
             st = settings ? run_dir_create(&s->rd, o->run_dir, settings, o->overwrite, err)
@@ -768,39 +820,45 @@ static st_status open_run_dir(session *s, st_error *err) {
         return st;
     }
     if (s->rank == 0 && (st = run_dir_reopen(&s->rd, o->run_dir, err)) != ST_OK) return st;   /* the lock first */
-    if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_dirs, err)) != ST_OK ||
-        (st = ranks_store_dirs(&s->old_dirs, s->rank, s->ranks, &s->old_dirs, err)) != ST_OK)
+    if ((st = store_dirs_parse(s->run_store ? s->run_store : default_store, &s->old_given, err)) != ST_OK ||
+        (st = store_dirs_of_rank(&s->old_given, s->rank, s->ranks, &s->old_dirs, err)) != ST_OK)
         return st;
     /* RUN_DIR/store is made just after run.json: a run stopped between the
      * two has no store yet, not a lost one (an external --store missing may
      * be a drive not mounted, and stays an error) */
-    for (int i = 0; !s->run_store && i < s->old_dirs.n; i++)
+    for (int i = 0; !s->run_store && s->rank == 0 && i < s->old_dirs.n; i++)
         if ((st = st_mkdir_p(s->old_dirs.paths[i], err)) != ST_OK) return st;
     int found;
     st_error e = {0};
-    if ((st = train_run_last_commit(&s->old_dirs, &s->commit, &found, &e)) != ST_OK) {
+    /* several ranks: a commit of another number of ranks may have no store where this rank's would be */
+    found = 0;
+    if ((s->ranks == 1 || store_dirs_hold_store(&s->old_dirs)) &&
+        (st = train_run_last_commit(&s->old_dirs, &s->commit, &found, &e)) != ST_OK) {
         s->state_damaged = 1;
         return st_fail(err, st, "%s: %s", o->run_dir, e.msg);
     }
-    if (!found && (st = other_ranks_commit(s, default_store, err)) != ST_OK) return st;
+    s->resume_ranks = found ? (s->commit.ranks > 1 ? s->commit.ranks : 1) : s->ranks;
+    if (found && s->resume_ranks != s->ranks) {   /* of another number of ranks: from its rank 0 */
+        found = 0;
+        s->commit = (ckpt_record){0};
+    }
+    if (!found && (st = find_other_ranks_commit(s, &found, err)) != ST_OK) return st;
     if (!found) {
         s->never_committed = 1;
         return st_fail(err, ST_ENOENT, "%s: the run stopped before its first commit (--commit-every, --save-every)",
                        o->run_dir);
     }
-    const int commit_ranks = s->commit.ranks > 1 ? s->commit.ranks : 1;
-    if (commit_ranks != s->ranks || s->commit.rank != s->rank)
-        return st_fail(err, ST_EINVAL,
-                       "%s: its last commit (in %s) is rank %d of %d's: resume it on %d ranks, mpirun -np %d "
-                       "(resuming on another number of ranks is not built yet)",
-                       o->run_dir, s->old_dirs.list, s->commit.rank, commit_ranks, commit_ranks, commit_ranks);
+    const int resharding = s->resume_ranks != s->ranks;
+    if (!resharding && s->commit.rank != s->rank)
+        return st_fail(err, ST_ECORRUPT, "%s: the store in %s holds rank %d's commit, not rank %d's", o->run_dir,
+                       s->old_dirs.list, s->commit.rank, s->rank);
     st = train_run_check_commit(&s->commit, &s->rc.train.model, token_file_count(s->train_tf), o->steps, err);
     if (st == ST_OK) st = vocab_fingerprint_check(s->train_path, s->vocab_fp, "the run's last commit",
                                                   s->commit.vocab_fingerprint, err);
     if (st != ST_OK) return st;
     if (!s->vocab_fp) s->vocab_fp = s->commit.vocab_fingerprint;
     const double t_check = st_now();
-    if ((st = train_run_verify_commit(&s->old_dirs, &s->checked, &e)) != ST_OK) {
+    if (!resharding && (st = train_run_verify_commit(&s->old_dirs, &s->checked, &e)) != ST_OK) {
         s->state_damaged = 1;
         return st_fail(err, st, "%s: its last commit (step %ld, in %s) is damaged: %s", o->run_dir, s->commit.step,
                        s->old_dirs.list, e.msg);
@@ -810,7 +868,8 @@ static st_status open_run_dir(session *s, st_error *err) {
     s->loader.epoch = s->commit.data_epoch;
     if (s->rank == 0 && (st = run_dir_cut_to(s->rd, s->commit.step, err)) != ST_OK) return st;
     if (store_dirs_same(&s->dirs, &s->default_dirs)) o->store = NULL;   /* back in RUN_DIR/store: the default again */
-    s->rc.resume = &s->old_dirs;
+    s->rc.resume = resharding ? &s->old_given : &s->old_dirs;   /* resharding: every committing rank's */
+    s->rc.resume_ranks = s->resume_ranks;
     s->rc.resume_steps = s->commit.step;
     s->move_store = !store_dirs_same(&s->dirs, &s->old_dirs);
     int removed = 0;
@@ -930,7 +989,8 @@ static void print_executor_plan(const session *s) {
 static st_status agree(session *s, st_status st, st_error *err) {
     int peer = 0;
     st = ranks_agree(s->comm, st, &peer, err);
-    if (st != ST_OK) s->failure_shared = 1, s->peer_failed = peer;
+    if (st != ST_OK) s->failure_shared = 1;
+    if (peer) s->peer_failed = 1;   /* (kept when a later agreement only repeats the failure) */
     return st;
 }
 
@@ -1034,7 +1094,8 @@ static st_status create_run(session *s, st_error *err) {
         st = settings ? run_dir_write_settings(s->rd, settings, err) : st_fail(err, ST_ENOMEM, "out of memory");
         free(settings);
     }
-    if (st == ST_OK && s->move_store) st = store_remove(&s->old_dirs, err);
+    if (st == ST_OK && s->move_store)
+        st = s->resume_ranks != s->ranks ? remove_old_ranks(s, err) : store_remove(&s->old_dirs, err);
     if (st == ST_OK) printf("resumed in %.2f s\n", st_now() - t_create);
     return st;
 }

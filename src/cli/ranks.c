@@ -1,25 +1,8 @@
 /* ranks.c - `strata train` on several ranks (ranks.h). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/ranks.h"
-
-st_status ranks_store_dirs(const store_dirs *in, int rank, int ranks, store_dirs *out, st_error *err) {
-    if (ranks < 2) return *out = *in, ST_OK;
-    char list[sizeof out->list];
-    size_t len = 0;
-    for (int i = 0; i < in->n; i++) {
-        const char *p = in->paths[i], *mark = strstr(p, "%r");
-        const int w = mark ? snprintf(list + len, sizeof list - len, "%s%.*s%d%s", i ? "," : "", (int)(mark - p), p,
-                                      rank, mark + 2)
-                           : snprintf(list + len, sizeof list - len, "%s%s/rank-%d", i ? "," : "", p, rank);
-        if (w < 0 || (size_t)w >= sizeof list - len)
-            return st_fail(err, ST_EINVAL, "store directories too long with the rank in them: %s", in->list);
-        len += (size_t)w;
-    }
-    return store_dirs_parse(list, out, err);
-}
 
 st_status ranks_agree(comm *c, st_status mine, int *peer_failed, st_error *err) {
     *peer_failed = 0;

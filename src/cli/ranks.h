@@ -3,9 +3,9 @@
  * command line adds to the executor's data parallelism (offload_config.comm).
  *
  *   - Each rank keeps its share of the state in store directories of its
- *     own: in each directory of --store (or RUN_DIR/store), "%r" is this
- *     rank's number; a path without it gets "/rank-R" appended. So
- *     `--store /nvme0/run` gives /nvme0/run/rank-0, /nvme0/run/rank-1, ...
+ *     own, --store (or RUN_DIR/store) as store_dirs_of_rank spells them for
+ *     the rank: `--store /nvme0/run` gives /nvme0/run/rank-0,
+ *     /nvme0/run/rank-1, ..., `--store /nvme%r/run` /nvme0/run, /nvme1/run,
  *     and on real hosts each node's ranks keep theirs on its own drives.
  *   - Rank 0 keeps the run directory (run.json, metrics, weights) and
  *     prints; the other ranks print only their own errors.
@@ -24,10 +24,6 @@
 #include "strata/comm.h"
 #include "strata/gpt_io.h"
 #include "strata/store.h"
-
-/* This rank's spelling of a list of store directories (see above); a copy
- * on one rank. */
-st_status ranks_store_dirs(const store_dirs *in, int rank, int ranks, store_dirs *out, st_error *err);
 
 /* Every rank says how its set-up went. ST_OK when all succeeded; mine when
  * this rank failed (err is its own); else ST_EIO with *peer_failed = 1:

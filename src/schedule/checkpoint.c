@@ -18,16 +18,18 @@ static int kind_slot(store_kind k) {
     return -1;
 }
 
-/* One state tensor: its key and the unit elements it holds. */
+/* One state tensor: its store, key and the unit elements it holds. */
 typedef struct piece {
+    int store;
     int32_t index;
     size_t lo, hi;
 } piece;
 
 struct ckpt_reader {
-    store *st;
+    store **st;                  /* [n_stores] the stores read (not owned) */
+    int n_stores;
     int n_units;
-    piece *pieces[N_KINDS];      /* all units' pieces of a kind, by unit then index */
+    piece *pieces[N_KINDS];      /* all units' pieces of a kind, by unit, then store, then index */
     int *first[N_KINDS];         /* [n_units + 1]: unit u's pieces are [first[u], first[u+1]) */
     float *stage[N_KINDS];       /* the last piece read of each kind */
     int staged[N_KINDS];         /* its position in pieces[], or -1 */
@@ -57,38 +59,54 @@ void ckpt_reader_free(ckpt_reader *r) {
         free(r->first[k]);
         st_free_aligned(r->stage[k]);
     }
+    free(r->st);
     free(r);
 }
 
-st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st_error *err) {
-    return ckpt_reader_open_rank(out, st, c, 1, 0, err);
+/* A store's tensors of one kind, sorted by unit and index, into infos[*n]
+ * (room for every tensor of the store). */
+static st_status kind_tensors(store *st, store_kind kind, store_tensor_info *infos, int *n, st_error *err) {
+    *n = 0;
+    for (int i = 0; i < store_tensor_count(st); i++) {
+        st_status s = store_tensor_info_at(st, i, &infos[*n], err);
+        if (s != ST_OK) return s;
+        if (infos[*n].key.kind == kind) (*n)++;
+    }
+    qsort(infos, (size_t)*n, sizeof *infos, by_unit_index);
+    return ST_OK;
 }
 
-st_status ckpt_reader_open_rank(ckpt_reader **out, store *st, const gpt_config *c, int ranks, int rank,
-                                st_error *err) {
+/* Indexes stores[s], which holds the shards of rank first_rank + s of
+ * `ranks` (one store of one process: 1, 0). */
+static st_status reader_open(ckpt_reader **out, store *const *stores, int n_stores, const gpt_config *c, int ranks,
+                             int first_rank, st_error *err) {
     *out = NULL;
-    if (ranks < 1 || rank < 0 || rank >= ranks) return st_fail(err, ST_EINVAL, "rank %d of %d", rank, ranks);
-    const int L1 = gpt_num_units(c), count = store_tensor_count(st);
+    if (n_stores < 1 || ranks < 1 || first_rank < 0 || first_rank + n_stores > ranks)
+        return st_fail(err, ST_EINVAL, "stores of ranks %d..%d of %d", first_rank, first_rank + n_stores - 1, ranks);
+    const int L1 = gpt_num_units(c);
     ckpt_reader *r = calloc(1, sizeof *r);
-    store_tensor_info *infos = calloc((size_t)count + 1, sizeof *infos);
-    if (!r || !infos) {
-        free(r);
-        free(infos);
-        return st_fail(err, ST_ENOMEM, "out of memory");
+    store_tensor_info **infos = calloc((size_t)n_stores, sizeof *infos);
+    int *count = calloc((size_t)n_stores, sizeof *count), *at = calloc((size_t)n_stores, sizeof *at);
+    int total = 0;
+    uint64_t stage_bytes = 0;
+    st_status s = r && infos && count && at && (r->st = malloc(sizeof *r->st * (size_t)n_stores)) ? ST_OK
+                : st_fail(err, ST_ENOMEM, "out of memory");
+    for (int i = 0; s == ST_OK && i < n_stores; i++) {
+        r->st[i] = stores[i];
+        const int n = store_tensor_count(stores[i]);
+        total += n;
+        if (!(infos[i] = calloc((size_t)n + 1, sizeof **infos))) s = st_fail(err, ST_ENOMEM, "out of memory");
+        const uint64_t b = ckpt_reader_bytes(stores[i]) / N_KINDS;
+        if (b > stage_bytes) stage_bytes = b;
     }
-    r->st = st;
-    r->n_units = L1;
-    st_status s = ST_OK;
-    const uint64_t stage_bytes = ckpt_reader_bytes(st) / N_KINDS;
+    if (s == ST_OK) r->n_stores = n_stores, r->n_units = L1;
     for (int k = 0; k < N_KINDS && s == ST_OK; k++) {
-        int n = 0;
-        for (int i = 0; i < count && s == ST_OK; i++) {
-            s = store_tensor_info_at(st, i, &infos[n], err);
-            if (s == ST_OK && infos[n].key.kind == state_kinds[k]) n++;
+        for (int i = 0; i < n_stores && s == ST_OK; i++) {
+            s = kind_tensors(stores[i], state_kinds[k], infos[i], &count[i], err);
+            at[i] = 0;
         }
         if (s != ST_OK) break;
-        qsort(infos, (size_t)n, sizeof *infos, by_unit_index);
-        r->pieces[k] = malloc(sizeof(piece) * ((size_t)n + 1));
+        r->pieces[k] = malloc(sizeof(piece) * ((size_t)total + 1));
         r->first[k] = calloc((size_t)L1 + 1, sizeof(int));
         r->stage[k] = stage_bytes ? st_alloc_aligned(4096, stage_bytes) : NULL;
         r->staged[k] = -1;
@@ -96,50 +114,73 @@ st_status ckpt_reader_open_rank(ckpt_reader **out, store *st, const gpt_config *
             s = st_fail(err, ST_ENOMEM, "out of memory for reading the committed state");
             break;
         }
-        int i = 0;
+        int np = 0;
         for (int u = 0; u < L1 && s == ST_OK; u++) {
-            r->first[k][u] = i;
-            size_t at, shard_hi;   /* the rank's shard of the unit: [at, shard_hi) */
-            comm_shard_range(gpt_unit_numel(c, u), ranks, rank, &at, &shard_hi);
-            for (; i < n && infos[i].key.block == u; i++) {
-                if (infos[i].bytes % 4) {
-                    char name[64];
-                    s = st_fail(err, ST_ECORRUPT, "state tensor %s holds %llu bytes, not whole floats",
-                                store_key_name(infos[i].key, name, sizeof name), (unsigned long long)infos[i].bytes);
-                    break;
+            r->first[k][u] = np;
+            for (int i = 0; i < n_stores && s == ST_OK; i++) {   /* the ranks' shards, in rank order */
+                const int rank = first_rank + i;
+                size_t pos, shard_hi;   /* the rank's shard of the unit: [pos, shard_hi) */
+                comm_shard_range(gpt_unit_numel(c, u), ranks, rank, &pos, &shard_hi);
+                const store_tensor_info *in = infos[i];
+                for (; at[i] < count[i] && in[at[i]].key.block == u; at[i]++) {
+                    const store_tensor_info *t = &in[at[i]];
+                    if (t->bytes % 4) {
+                        char name[64];
+                        s = st_fail(err, ST_ECORRUPT, "state tensor %s holds %llu bytes, not whole floats",
+                                    store_key_name(t->key, name, sizeof name), (unsigned long long)t->bytes);
+                        break;
+                    }
+                    r->pieces[k][np++] = (piece){i, t->key.index, pos, pos + t->bytes / 4};
+                    pos += t->bytes / 4;
                 }
-                r->pieces[k][i] = (piece){infos[i].key.index, at, at + infos[i].bytes / 4};
-                at += infos[i].bytes / 4;
+                if (s == ST_OK && ranks == 1 && u == 0 && !c->tied &&
+                    pos == gpt_unit_numel(c, 0) + gpt_unit_numel(c, gpt_head_unit(c)))
+                    s = st_fail(err, ST_EUNSUPPORTED,
+                                "the store keeps the untied head in unit 0, as Strata did before the head had a unit "
+                                "of its own (2026-11-26); export its weights with that version (strata export) and "
+                                "train on from them with --init");
+                else if (s == ST_OK && pos != shard_hi && ranks > 1)
+                    s = st_fail(err, ST_ECORRUPT,
+                                "the store's %s tensors of unit %d end at element %zu, rank %d of %d's shard of the "
+                                "model's unit at %zu (a store of another model or rank, or without committed state)",
+                                store_kind_name(state_kinds[k]), u, pos, rank, ranks, shard_hi);
+                else if (s == ST_OK && pos != shard_hi)
+                    s = st_fail(err, ST_ECORRUPT,
+                                "the store's %s tensors of unit %d hold %zu elements, the model's unit has %zu (a "
+                                "store of another model, or one without committed training state)",
+                                store_kind_name(state_kinds[k]), u, pos, gpt_unit_numel(c, u));
             }
-            if (s == ST_OK && ranks == 1 && u == 0 && !c->tied &&
-                at == gpt_unit_numel(c, 0) + gpt_unit_numel(c, gpt_head_unit(c)))
-                s = st_fail(err, ST_EUNSUPPORTED,
-                            "the store keeps the untied head in unit 0, as Strata did before the head had a unit of "
-                            "its own (2026-11-26); export its weights with that version (strata export) and train "
-                            "on from them with --init");
-            else if (s == ST_OK && at != shard_hi && ranks > 1)
-                s = st_fail(err, ST_ECORRUPT,
-                            "the store's %s tensors of unit %d end at element %zu, rank %d of %d's shard of the "
-                            "model's unit at %zu (a store of another model or rank, or without committed state)",
-                            store_kind_name(state_kinds[k]), u, at, rank, ranks, shard_hi);
-            else if (s == ST_OK && at != shard_hi)
-                s = st_fail(err, ST_ECORRUPT,
-                            "the store's %s tensors of unit %d hold %zu elements, the model's unit has %zu (a store "
-                            "of another model, or one without committed training state)",
-                            store_kind_name(state_kinds[k]), u, at, gpt_unit_numel(c, u));
         }
-        r->first[k][L1] = i;
-        if (s == ST_OK && i != n)
-            s = st_fail(err, ST_ECORRUPT, "the store holds %s tensors of unit %d, past the model's %d units",
-                        store_kind_name(state_kinds[k]), infos[i].key.block, L1);
+        r->first[k][L1] = np;
+        for (int i = 0; i < n_stores && s == ST_OK; i++)
+            if (at[i] != count[i])
+                s = st_fail(err, ST_ECORRUPT, "the store holds %s tensors of unit %d, past the model's %d units",
+                            store_kind_name(state_kinds[k]), infos[i][at[i]].key.block, L1);
     }
+    for (int i = 0; infos && i < n_stores; i++) free(infos[i]);
     free(infos);
+    free(count);
+    free(at);
     if (s != ST_OK) {
         ckpt_reader_free(r);
         return s;
     }
     *out = r;
     return ST_OK;
+}
+
+st_status ckpt_reader_open(ckpt_reader **out, store *st, const gpt_config *c, st_error *err) {
+    return reader_open(out, &st, 1, c, 1, 0, err);
+}
+
+st_status ckpt_reader_open_rank(ckpt_reader **out, store *st, const gpt_config *c, int ranks, int rank,
+                                st_error *err) {
+    return reader_open(out, &st, 1, c, ranks, rank, err);
+}
+
+st_status ckpt_reader_open_ranks(ckpt_reader **out, store *const *stores, int ranks, const gpt_config *c,
+                                 st_error *err) {
+    return reader_open(out, stores, ranks, c, ranks, 0, err);
 }
 
 st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, size_t hi, float *out, st_error *err) {
@@ -152,7 +193,7 @@ st_status ckpt_read_range(ckpt_reader *r, store_kind kind, int u, size_t lo, siz
         if (p->hi <= done || p->lo >= hi) continue;
         if (r->staged[k] != i) {
             r->staged[k] = -1;
-            st_status s = store_read(r->st, (store_key){kind, u, p->index}, r->stage[k],
+            st_status s = store_read(r->st[p->store], (store_key){kind, u, p->index}, r->stage[k],
                                      store_padded_bytes((p->hi - p->lo) * 4), err);
             if (s != ST_OK) return s;
             r->staged[k] = i;

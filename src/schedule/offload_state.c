@@ -3,6 +3,8 @@
  * weights, or a commit (strata/checkpoint.h), written unit by unit into
  * memory and the store, so that no full copy of the model is needed; and
  * the commit of what memory holds. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strata/checkpoint.h"
@@ -154,30 +156,85 @@ static st_status init_store_activations(offload_trainer *t, st_error *err) {
     return store_commit(t->env.st, err);
 }
 
+/* The commit resumed from is another number of ranks' (resharded). */
+static int resharding(const offload_trainer *t) {
+    const int old = t->cfg.resume_ranks > 1 ? t->cfg.resume_ranks : 1;
+    return t->cfg.n_resume_paths > 0 && old != t->lay.ranks;
+}
+
+/* Resharding: the stores of every rank that made the commit, read only
+ * (*from[*n_from]); none may be where this rank keeps its state. */
+static st_status open_old_ranks(offload_trainer *t, store ***from, int *n_from, st_error *err) {
+    const offload_config *cfg = &t->cfg;
+    const int old = cfg->resume_ranks > 1 ? cfg->resume_ranks : 1;
+    store_dirs given;
+    char list[sizeof given.list] = "";
+    st_status s = ST_OK;
+    for (int i = 0; i < cfg->n_resume_paths && s == ST_OK; i++) {   /* the run's spelling, to derive each rank's */
+        const size_t len = strlen(list);
+        if (len + strlen(cfg->resume_paths[i]) + 2 > sizeof list) s = st_fail(err, ST_EINVAL, "resume directories too long");
+        else snprintf(list + len, sizeof list - len, "%s%s", i ? "," : "", cfg->resume_paths[i]);
+    }
+    if (s == ST_OK) s = store_dirs_parse(list, &given, err);
+    if (s == ST_OK && !(*from = calloc((size_t)old, sizeof **from))) s = st_fail(err, ST_ENOMEM, "out of memory");
+    for (int r = 0; s == ST_OK && r < old; r++) {
+        store_dirs d;
+        if ((s = store_dirs_of_rank(&given, r, old, &d, err)) != ST_OK) break;
+        if (st_same_paths(d.paths, d.n, cfg->store_paths, cfg->n_store_paths))
+            return st_fail(err, ST_EINVAL,
+                           "the commit's %d rank%s kept the state in %s, where this rank would keep its own: "
+                           "resuming on %d rank%s moves it, so give other store directories",
+                           old, old > 1 ? "s" : "", d.paths[0], t->lay.ranks, t->lay.ranks > 1 ? "s" : "");
+        store_config rc = store_default_config();
+        rc.paths = d.paths;
+        rc.n_paths = d.n;
+        rc.read_only = 1;
+        if ((s = store_open(&rc, &(*from)[r], NULL, 0, err)) == ST_OK) (*n_from)++;
+    }
+    return s;
+}
+
 /* Opens the store: this run's (created, or reopened to resume in place),
- * and the one resumed from when it is another (*from, read only). */
-static st_status open_stores(offload_trainer *t, int *in_place, store **from, st_error *err) {
+ * and the ones resumed from when they are others (*from[*n_from], read
+ * only: one, or every old rank's when resharding). */
+static st_status open_stores(offload_trainer *t, int *in_place, store ***from, int *n_from, st_error *err) {
     const offload_config *cfg = &t->cfg;
     const int resume = cfg->n_resume_paths > 0;
     *from = NULL;
+    *n_from = 0;
     *in_place = 0;
     if (cfg->n_store_paths < 1)
         return resume ? st_fail(err, ST_EINVAL, "resuming needs the store directories to keep the state in") : ST_OK;
     store_config sc = store_default_config();
     sc.paths = cfg->store_paths;
     sc.n_paths = cfg->n_store_paths;
-    *in_place = resume && st_same_paths(cfg->store_paths, cfg->n_store_paths, cfg->resume_paths, cfg->n_resume_paths);
+    if (resharding(t)) {
+        st_status s = open_old_ranks(t, from, n_from, err);
+        if (s != ST_OK) return s;
+    }
+    *in_place = resume && !resharding(t) &&
+                st_same_paths(cfg->store_paths, cfg->n_store_paths, cfg->resume_paths, cfg->n_resume_paths);
     sc.mode = *in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
     sc.engine = cfg->engine;
     st_status s = store_open(&sc, &t->env.st, NULL, 0, err);
-    if (s == ST_OK && resume && !*in_place) {
+    if (s == ST_OK && resume && !*in_place && !resharding(t)) {
         store_config rc = store_default_config();
         rc.paths = cfg->resume_paths;
         rc.n_paths = cfg->n_resume_paths;
         rc.read_only = 1;
-        s = store_open(&rc, from, NULL, 0, err);
+        if ((*from = calloc(1, sizeof **from)) == NULL) return st_fail(err, ST_ENOMEM, "out of memory");
+        if ((s = store_open(&rc, &(*from)[0], NULL, 0, err)) == ST_OK) *n_from = 1;
     }
     return s;
+}
+
+/* The committed state's reader: this rank's shards of its own store (or
+ * of one process's), or when resharding every old rank's stores, whose
+ * shards this rank's take their elements from. */
+static st_status open_commit(offload_trainer *t, store **from, int n_from, ckpt_reader **out, st_error *err) {
+    const int old = t->cfg.resume_ranks > 1 ? t->cfg.resume_ranks : 1;
+    if (!resharding(t)) return ckpt_reader_open_rank(out, n_from ? from[0] : t->env.st, &t->c, t->lay.ranks, t->lay.rank, err);
+    return old > 1 ? ckpt_reader_open_ranks(out, from, n_from, &t->c, err) : ckpt_reader_open(out, from[0], &t->c, err);
 }
 
 st_status state_start(offload_trainer *t, const float *init, st_error *err) {
@@ -186,10 +243,10 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     float *unit_tmp = init || resume ? NULL : plan_alloc(t, BUF_INIT_UNIT);
     if (!init && !resume && !unit_tmp) return st_fail(err, ST_ENOMEM, "out of memory for initialization");
     state_source src = {0};
-    store *from = NULL;
-    st_status s = open_stores(t, &src.in_place, &from, err);
-    if (s == ST_OK && resume)   /* several ranks: each rank's store holds its shards */
-        s = ckpt_reader_open_rank(&src.ckpt, from ? from : t->env.st, &t->c, t->lay.ranks, t->lay.rank, err);
+    store **from = NULL;
+    int n_from = 0;
+    st_status s = open_stores(t, &src.in_place, &from, &n_from, err);
+    if (s == ST_OK && resume) s = open_commit(t, from, n_from, &src.ckpt, err);
     if (s == ST_OK && src.in_place) s = each_state_tensor(t, check_in_place, err);
     if (s == ST_OK && src.in_place) s = drop_stale_weights(t, err);
     for (int u = 0; s == ST_OK && u < t->L1; u++) {
@@ -203,7 +260,8 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     }
     if (s == ST_OK && t->env.st) s = init_store_activations(t, err);
     ckpt_reader_free(src.ckpt);
-    store_close(from);
+    for (int i = 0; i < n_from; i++) store_close(from[i]);
+    free(from);
     st_free_aligned(unit_tmp);
     return s;
 }

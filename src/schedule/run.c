@@ -132,6 +132,7 @@ offload_config train_run_executor_config(const train_run_config *c) {
                          .init_ctx = c->init_ctx, .comm = c->comm};
     if (c->store) oc.store_paths = c->store->paths, oc.n_store_paths = c->store->n;
     if (c->resume) oc.resume_paths = c->resume->paths, oc.n_resume_paths = c->resume->n;
+    oc.resume_ranks = c->resume_ranks;
     return oc;
 }
 

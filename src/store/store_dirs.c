@@ -25,6 +25,22 @@ st_status store_dirs_parse(const char *list, store_dirs *d, st_error *err) {
 
 int store_dirs_same(const store_dirs *a, const store_dirs *b) { return st_same_paths(a->paths, a->n, b->paths, b->n); }
 
+st_status store_dirs_of_rank(const store_dirs *in, int rank, int ranks, store_dirs *out, st_error *err) {
+    char list[sizeof out->list];
+    size_t len = 0;
+    for (int i = 0; i < in->n; i++) {
+        const char *p = in->paths[i], *mark = ranks > 1 ? strstr(p, "%r") : NULL;
+        const int w = ranks < 2 ? snprintf(list + len, sizeof list - len, "%s%s", i ? "," : "", p)
+                    : mark      ? snprintf(list + len, sizeof list - len, "%s%.*s%d%s", i ? "," : "",
+                                           (int)(mark - p), p, rank, mark + 2)
+                                : snprintf(list + len, sizeof list - len, "%s%s/rank-%d", i ? "," : "", p, rank);
+        if (w < 0 || (size_t)w >= sizeof list - len)
+            return st_fail(err, ST_EINVAL, "store directories too long with the rank in them: %s", in->paths[0]);
+        len += (size_t)w;
+    }
+    return store_dirs_parse(list, out, err);
+}
+
 /* The store's files in dir, removed. */
 static st_status remove_in(const char *dir, st_error *err) {
     st_status s = st_mkdir_p(dir, err);
