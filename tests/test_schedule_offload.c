@@ -23,6 +23,7 @@
 #include "schedule/offload_internal.h"   /* the executor's buffers, for the fault test */
 #include "strata/backend.h"
 #include "strata/offload.h"
+#include "train_testutil.h"
 
 enum { STEPS = 4 };
 
@@ -56,23 +57,8 @@ static train_config small_config_arch(gpt_arch arch, gpt_precision p, float clip
 
 static train_config small_config(gpt_precision p, float clip) { return small_config_arch(GPT_ARCH_GPT2, p, clip); }
 
-static int32_t *make_tokens(const train_config *tc) {
-    size_t n = (size_t)STEPS * tc->micro_batches * tc->B * (tc->T + 1);
-    int32_t *tok = malloc(n * sizeof *tok);
-    st_rng r;
-    st_rng_seed(&r, 11);
-    for (size_t i = 0; i < n; i++) tok[i] = (int32_t)(st_rng_next(&r) % 97);
-    return tok;
-}
+static int32_t *make_tokens(const train_config *tc) { return test_tokens(tc, STEPS, 11); }
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / den);
-}
 
 /* ALL_SSD: every kind of state in the store; MIXED: weights and checkpoints
  * there, optimizer state and gradients in memory; GRADS: gradients and

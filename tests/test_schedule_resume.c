@@ -19,6 +19,7 @@
 
 #include "store_testutil.h"
 #include "strata/offload.h"
+#include "train_testutil.h"
 
 enum { STEPS = 5, COMMIT_AT = 2 };
 
@@ -37,14 +38,7 @@ static train_config small_config(gpt_precision p, float clip) {
     return tc;
 }
 
-static int32_t *make_tokens(const train_config *tc) {
-    size_t n = (size_t)STEPS * tc->micro_batches * tc->B * (tc->T + 1);
-    int32_t *tok = malloc(n * sizeof *tok);
-    st_rng r;
-    st_rng_seed(&r, 3);
-    for (size_t i = 0; i < n; i++) tok[i] = (int32_t)(st_rng_next(&r) % 97);
-    return tok;
-}
+static int32_t *make_tokens(const train_config *tc) { return test_tokens(tc, STEPS, 3); }
 
 static size_t step_tokens(const train_config *tc) { return (size_t)tc->micro_batches * tc->B * (tc->T + 1); }
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "strata/run.h"
+#include "train_testutil.h"
 
 enum { STEPS = 4, COMMIT_AT = 2 };
 
@@ -32,15 +33,7 @@ static train_config small_config(void) {
 
 static size_t step_tokens(const train_config *tc) { return (size_t)tc->micro_batches * tc->B * (tc->T + 1); }
 
-static int32_t *make_tokens(const train_config *tc) {
-    size_t n = STEPS * step_tokens(tc);
-    int32_t *tok = malloc(n * sizeof *tok);
-    assert_non_null(tok);
-    st_rng r;
-    st_rng_seed(&r, 7);
-    for (size_t i = 0; i < n; i++) tok[i] = (int32_t)(st_rng_next(&r) % 97);
-    return tok;
-}
+static int32_t *make_tokens(const train_config *tc) { return test_tokens(tc, STEPS, 7); }
 
 /* A fresh directory under the build tree. */
 static void temp_dir(char *out, size_t n, const char *what) {

@@ -32,6 +32,7 @@
 #include "strata/offload.h"
 
 #include "mpi_testutil.h"
+#include "../train_testutil.h"
 
 enum { STEPS = 3, M = 6 };   /* M: divided by 2 and by 3 ranks */
 
@@ -57,23 +58,8 @@ static train_config small_config(gpt_precision p, float clip) {
     return tc;
 }
 
-static int32_t *make_tokens(const train_config *tc) {
-    size_t n = (size_t)STEPS * M * tc->B * (tc->T + 1);
-    int32_t *tok = malloc(n * sizeof *tok);
-    st_rng r;
-    st_rng_seed(&r, 11);
-    for (size_t i = 0; i < n; i++) tok[i] = (int32_t)(st_rng_next(&r) % 97);
-    return tok;
-}
+static int32_t *make_tokens(const train_config *tc) { return test_tokens(tc, STEPS, 11); }
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / den);
-}
 
 typedef struct result {
     float *w;                   /* the master weights after STEPS steps */
