@@ -38,6 +38,19 @@
  *     "node": {"devices": 1, "interconnect_gbps": 0},   optional: data-parallel devices (gpu backend) and the
  *                                      bandwidth one device's ring collectives (all-gather, reduce-scatter) reach
  *                                      over their interconnect, per direction (NCCL's "bus bandwidth")
+ *     "cluster": {                     optional: data-parallel ranks on a cpu backend (mpirun -np N strata
+ *                                      train); the rest of the description is then one node, shared by its ranks
+ *       "nodes": 8,                    optional, default 1: nodes, each as the rest of the description says
+ *       "ranks_per_node": 2,           optional, default 1: ranks (processes) on each node; they share its cores,
+ *                                      memory bandwidth, memory and drives (hw_rank_share: each rank computes at
+ *                                      1 / ranks_per_node of the node's rates and gets that share of each drive)
+ *       "shm_gbps": 10.0,              between ranks on one node: what the node copies from rank to rank, over
+ *                                      all its ranks together; required with ranks_per_node > 1
+ *       "shm_latency_s": 1e-5,         optional, default 0: fixed time of a collective among one node's ranks
+ *       "network_gbps": 12.5,          between nodes: each node's network bandwidth, per direction (100 Gb/s is
+ *                                      12.5); required with nodes > 1
+ *       "network_latency_s": 5e-6      optional, default 0: fixed time of a collective that crosses the network
+ *     },
  *     "probe": {...},                  optional: what `strata probe` measured, for the record
  *     "note": "..."                    optional: free text, not kept
  *   }
@@ -113,6 +126,10 @@ typedef struct hw_desc {
     uint64_t device_bytes, host_bytes;
     int devices_per_node;
     double interconnect_gbps;
+    /* "cluster": data-parallel ranks on a cpu backend (1 and 1 when absent) */
+    int nodes, ranks_per_node;
+    double shm_gbps, shm_latency_s;            /* between a node's ranks: the node's total; per collective */
+    double network_gbps, network_latency_s;    /* between nodes: per node and direction; per collective */
     hw_probe_record probe;
 } hw_desc;
 
@@ -136,6 +153,19 @@ double hw_head_gflops_at(const hw_desc *hw, double rows);
 
 /* Effective AdamW rate of the optimizer worker: per thread x threads. */
 double hw_adamw_rate(const hw_desc *hw);
+
+/* The ranks of a cpu description's cluster: nodes x ranks_per_node (1 when absent). */
+int hw_ranks(const hw_desc *hw);
+/* One rank's share of a cpu node that runs ranks_per_node ranks (what the
+ * simulator runs each rank on): the compute rates (matrix products,
+ * attention, memory-bound passes) and each SSD path's rates divided by
+ * ranks_per_node, since the ranks share the node's cores, memory bandwidth
+ * and drives; the AdamW worker keeps its threads while the node's ranks'
+ * workers together have a core each (ranks_per_node x optimizer.threads <=
+ * cores), else its rate is scaled by cores / (ranks_per_node x threads);
+ * memory.host_bytes and device_bytes divided by ranks_per_node. The cluster
+ * fields are kept. ranks_per_node 1 gives hw unchanged. */
+void hw_rank_share(const hw_desc *hw, int ranks_per_node, hw_desc *out);
 const char *hw_backend_name(hw_backend b);
 
 #ifdef __cplusplus

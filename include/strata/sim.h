@@ -80,6 +80,35 @@
  *     simulation follows one device with the node's SSD paths and AdamW, its
  *     own link and its share of the interconnect; tokens_per_s and
  *     model_flops_per_s are per device.
+ *   - Data parallel on a CPU backend (ranks = sim_config.ranks, or the
+ *     description's cluster: nodes x ranks_per_node, each rank a process of
+ *     `mpirun -np ranks strata train`): every rank runs its own list, built
+ *     with sched_params.ranks (each LOAD_WEIGHTS brings the rank's shard,
+ *     from its store or memory, and a GATHER_WEIGHTS all-gathers the unit;
+ *     a unit's complete gradient is reduce-scattered by a REDUCE_GRADS), on
+ *     its micro_batches of the global batch and its shard of the state (the
+ *     executor's layout with layout_params.ranks). The ranks are identical
+ *     and in lock step, so the simulation follows rank 0 (the largest
+ *     shards) on its share of the node (hw_rank_share: 1 / ranks_per_node
+ *     of the compute rates and of each drive). A collective moves what
+ *     strata/comm.h's table says rank 0 sends and receives: the part from
+ *     and to ranks on its node over shared memory (cluster.shm_gbps, shared
+ *     by the node's ranks: the rank's copies at shm_gbps / ranks_per_node),
+ *     the rest over the network (cluster.network_gbps / ranks_per_node, the
+ *     larger of what it sends and receives), both at once, after a fixed
+ *     latency (network_latency_s when the ranks span nodes, else
+ *     shm_latency_s); a reduce-scatter then sums the pieces of its shard
+ *     (memory-bound, at other_gbps). Collectives in flight share these
+ *     rates. As the executor runs them: a gather starts at its task, or
+ *     ahead of it, after a task ends, when it is the next collective of the
+ *     list, the unit's load has its inputs final and its shard is at hand
+ *     (read, when the unit's weights are on the SSD; its steps done, when in
+ *     memory); compute waits for it at the gather, then widens the unit. A
+ *     reduce-scatter starts at its task (waiting first for the oldest when
+ *     LAYOUT_REDUCE_SLOTS are in flight); only the unit's optimizer steps,
+ *     GRAD_NORM and the end of the iteration wait for it. GRAD_NORM and the
+ *     end of each iteration sum doubles over the ranks (1 and 2): their
+ *     latency, on the compute thread.
  *
  * Everything else (queue limits, buffer pools, I/O submission cost) is
  * free. The run simulates the first list and then `iterations` steady lists
@@ -126,6 +155,9 @@ typedef struct sim_config {
     double stripe[HW_MAX_SSD]; /* relative share of each SSD path in a transfer; all 0: equal */
     int prefetch_eager;        /* read ahead as soon as inputs are final (0: the executor's policy) */
     int devices;               /* data-parallel devices (GPU backend); 0: hw.devices_per_node (1 on a CPU backend) */
+    int ranks;                 /* data-parallel ranks (CPU backend: mpirun -np ranks strata train); 0: the
+                                  description's cluster, nodes x ranks_per_node (1 without one). micro_batches is
+                                  then each rank's, the global batch ranks x B x micro_batches */
     trace *trace;              /* optional: the simulated timeline (lanes compute, optimizer, each
                                   SSD path, the link), times from the start of the run */
 } sim_config;
@@ -155,6 +187,10 @@ typedef struct sim_result {
     double tokens_per_s;       /* B * T * M / iter_s: per device */
     double model_flops_per_s;  /* gpt_train_flops / iter_s (no recomputation counted): per device */
     int devices;               /* data-parallel devices simulated (the node does devices x tokens_per_s) */
+    int ranks, nodes, ranks_per_node;   /* CPU ranks simulated (1, 1, 1 without): tokens_per_s is per rank */
+    /* CPU ranks, per iteration, rank 0's (the largest shards): what its collectives hand to MPI and post to
+       receive, the table in strata/comm.h (the gathers and reduce-scatters of the list, and the step's sums) */
+    uint64_t comm_sent, comm_received;
     /* the compute thread's iteration, which sums to iter_s: computing at
      * full speed, computing slowed by AdamW beside it, blocked */
     double compute_s, contention_s, wait_s;
@@ -194,6 +230,14 @@ typedef struct sim_result {
  * there (optimizer state and gradients once: sharded; the checkpoints of
  * every device), and the I/O staging. */
 void sim_memory_need(const hw_desc *hw, const sim_config *cfg, layout_memory *out, int *fits_device, int *fits_host);
+
+/* The data-parallel ranks a configuration runs on hw: cfg->ranks, else the
+ * description's cluster (nodes x ranks_per_node); 1 on a gpu backend. And
+ * how they sit on the nodes: one per node while there are at most as many
+ * ranks as nodes, else ranks / nodes on each (ST_EINVAL when that does not
+ * divide). */
+int sim_ranks(const hw_desc *hw, const sim_config *cfg);
+st_status sim_ranks_split(const hw_desc *hw, int ranks, int *nodes, int *per_node, st_error *err);
 
 /* Builds the executor's lists (sched_build: first, then steady) and runs them. */
 st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_error *err);

@@ -18,7 +18,7 @@
 typedef struct simulate_opts {
     const char *hw, *precision, *schedule, *offload, *optimizer_io, *trace;
     cli_model_flags shape;
-    long micro_batch, grad_accum, global_batch, devices, iterations;
+    long micro_batch, grad_accum, global_batch, devices, ranks, iterations;
     double alpha, clip;
     int json;
 } simulate_opts;
@@ -47,6 +47,11 @@ static const cli_flag simulate_flags[] = {
     CLI_INT("devices", O(devices), 1, 4096, "N",
             "data-parallel devices on a gpu backend (default: the description's\n"
             "node.devices); each runs B x M sequences, state sharded ZeRO-3 style"),
+    CLI_INT("ranks", O(ranks), 1, 1000000, "N",
+            "data-parallel ranks on a cpu backend, as 'mpirun -np N strata train'\n"
+            "(default: the description's cluster, nodes x ranks_per_node); each\n"
+            "runs B x M sequences, state sharded; at most one per node, or a\n"
+            "multiple of the nodes, spread evenly"),
     CLI_INT("iterations", O(iterations), 1, 100, "N", "steady iterations simulated after the first (default 3)"),
     CLI_STRING("trace", O(trace), "FILE", "write the simulated timeline as a Chrome trace"),
     CLI_ON("json", O(json), "print the prediction as JSON"),
@@ -57,7 +62,8 @@ static const cli_spec simulate_spec = {
     .usage = "usage: strata simulate --hw FILE [--model NAME | --n-layer N --n-head N --d-model N]\n"
              "                       [--micro-batch B] [--seq T] [--grad-accum M | --global-batch G]\n"
              "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
-             "                       [--offload weights,optim=0.6,acts,grads|none|auto] [--devices N] [--iterations N]\n"
+             "                       [--offload weights,optim=0.6,acts,grads|none|auto] [--devices N] [--ranks N]\n"
+             "                       [--iterations N]\n"
              "                       [--optimizer-io phased|interleaved] [--trace FILE] [--json]",
     .about = "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
              "against a hardware description ('strata probe' writes one for this machine) and\n"
@@ -86,6 +92,14 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
         printf("data parallel: %d devices, global batch %d sequences; state sharded over them (ZeRO-3), collectives "
                "over the interconnect at %.0f GB/s\n",
                r->devices, r->devices * c->B * c->micro_batches, hw->interconnect_gbps);
+    if (r->ranks > 1) {
+        printf("data parallel: %d ranks (%d node%s x %d), global batch %d sequences; state sharded over them (ZeRO-3); "
+               "each rank gets 1/%d of its node", r->ranks, r->nodes, r->nodes == 1 ? "" : "s", r->ranks_per_node,
+               r->ranks * c->B * c->micro_batches, r->ranks_per_node);
+        if (r->ranks_per_node > 1) printf("; between a node's ranks %.3g GB/s in all", hw->shm_gbps);
+        if (r->nodes > 1) printf("; network %.3g GB/s per node", hw->network_gbps);
+        printf("\n");
+    }
     sched_params sp = {.kind = c->schedule, .alpha = c->alpha, .clipping = c->clipping};
     const int opt_streams = placement_streams_optimizer(c->place);
     printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s%s%s\n",
@@ -101,6 +115,7 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
            r->compute_s, r->contention_s, r->wait_s, r->wait_on[SIM_SSD], r->wait_on[SIM_OPTIMIZER],
            r->wait_on[SIM_LINK]);
     if (r->devices > 1) printf(", the interconnect %.3f s", r->wait_on[SIM_INTERCONNECT]);
+    if (r->ranks > 1) printf(", the other ranks %.3f s", r->wait_on[SIM_INTERCONNECT]);
     printf(")\n");
     printf("critical path:");
     for (int k = 0; k < SIM_RESOURCE_COUNT; k++)
@@ -113,7 +128,12 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
                pct(r->path[p].write_busy));
     if (hw->backend == HW_BACKEND_GPU) printf(", link %.0f%%", pct(r->link_busy));
     if (r->devices > 1) printf(", interconnect %.0f%%", pct(r->interconnect_busy));
+    if (r->ranks > 1) printf(", collectives in flight %.0f%%", pct(r->interconnect_busy));
     printf("\n");
+    if (r->ranks > 1)
+        printf("ranks per iteration: rank 0 sends %s and receives %s (all-gathers of weights, reduce-scatters of "
+               "gradients, sums)\n", st_format_bytes((double)r->comm_sent, a, sizeof a),
+               st_format_bytes((double)r->comm_received, b, sizeof b));
     if (hw->backend == HW_BACKEND_GPU) {
         printf("link per iteration: %s to the device, %s back", st_format_bytes((double)r->link_to_device, a, sizeof a),
                st_format_bytes((double)r->link_from_device, b, sizeof b));
@@ -154,10 +174,16 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
                "%.0f%% of the bound's speed\n",
                rf->bound_s, sim_resource_name(rf->limit), rf->compute_s, rf->optimizer_s, rf->io_s,
                r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
+    else if (rf->limit == SIM_INTERCONNECT)
+        printf("roofline: %.3f s (bound by the collectives: compute %.3f s, optimizer %.3f s, I/O %.3f s, collectives "
+               "%.3f s); the prediction runs at %.0f%% of the bound's speed\n",
+               rf->bound_s, rf->compute_s, rf->optimizer_s, rf->io_s, rf->interconnect_s,
+               r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
     else
-        printf("roofline: %.3f s (compute-bound: compute %.3f s + optimizer %.3f s on the same cores; I/O %.3f s); the "
+        printf("roofline: %.3f s (compute-bound: compute %.3f s + optimizer %.3f s on the same cores; I/O %.3f s%s); the "
                "prediction runs at %.0f%% of the bound's speed\n",
-               rf->bound_s, rf->compute_s, rf->optimizer_s, rf->io_s, r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
+               rf->bound_s, rf->compute_s, rf->optimizer_s, rf->io_s, r->ranks > 1 ? ", collectives below" : "",
+               r->iter_s > 0 ? pct(rf->bound_s / r->iter_s) : 0);
 }
 
 static void print_json(const char *hw_path, const hw_desc *hw, const sim_config *c, const char *where,
@@ -169,7 +195,10 @@ static void print_json(const char *hw_path, const hw_desc *hw, const sim_config 
     cJSON_AddNumberToObject(o, "params", (double)gpt_num_real_params(&c->model));
     cJSON_AddStringToObject(o, "schedule", c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal");
     cJSON_AddNumberToObject(o, "devices", r->devices);
-    cJSON_AddNumberToObject(o, "global_batch", (double)r->devices * c->B * c->micro_batches);
+    cJSON_AddNumberToObject(o, "ranks", r->ranks);
+    cJSON_AddNumberToObject(o, "nodes", r->nodes);
+    cJSON_AddNumberToObject(o, "ranks_per_node", r->ranks_per_node);
+    cJSON_AddNumberToObject(o, "global_batch", (double)r->devices * r->ranks * c->B * c->micro_batches);
     cJSON_AddNumberToObject(o, "micro_batch", c->B);
     cJSON_AddNumberToObject(o, "seq", c->T);
     cJSON_AddNumberToObject(o, "grad_accum", c->micro_batches);
@@ -211,6 +240,9 @@ static void print_json(const char *hw_path, const hw_desc *hw, const sim_config 
     cJSON_AddNumberToObject(o, "link_to_device", (double)r->link_to_device);
     cJSON_AddNumberToObject(o, "link_from_device", (double)r->link_from_device);
     cJSON_AddNumberToObject(o, "interconnect_bytes", r->interconnect_bytes);
+    cJSON_AddNumberToObject(o, "comm_sent", (double)r->comm_sent);
+    cJSON_AddNumberToObject(o, "comm_received", (double)r->comm_received);
+    cJSON_AddNumberToObject(o, "tokens_per_s_all", r->tokens_per_s * r->devices * r->ranks);
     cJSON *m = cJSON_AddObjectToObject(o, "memory");
     cJSON_AddNumberToObject(m, "device", (double)r->memory.device);
     cJSON_AddNumberToObject(m, "host", (double)r->memory.host);
@@ -287,7 +319,7 @@ int cmd_simulate(int argc, char **argv) {
     int parsed = cli_parse_flags(&simulate_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
     const char *hw_path = o.hw, *trace_path = o.trace;
-    long B = o.micro_batch, M = o.grad_accum, G = o.global_batch, devices = o.devices;
+    long B = o.micro_batch, M = o.grad_accum, G = o.global_batch, devices = o.devices, ranks = o.ranks;
     st_error err = {0};
     if (!hw_path) return cli_usage_error("simulate", "--hw FILE is required (write one with 'strata probe')");
     if (M && G) return cli_usage_error("simulate", "give either --grad-accum or --global-batch, not both");
@@ -306,11 +338,20 @@ int cmd_simulate(int argc, char **argv) {
     if (devices > 1 && hw.backend != HW_BACKEND_GPU)
         return cli_usage_error("simulate", "--devices %ld: data parallelism is modelled on a gpu backend only (%s is a cpu "
                                "description)", devices, hw_path);
-    const long n = hw.backend != HW_BACKEND_GPU ? 1 : devices ? devices : hw.devices_per_node;
+    if (ranks && hw.backend == HW_BACKEND_GPU)
+        return cli_usage_error("simulate", "--ranks %ld: ranks are modelled on a cpu backend (%s is a gpu description: "
+                               "--devices)", ranks, hw_path);
+    c.ranks = (int)ranks;
+    if (hw.backend != HW_BACKEND_GPU) {   /* the ranks must sit on the description's nodes */
+        int nodes, per_node;
+        if (sim_ranks_split(&hw, sim_ranks(&hw, &c), &nodes, &per_node, &err) != ST_OK)
+            return cli_usage_error("simulate", "%s", err.msg);
+    }
+    const long n = hw.backend != HW_BACKEND_GPU ? sim_ranks(&hw, &c) : devices ? devices : hw.devices_per_node;
     if (G) {   /* the global batch over all devices, in micro-batches of B */
         if (G % (n * B))
-            return cli_usage_error("simulate", "--global-batch %ld is not a multiple of %ld device%s x --micro-batch %ld",
-                                   G, n, n == 1 ? "" : "s", B);
+            return cli_usage_error("simulate", "--global-batch %ld is not a multiple of %ld %s%s x --micro-batch %ld",
+                                   G, n, hw.backend == HW_BACKEND_GPU ? "device" : "rank", n == 1 ? "" : "s", B);
         M = G / (n * B);
         if (M > 1 << 16) return cli_usage_error("simulate", "--global-batch %ld makes %ld micro-batches (at most 65536)", G, M);
     }

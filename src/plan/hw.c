@@ -37,6 +37,36 @@ double hw_head_gflops_at(const hw_desc *hw, double rows) {
 
 double hw_adamw_rate(const hw_desc *hw) { return hw->adamw_params_per_s * (hw->adamw_threads > 0 ? hw->adamw_threads : 1); }
 
+int hw_ranks(const hw_desc *hw) {
+    if (hw->backend != HW_BACKEND_CPU) return 1;
+    return (hw->nodes > 1 ? hw->nodes : 1) * (hw->ranks_per_node > 1 ? hw->ranks_per_node : 1);
+}
+
+void hw_rank_share(const hw_desc *hw, int ranks_per_node, hw_desc *out) {
+    *out = *hw;
+    if (ranks_per_node <= 1) return;
+    const double r = ranks_per_node;
+    out->matmul_gflops /= r;
+    out->head_matmul_gflops /= r;
+    out->attention_gflops /= r;
+    out->other_gbps /= r;
+    for (int i = 0; i < out->n_matmul_rows; i++) out->matmul_by_rows[i].gflops /= r;
+    for (int i = 0; i < out->n_head_rows; i++) out->head_by_rows[i].gflops /= r;
+    for (int p = 0; p < out->n_ssd; p++) {
+        hw_ssd *d = &out->ssd[p];
+        /* an absent mixed rate is half of each alone: made explicit before the division */
+        if (!(d->mixed_read_gbps > 0)) d->mixed_read_gbps = d->read_gbps / 2;
+        if (!(d->mixed_write_gbps > 0)) d->mixed_write_gbps = d->write_gbps / 2;
+        d->read_gbps /= r, d->write_gbps /= r, d->mixed_read_gbps /= r, d->mixed_write_gbps /= r;
+    }
+    const double threads = r * (hw->adamw_threads > 0 ? hw->adamw_threads : 1);
+    if (threads > hw->cores) out->adamw_params_per_s *= hw->cores / threads;
+    out->host_bytes = hw->host_bytes / (uint64_t)ranks_per_node;
+    out->device_bytes = hw->device_bytes / (uint64_t)ranks_per_node;
+    if (out->host_bytes == 0) out->host_bytes = 1;
+    if (out->device_bytes == 0) out->device_bytes = 1;
+}
+
 /* ---- checks on the values ---------------------------------------------------------- */
 
 /* "name: field: problem" */
@@ -111,6 +141,22 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(hw->interconnect_gbps, "node.interconnect_gbps");
     if (hw->devices_per_node > 1 && !(hw->interconnect_gbps > 0))
         return bad(err, name, "node.interconnect_gbps", "must be > 0 with more than one device");
+    /* 0 (a description built in code without them) counts as 1 */
+    if (hw->nodes < 0) return bad(err, name, "cluster.nodes", "must be >= 1");
+    if (hw->ranks_per_node < 0) return bad(err, name, "cluster.ranks_per_node", "must be >= 1");
+    if ((long)hw->nodes * hw->ranks_per_node > 1000000)
+        return bad(err, name, "cluster.nodes", "nodes x ranks_per_node must be at most 1000000");
+    NONNEG(hw->shm_gbps, "cluster.shm_gbps");
+    NONNEG(hw->shm_latency_s, "cluster.shm_latency_s");
+    NONNEG(hw->network_gbps, "cluster.network_gbps");
+    NONNEG(hw->network_latency_s, "cluster.network_latency_s");
+    if (hw->ranks_per_node > 1 && !(hw->shm_gbps > 0))
+        return bad(err, name, "cluster.shm_gbps", "must be > 0 with more than one rank per node");
+    if (hw->nodes > 1 && !(hw->network_gbps > 0))
+        return bad(err, name, "cluster.network_gbps", "must be > 0 with more than one node");
+    if (hw->backend == HW_BACKEND_GPU && (hw->nodes > 1 || hw->ranks_per_node > 1))
+        return bad(err, name, "cluster", "ranks are modelled on a cpu backend; a gpu node's data parallelism is "
+                   "node.devices");
     const hw_probe_record *p = &hw->probe;
     if (p->B < 0) return bad(err, name, "probe.micro_batch", "must be >= 0");
     if (p->T < 0) return bad(err, name, "probe.seq", "must be >= 0");
@@ -304,8 +350,9 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
     hw.adamw_threads = 1;
     hw.compute_slowdown = hw.optimizer_slowdown = 1.0;
     hw.devices_per_node = 1;
+    hw.nodes = hw.ranks_per_node = 1;
     static const char *const top[] = {"name", "compute", "host_device_gbps", "ssd", "optimizer", "contention",
-                                      "memory", "node", "probe", "note", NULL};
+                                      "memory", "node", "cluster", "probe", "note", NULL};
     known_fields(&r, root, "", top);
     string(&r, root, "", "name", 1, hw.name, sizeof hw.name);
     const cJSON *note = member(&r, root, "", "note", 0);
@@ -383,6 +430,19 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
     if (nd) {
         integer(&r, nd, "node", "devices", 0, &hw.devices_per_node);
         num(&r, nd, "node", "interconnect_gbps", 0, &hw.interconnect_gbps);
+    }
+    static const char *const cluster_keys[] = {"nodes", "ranks_per_node", "shm_gbps", "shm_latency_s",
+                                               "network_gbps", "network_latency_s", NULL};
+    const cJSON *cl = object(&r, root, "", "cluster", 0, cluster_keys);
+    if (cl) {
+        integer(&r, cl, "cluster", "nodes", 0, &hw.nodes);
+        integer(&r, cl, "cluster", "ranks_per_node", 0, &hw.ranks_per_node);
+        if (r.s == ST_OK && hw.nodes < 1) rfail(&r, "cluster.nodes", "must be >= 1");
+        if (r.s == ST_OK && hw.ranks_per_node < 1) rfail(&r, "cluster.ranks_per_node", "must be >= 1");
+        num(&r, cl, "cluster", "shm_gbps", 0, &hw.shm_gbps);
+        num(&r, cl, "cluster", "shm_latency_s", 0, &hw.shm_latency_s);
+        num(&r, cl, "cluster", "network_gbps", 0, &hw.network_gbps);
+        num(&r, cl, "cluster", "network_latency_s", 0, &hw.network_latency_s);
     }
     static const char *const probe_keys[] = {"model", "micro_batch", "seq", "block_forward_s", "block_backward_s",
                                              "head_s", "adamw_alone_s", "adamw_beside_compute_s", NULL};
@@ -494,6 +554,18 @@ char *hw_to_json(const hw_desc *hw) {
     if (nd) {
         add_num(nd, "devices", hw->devices_per_node);
         add_num(nd, "interconnect_gbps", hw->interconnect_gbps);
+    }
+    if (hw->nodes > 1 || hw->ranks_per_node > 1 || hw->shm_gbps > 0 || hw->shm_latency_s > 0 || hw->network_gbps > 0 ||
+        hw->network_latency_s > 0) {   /* absent otherwise: a description without ranks reads and writes as before */
+        cJSON *cl = cJSON_AddObjectToObject(root, "cluster");
+        if (cl) {
+            add_num(cl, "nodes", hw->nodes > 1 ? hw->nodes : 1);
+            add_num(cl, "ranks_per_node", hw->ranks_per_node > 1 ? hw->ranks_per_node : 1);
+            add_num(cl, "shm_gbps", hw->shm_gbps);
+            add_num(cl, "shm_latency_s", hw->shm_latency_s);
+            add_num(cl, "network_gbps", hw->network_gbps);
+            add_num(cl, "network_latency_s", hw->network_latency_s);
+        }
     }
     const hw_probe_record *p = &hw->probe;
     if (p->model[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||

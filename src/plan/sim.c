@@ -19,15 +19,19 @@ enum { C_READY, C_RUNNING, C_WAITING, C_DONE };
 enum { W_IDLE, W_FILL, W_STREAM, W_DRAIN };
 
 #define LINK HW_MAX_SSD         /* index of the link in a transfer's parts */
-#define IC (HW_MAX_SSD + 1)     /* index of the interconnect (data-parallel collectives) */
-#define N_PARTS (HW_MAX_SSD + 2)
+#define IC (HW_MAX_SSD + 1)     /* index of the interconnect (data-parallel collectives; CPU ranks: shared memory) */
+#define NET (HW_MAX_SSD + 2)    /* CPU ranks: the network between nodes */
+#define N_PARTS (HW_MAX_SSD + 3)
+#define IS_PART(s, p) ((p) < (s)->n_paths || (p) == LINK || (p) == IC || (p) == NET)
 #define BYTES_EPS 1e-6    /* a transfer part this close to done is done */
 #define SECONDS_EPS 1e-15
 #define MAX_EVENTS 50000000L
 
 typedef struct xfer {
     double left[N_PARTS];          /* bytes still to move on each SSD path; [LINK]: the host-device link;
-                                      [IC]: the interconnect */
+                                      [IC]: the interconnect; [NET]: the network */
+    double fixed;                  /* CPU ranks: seconds before its bytes move (a collective's latency) */
+    int comm;                      /* CPU ranks: a collective */
     int write;                     /* SSD direction */
     int to_device;                 /* link direction */
     int done;
@@ -61,8 +65,9 @@ typedef struct sim {
     run_layout lay;                /* the executor's layout of this configuration */
     sched_analysis an;             /* of the list being run */
     int L1, n_paths, cpu_shared, gpu;
+    int ranks;                     /* CPU ranks (1: one process) */
     double share[HW_MAX_SSD];
-    double rd_bw[HW_MAX_SSD], wr_bw[HW_MAX_SSD], mrd_bw[HW_MAX_SSD], mwr_bw[HW_MAX_SSD], link_bw, ic_bw;
+    double rd_bw[HW_MAX_SSD], wr_bw[HW_MAX_SSD], mrd_bw[HW_MAX_SSD], mwr_bw[HW_MAX_SSD], link_bw, ic_bw, net_bw;
     double adamw_rate;
     double t;
     long events;
@@ -82,6 +87,11 @@ typedef struct sim {
     int *unit_jobs;                /* [L+1] queued or running */
     int *grad_write;               /* [L+1] transfer of a gradient save still moving, or -1 */
     int *grad_off;                 /* [L+1] GPU: the last transfer taking the unit's gradients off the device, or -1 */
+    int *reduce_x;                 /* [L+1] CPU ranks: the unit's last reduce-scatter, or -1 */
+    int reduce_order[LAYOUT_REDUCE_SLOTS + 1], n_reduce;   /* reduce-scatters started, oldest first, not known done */
+    int gather_task, gather_x;     /* CPU ranks: a gather started ahead of its task, or -1 */
+    int tail;                      /* CPU ranks, after the list's last task: 0 wait for the reduce-scatters, 1 the sums */
+    const hw_desc *hw_node;        /* the whole description (hw is the rank's share of it) */
     /* the compute thread, on list `seq` */
     const sched_list *l;
     int seq, ci, cstate, lphase, wait_x;
@@ -117,8 +127,9 @@ static double ssd_bytes(const uint64_t b[STORE_KIND_COUNT]) {
  * starting now or, when `after` is a transfer still moving, when it ends;
  * -1 when there is nothing to move (or no memory for it: then s->oom is set
  * and the run fails). */
-static int xfer_start_after(sim *s, double bytes, int write, double link, int to_device, double ic, int after) {
-    if (bytes <= 0 && link <= 0 && ic <= 0) return -1;
+static int xfer_new(sim *s, double bytes, int write, double link, int to_device, double ic, double net, double fixed,
+                    int after) {
+    if (bytes <= 0 && link <= 0 && ic <= 0 && net <= 0 && fixed <= 0) return -1;
     if (s->nx == s->capx) {
         int cap = s->capx ? 2 * s->capx : 256;
         xfer *nx = realloc(s->x, sizeof *nx * (size_t)cap);
@@ -141,6 +152,9 @@ static int xfer_start_after(sim *s, double bytes, int write, double link, int to
     for (int p = 0; p < s->n_paths; p++) x->left[p] = bytes > 0 ? bytes * s->share[p] : 0;
     x->left[LINK] = link > 0 ? link : 0;
     x->left[IC] = ic > 0 ? ic : 0;
+    x->left[NET] = net > 0 ? net : 0;
+    x->fixed = fixed > 0 ? fixed : 0;
+    x->comm = net > 0 || fixed > 0 || (ic > 0 && !s->gpu);
     x->write = write;
     x->to_device = to_device;
     x->task = x->grad_unit = -1;
@@ -154,6 +168,10 @@ static int xfer_start_after(sim *s, double bytes, int write, double link, int to
     x->unit = x->mb = -1;
     (*list)[(*n)++] = s->nx;
     return s->nx++;
+}
+
+static int xfer_start_after(sim *s, double bytes, int write, double link, int to_device, double ic, int after) {
+    return xfer_new(s, bytes, write, link, to_device, ic, 0, 0, after);
 }
 
 static int xfer_start(sim *s, double bytes, int write, double link, int to_device) {
@@ -205,7 +223,7 @@ static void trace_xfer(sim *s, const xfer *x) {
     for (int p = 0; p < s->n_paths && x->bytes > 0; p++)
         if (s->share[p] > 0) trace_span(s->tr, s->lane_ssd[p], name, s->tbase + x->start, s->tbase + s->t);
     if (x->link > 0) trace_span(s->tr, s->lane_link, name, s->tbase + x->start, s->tbase + s->t);
-    if (x->ic > 0) trace_span(s->tr, s->lane_ic, name, s->tbase + x->start, s->tbase + s->t);
+    if (x->ic > 0 || x->comm) trace_span(s->tr, s->lane_ic, name, s->tbase + x->start, s->tbase + s->t);
 }
 
 static int xfer_done(const sim *s, int id) { return id < 0 || s->x[id].done; }
@@ -214,6 +232,7 @@ static int xfer_done(const sim *s, int id) { return id < 0 || s->x[id].done; }
 static double part_rate(const sim *s, const int *nr, const int *nw, const int *nl, const xfer *x, int p) {
     if (p == LINK) return s->link_bw / nl[x->to_device];
     if (p == IC) return s->ic_bw / nl[2];
+    if (p == NET) return s->net_bw / nl[3];
     if (nr[p] && nw[p]) return x->write ? s->mwr_bw[p] / nw[p] : s->mrd_bw[p] / nr[p];
     return x->write ? s->wr_bw[p] / nw[p] : s->rd_bw[p] / nr[p];
 }
@@ -221,13 +240,15 @@ static double part_rate(const sim *s, const int *nr, const int *nw, const int *n
 static void count_flows(const sim *s, int *nr, int *nw, int *nl) {
     memset(nr, 0, sizeof(int) * HW_MAX_SSD);
     memset(nw, 0, sizeof(int) * HW_MAX_SSD);
-    nl[0] = nl[1] = nl[2] = 0;
+    nl[0] = nl[1] = nl[2] = nl[3] = 0;
     for (int a = 0; a < s->nactive; a++) {
         const xfer *x = &s->x[s->active[a]];
+        if (x->fixed > 0) continue;   /* its latency first: no bytes move yet */
         for (int p = 0; p < s->n_paths; p++)
             if (x->left[p] > 0) (x->write ? nw : nr)[p]++;
         if (x->left[LINK] > 0) nl[x->to_device]++;
         if (x->left[IC] > 0) nl[2]++;
+        if (x->left[NET] > 0) nl[3]++;
     }
 }
 
@@ -243,10 +264,16 @@ static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const
         return r;
     }
     for (int p = 0; p < N_PARTS; p++) {
-        if (p >= s->n_paths && p != LINK && p != IC) continue;
+        if (!IS_PART(s, p)) continue;
         if (x->left[p] <= 0) continue;
-        double t = x->left[p] / part_rate(s, nr, nw, nl, x, p);
-        if (t > worst) worst = t, r = p == LINK ? SIM_LINK : p == IC ? SIM_INTERCONNECT : SIM_SSD;
+        /* a part not flowing yet (behind its latency) moves at the rate it would have alone */
+        int one[4] = {1, 1, 1, 1};
+        double t = x->left[p] / part_rate(s, nr, nw, x->fixed > 0 ? one : nl, x, p);
+        if (t > worst) worst = t, r = p == LINK ? SIM_LINK : p == IC || p == NET ? SIM_INTERCONNECT : SIM_SSD;
+    }
+    if (x->comm) {   /* its latency; the network holds up a collective */
+        worst += x->fixed;
+        r = SIM_INTERCONNECT;
     }
     if (eta) *eta = worst;
     return r;
@@ -285,6 +312,8 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
     const double len = (double)layout_share_elements(&s->lay, t), read = ssd_bytes(rd), write = ssd_bytes(wr);
     job j = {.seq = s->seq, .task = task, .unit = t->unit, .deferred = t->deferred, .lo = t->lo, .hi = t->hi,
              .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1};
+    /* CPU ranks: the step waits for the unit's reduce-scatter (the worker finishes it) */
+    if (s->ranks > 1 && t->unit >= 0 && t->unit < s->L1) j.after = s->reduce_x[t->unit];
     if (len > 0) {
         /* the executor streams the share in the layout's segments. Interleaved:
          * the first is read before AdamW starts, the last written after it
@@ -405,6 +434,8 @@ static st_status begin_list(sim *s, const sched_list *l, int seq, st_error *err)
     if (st != ST_OK) return st;
     if (!(s->done = calloc((size_t)l->n + 1, 1))) return st_fail(err, ST_ENOMEM, "simulator: out of memory");
     for (int k = 0; k < N_KINDS; k++) s->last_loaded[k] = s->pf_task[k] = s->pf_x[k] = s->arm[k] = -1;
+    s->gather_task = s->gather_x = -1;
+    s->tail = 0;
     memset(&s->cur, 0, sizeof s->cur);
     s->cur.start = s->t;
     return ST_OK;
@@ -424,12 +455,58 @@ static void arm_after(sim *s, int i) {
     if (g >= 0 && s->arm[KIND_GRADS] != g && s->pf_task[KIND_GRADS] != g) s->arm[KIND_GRADS] = g;
 }
 
+/* ---- CPU ranks: collectives ---------------------------------------------------------- */
+
+/* Starts rank 0's collective for task t (NULL: a sum of n_doubles doubles). */
+static int comm_start(sim *s, const sched_task *t, int n_doubles, const char *what) {
+    sim_comm c;
+    sim_collective(s->hw_node, &s->cfg, t, n_doubles, &c);
+    const int x = xfer_new(s, 0, 0, 0, 1, c.shm, c.net, c.fixed_s, -1);
+    xfer_label(s, x, what, t ? t->unit : -1, -1);
+    return x;
+}
+
+/* The executor's comm_ahead after task i: when the list's next collective
+ * is a unit's gather whose load has its inputs final and whose shard is at
+ * hand (read, when on the SSD; its steps done, when in memory), it starts. */
+static void gather_ahead(sim *s, int i) {
+    if (s->ranks < 2 || s->gather_task >= 0) return;
+    const int j = s->an.next_network[i + 1];
+    if (j >= s->l->n) return;
+    const sched_task *g = &s->l->tasks[j];
+    if (g->op != TASK_GATHER_WEIGHTS || g->n_deps != 1 || !sched_inputs_final(s->l, g->deps[0], i)) return;
+    const int load = g->deps[0];
+    if (!s->done[load]) {
+        double ssd, link, ic;
+        int to_dev;
+        task_io(s, &s->l->tasks[load], &ssd, &link, &to_dev, &ic);
+        if (ssd > 0) {   /* read ahead, and every read of it done */
+            if (s->pf_task[KIND_WEIGHTS] != load || !xfer_done(s, s->pf_x[KIND_WEIGHTS])) return;
+        } else if (s->unit_jobs[g->unit] > 0) {
+            return;
+        }
+    }
+    s->gather_task = j;
+    s->gather_x = comm_start(s, g, 0, "gather weights");
+}
+
+/* The oldest reduce-scatter still moving, or -1; forgets the finished ones. */
+static int oldest_reduce(sim *s) {
+    int keep = 0;
+    for (int k = 0; k < s->n_reduce; k++)
+        if (!xfer_done(s, s->reduce_order[k])) s->reduce_order[keep++] = s->reduce_order[k];
+    s->n_reduce = keep;
+    return keep ? s->reduce_order[0] : -1;
+}
+
 static st_status next_task(sim *s, const sched_list *const *lists, int n_lists, st_error *err) {
     arm_after(s, s->ci);
+    gather_ahead(s, s->ci);
     s->ci++;
     s->lphase = 0;
     s->cstate = C_READY;
     if (s->ci < s->l->n) return ST_OK;
+    if (s->ranks > 1 && s->tail < 2) return ST_OK;   /* the step's end: reduce-scatters and sums first */
     s->cur.end = s->t;
     if (s->seq == 0) s->first = s->cur;
     s->last = s->cur;
@@ -463,9 +540,37 @@ static void start_running(sim *s, double seconds) {
     s->cstate = C_RUNNING;
 }
 
+/* CPU ranks: waits for every reduce-scatter in flight (reduce_finish_all),
+ * then for a sum of n doubles over the ranks; 1 when both are done. */
+static int finish_reduces_and_sum(sim *s, int n_doubles) {
+    if (s->lphase == 0) {
+        const int x = oldest_reduce(s);
+        if (x >= 0) {
+            s->wait_x = x;
+            set_waiting(s);
+            return 0;
+        }
+        s->lphase = 1;
+        s->wait_x = comm_start(s, NULL, n_doubles, "sum over the ranks");
+    }
+    if (!xfer_done(s, s->wait_x)) {
+        set_waiting(s);
+        return 0;
+    }
+    end_wait(s, "the ranks");
+    return 1;
+}
+
 /* Moves the compute thread on as far as it can go now; 1 if anything changed. */
 static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_error *err, st_status *st) {
     if (s->cstate == C_DONE) return 0;
+    if (s->ci == s->l->n) {   /* CPU ranks: the end of the step (offload_trainer_step) */
+        if (!finish_reduces_and_sum(s, 2)) return 0;
+        s->tail = 2;
+        s->ci--;   /* next_task moves past the end again, and now ends the list */
+        *st = next_task(s, lists, n_lists, err);
+        return 1;
+    }
     if (s->cstate == C_RUNNING) {
         if (s->compute_left > 0) return 0;
         const sched_task *t = &s->l->tasks[s->ci];
@@ -559,9 +664,43 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
         if (*st == ST_OK) *st = next_task(s, lists, n_lists, err);
         return 1;
     case TASK_GRAD_NORM:   /* a sum of the units' sums of squares, on the compute thread */
+        if (s->ranks > 1 && !finish_reduces_and_sum(s, 1)) return 0;   /* ranks: of the shards, summed over them */
         s->done[s->ci] = 1;
         *st = next_task(s, lists, n_lists, err);
         return 1;
+    case TASK_GATHER_WEIGHTS: {   /* started ahead, or now; compute waits for it, then widens the unit */
+        if (s->lphase == 0) {
+            if (s->gather_task == s->ci) s->wait_x = s->gather_x;
+            else s->wait_x = comm_start(s, t, 0, "gather weights");
+            s->gather_task = s->gather_x = -1;
+            s->lphase = 1;
+        }
+        if (!xfer_done(s, s->wait_x)) {
+            set_waiting(s);
+            return 0;
+        }
+        end_wait(s, "the ranks");
+        sim_work w = sim_task_work_at(&s->cfg, t, first, last);
+        start_running(s, sim_work_seconds(s->hw, &w));
+        return 1;
+    }
+    case TASK_REDUCE_GRADS: {   /* started; with every slot taken, the oldest is finished first */
+        if (s->lphase == 0) {
+            const int x = oldest_reduce(s);
+            if (x >= 0 && s->n_reduce >= LAYOUT_REDUCE_SLOTS) {
+                s->wait_x = x;
+                set_waiting(s);
+                return 0;
+            }
+            end_wait(s, "the ranks");
+        }
+        const int x = comm_start(s, t, 0, "reduce-scatter gradients");
+        if (t->unit >= 0 && t->unit < s->L1) s->reduce_x[t->unit] = x;
+        if (x >= 0) s->reduce_order[s->n_reduce++] = x;
+        s->done[s->ci] = 1;
+        *st = next_task(s, lists, n_lists, err);
+        return 1;
+    }
     default: {
         sim_work w = sim_task_work_at(&s->cfg, t, first, last);
         start_running(s, sim_work_seconds(s->hw, &w));
@@ -605,7 +744,10 @@ static int step_prefetch(sim *s) {
 
 /* What the blocked compute thread waits on. */
 static sim_resource compute_blame(const sim *s, const int *nr, const int *nw, const int *nl) {
+    if (s->ci == s->l->n) return xfer_blame(s, nr, nw, nl, s->wait_x, NULL);   /* CPU ranks: the step's end */
     const sched_task *t = &s->l->tasks[s->ci];
+    if (t->op == TASK_GATHER_WEIGHTS || t->op == TASK_REDUCE_GRADS || (t->op == TASK_GRAD_NORM && s->ranks > 1))
+        return xfer_blame(s, nr, nw, nl, s->wait_x, NULL);
     if (s->lphase == 0) return worker_blame(s, nr, nw, nl, s->adamw_rate);
     if (s->lphase == 1) {
         for (int d = 0; d < t->n_deps; d++)
@@ -620,7 +762,7 @@ static sim_resource compute_blame(const sim *s, const int *nr, const int *nw, co
 
 /* Advances to the next completion; ST_EINVAL when nothing can move. */
 static st_status advance(sim *s, st_error *err) {
-    int nr[HW_MAX_SSD], nw[HW_MAX_SSD], nl[3];   /* nl: link from / to the device, the interconnect */
+    int nr[HW_MAX_SSD], nw[HW_MAX_SSD], nl[4];   /* nl: link from / to the device, the interconnect, the network */
     count_flows(s, nr, nw, nl);
     const int running = s->cstate == C_RUNNING, stepping = adamw_active(s);
     const double cs = s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0;
@@ -629,16 +771,22 @@ static st_status advance(sim *s, st_error *err) {
     double dt = INFINITY;
     if (running) dt = s->compute_left / rc;
     if (stepping && s->adamw_left / ra < dt) dt = s->adamw_left / ra;
+    int ncomm = 0;
     for (int a = 0; a < s->nactive; a++) {
         const xfer *x = &s->x[s->active[a]];
+        ncomm += x->comm;
+        if (x->fixed > 0) {   /* its latency runs out first */
+            if (x->fixed < dt) dt = x->fixed;
+            continue;
+        }
         for (int p = 0; p < N_PARTS; p++)
-            if ((p < s->n_paths || p == LINK || p == IC) && x->left[p] > 0) {
+            if (IS_PART(s, p) && x->left[p] > 0) {
                 double t = x->left[p] / part_rate(s, nr, nw, nl, x, p);
                 if (t < dt) dt = t;
             }
     }
     if (!isfinite(dt)) {
-        const sched_task *t = &s->l->tasks[s->ci];
+        const sched_task *t = &s->l->tasks[s->ci < s->l->n ? s->ci : s->l->n - 1];
         return st_fail(err, ST_EINVAL, "simulation stuck: list %d task %d (%s, unit %d) waits for something that never "
                        "happens (a dependency on a later task?)", s->seq, s->ci, task_op_name(t->op), t->unit);
     }
@@ -661,7 +809,7 @@ static st_status advance(sim *s, st_error *err) {
         if (nr[p] || nw[p]) st->busy[p] += dt;
     }
     if (nl[0] || nl[1]) st->link_busy += dt;
-    if (nl[2]) st->ic_busy += dt;
+    if (nl[2] || ncomm) st->ic_busy += dt;
     /* move */
     /* the item that set dt finishes exactly: the same expression, compared */
     if (running) {
@@ -674,8 +822,13 @@ static st_status advance(sim *s, st_error *err) {
     }
     for (int a = 0; a < s->nactive; a++) {
         xfer *x = &s->x[s->active[a]];
+        if (x->fixed > 0) {
+            x->fixed = x->fixed <= dt ? 0 : x->fixed - dt;
+            if (x->fixed < SECONDS_EPS) x->fixed = 0;
+            continue;
+        }
         for (int p = 0; p < N_PARTS; p++)
-            if ((p < s->n_paths || p == LINK || p == IC) && x->left[p] > 0) {
+            if (IS_PART(s, p) && x->left[p] > 0) {
                 double rate = part_rate(s, nr, nw, nl, x, p);
                 x->left[p] = x->left[p] / rate <= dt ? 0 : x->left[p] - rate * dt;
                 if (x->left[p] < BYTES_EPS) x->left[p] = 0;
@@ -687,7 +840,7 @@ static st_status advance(sim *s, st_error *err) {
     for (int a = 0; a < s->nactive; a++) {
         const int id = s->active[a];
         xfer *x = &s->x[id];
-        int moving = 0;
+        int moving = x->fixed > 0;
         for (int p = 0; p < N_PARTS; p++) moving |= x->left[p] > 0;
         if (moving) {
             s->active[keep++] = id;
@@ -723,12 +876,27 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
         return st_fail(err, ST_EINVAL, "optimizer I/O order %s: the simulator models phased and interleaved (simulate "
                        "each of what alternating runs)", opt_io_order_name(c->opt_io));
     if (c->devices < 0) return st_fail(err, ST_EINVAL, "devices %d must be >= 1 (0: the description's node.devices)", c->devices);
+    if (c->ranks < 0) return st_fail(err, ST_EINVAL, "ranks %d must be >= 1 (0: the description's cluster)", c->ranks);
     if (hw->backend != HW_BACKEND_GPU) {
         if (c->devices > 1)
-            return st_fail(err, ST_EINVAL, "%d data-parallel devices: data parallelism is modelled on a gpu backend only "
-                           "(hw: compute.backend is \"cpu\")", c->devices);
+            return st_fail(err, ST_EINVAL, "%d data-parallel devices: devices are modelled on a gpu backend only (on a cpu backend, "
+                           "data parallelism is ranks: sim_config.ranks or the description's cluster)", c->devices);
         c->devices = 1;
+        c->ranks = sim_ranks(hw, c);
+        int nodes, per_node;
+        if ((s = sim_ranks_split(hw, c->ranks, &nodes, &per_node, err)) != ST_OK) return s;
+        if (per_node > 1 && !(hw->shm_gbps > 0))
+            return st_fail(err, ST_EINVAL, "hw: cluster.shm_gbps: must be > 0 for %d ranks on a node", per_node);
+        if (nodes > 1 && !(hw->network_gbps > 0))
+            return st_fail(err, ST_EINVAL, "hw: cluster.network_gbps: must be > 0 for ranks on %d nodes", nodes);
+        if (c->ranks > 1 && placement_share(c->place, PLACE_GRADS) > 0)
+            return st_fail(err, ST_EUNSUPPORTED, "%d ranks with gradients on the SSD: the executor does not run that "
+                           "yet (strata/offload.h)", c->ranks);
     } else {
+        if (c->ranks > 1)
+            return st_fail(err, ST_EINVAL, "%d ranks: ranks are modelled on a cpu backend (a gpu node's data "
+                           "parallelism is its devices)", c->ranks);
+        c->ranks = 1;
         if (c->devices == 0) c->devices = hw->devices_per_node;
         if (c->devices > 1 && !(hw->interconnect_gbps > 0))
             return st_fail(err, ST_EINVAL, "hw: node.interconnect_gbps: must be > 0 for %d data-parallel devices",
@@ -764,9 +932,12 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
     return ST_OK;
 }
 
-static void setup(sim *s, const hw_desc *hw, const sim_config *c) {
+static void setup(sim *s, const hw_desc *hw, const hw_desc *node, const sim_config *c) {
     memset(s, 0, sizeof *s);
     s->hw = hw;
+    s->hw_node = node;
+    s->ranks = c->ranks > 1 ? c->ranks : 1;
+    s->gather_task = s->gather_x = -1;
     s->cfg = *c;
     s->L1 = gpt_num_units(&c->model);
     s->n_paths = hw->n_ssd;
@@ -784,6 +955,12 @@ static void setup(sim *s, const hw_desc *hw, const sim_config *c) {
     }
     s->link_bw = hw->backend == HW_BACKEND_GPU ? hw->host_device_gbps * 1e9 : 0;
     s->ic_bw = hw->backend == HW_BACKEND_GPU && c->devices > 1 ? hw->interconnect_gbps * 1e9 : 0;
+    if (s->ranks > 1) {   /* the rank's share of its node's shared memory and network */
+        int nodes = 1, per_node = 1;
+        sim_ranks_split(node, s->ranks, &nodes, &per_node, NULL);
+        s->ic_bw = node->shm_gbps * 1e9 / per_node;
+        s->net_bw = node->network_gbps * 1e9 / per_node;
+    }
     s->adamw_rate = hw_adamw_rate(hw);
     s->wphase = W_IDLE;
     s->wx[0] = s->wx[1] = -1;
@@ -797,7 +974,8 @@ static void setup(sim *s, const hw_desc *hw, const sim_config *c) {
             s->lane_ssd[p] = trace_lane(s->tr, name);
         }
         if (s->link_bw > 0) s->lane_link = trace_lane(s->tr, "host-device link (simulated)");
-        if (s->ic_bw > 0) s->lane_ic = trace_lane(s->tr, "interconnect (simulated)");
+        if (s->ranks > 1) s->lane_ic = trace_lane(s->tr, "ranks (simulated)");
+        else if (s->ic_bw > 0) s->lane_ic = trace_lane(s->tr, "interconnect (simulated)");
     }
 }
 
@@ -809,14 +987,15 @@ static void teardown(sim *s) {
     free(s->unit_jobs);
     free(s->grad_write);
     free(s->grad_off);
+    free(s->reduce_x);
     free(s->done);
     sched_analysis_free(&s->an);
     layout_free(&s->lay);
 }
 
 /* Per-iteration figures that follow from the list alone. */
-static st_status list_totals(const hw_desc *hw, const sim_config *c, const sched_list *l, sim_result *r,
-                             st_error *err) {
+static st_status list_totals(const hw_desc *hw, const hw_desc *node, const sim_config *c, const sched_list *l,
+                             sim_result *r, st_error *err) {
     run_layout lay;
     sched_analysis an;
     st_status st = sim_layout(c, &lay, err);
@@ -850,8 +1029,22 @@ static st_status list_totals(const hw_desc *hw, const sim_config *c, const sched
             r->link_bytes = r->link_to_device + r->link_from_device;
         }
         if (t->op == TASK_OPTIMIZE) r->work_adamw_s += (double)layout_share_elements(&lay, t) / hw_adamw_rate(hw);
+        if (c->ranks > 1 && (task_op_resource(t->op) == RES_NETWORK || t->op == TASK_GRAD_NORM)) {
+            sim_comm cm;
+            sim_collective(node, c, t->op == TASK_GRAD_NORM ? NULL : t, 1, &cm);
+            r->comm_sent += cm.sent;
+            r->comm_received += cm.received;
+            r->interconnect_bytes += cm.shm + cm.net;
+        }
         sim_work w = sim_task_work_at(c, t, an.first_grad[i], an.last_grad[i]);
         r->work_compute_s += sim_work_seconds(hw, &w);
+    }
+    if (c->ranks > 1) {   /* the step's sum of the loss and the norm */
+        sim_comm cm;
+        sim_collective(node, c, NULL, 2, &cm);
+        r->comm_sent += cm.sent;
+        r->comm_received += cm.received;
+        r->interconnect_bytes += cm.shm + cm.net;
     }
     sched_analysis_free(&an);
     layout_free(&lay);
@@ -864,8 +1057,12 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     sim_config cfg = *cfg_in;
     st_status st = check_inputs(hw, &cfg, lists, n_lists, err);
     if (st != ST_OK) return st;
+    int nodes = 1, per_node = 1;
+    if (cfg.ranks > 1) sim_ranks_split(hw, cfg.ranks, &nodes, &per_node, NULL);
+    hw_desc rank_hw;   /* CPU ranks: the rank's share of its node */
+    hw_rank_share(hw, per_node, &rank_hw);
     sim s;
-    setup(&s, hw, &cfg);
+    setup(&s, &rank_hw, hw, &cfg);
     if ((st = sim_layout(&cfg, &s.lay, err)) != ST_OK) {
         teardown(&s);
         return st;
@@ -873,11 +1070,12 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     s.unit_jobs = calloc((size_t)s.L1, sizeof(int));
     s.grad_write = malloc(sizeof(int) * (size_t)s.L1);
     s.grad_off = malloc(sizeof(int) * (size_t)s.L1);
-    if (!s.unit_jobs || !s.grad_write || !s.grad_off) {
+    s.reduce_x = malloc(sizeof(int) * (size_t)s.L1);
+    if (!s.unit_jobs || !s.grad_write || !s.grad_off || !s.reduce_x) {
         teardown(&s);
         return st_fail(err, ST_ENOMEM, "simulator: out of memory");
     }
-    for (int u = 0; u < s.L1; u++) s.grad_write[u] = s.grad_off[u] = -1;
+    for (int u = 0; u < s.L1; u++) s.grad_write[u] = s.grad_off[u] = s.reduce_x[u] = -1;
     st = begin_list(&s, lists[0], 0, err);
     while (st == ST_OK && s.cstate != C_DONE) {
         int progress;
@@ -919,7 +1117,10 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     out->link_busy = ls->link_busy * inv;
     out->interconnect_busy = ls->ic_busy * inv;
     out->devices = cfg.devices;
-    if ((st = list_totals(hw, &cfg, lists[n_lists - 1], out, err)) != ST_OK) {
+    out->ranks = cfg.ranks > 1 ? cfg.ranks : 1;
+    out->nodes = nodes;
+    out->ranks_per_node = per_node;
+    if ((st = list_totals(&rank_hw, hw, &cfg, lists[n_lists - 1], out, err)) != ST_OK) {
         teardown(&s);
         return st;
     }
@@ -938,7 +1139,10 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
  * leaves the device (to the host, or on to the SSD), so the lists save and
  * load them whatever the placement (sim_task_bytes charges the SSD only
  * when place.acts). */
-static sched_params list_params(const hw_desc *hw, const sim_config *cfg) {
+static sched_params list_params(const hw_desc *hw, const sim_config *cfg_in) {
+    sim_config c = *cfg_in;   /* CPU ranks: each rank's list */
+    c.ranks = sim_ranks(hw, cfg_in);
+    const sim_config *cfg = &c;
     sched_params p = sim_sched_params(cfg);
     if (hw->backend == HW_BACKEND_GPU) p.place.acts = 1;
     return p;
@@ -972,16 +1176,30 @@ st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_
 
 /* ---- the roofline ----------------------------------------------------------------------- */
 
+/* A collective's time alone: its latency, then its shared-memory and network parts side by side. */
+static double comm_seconds(const hw_desc *node, int per_node, const sim_comm *c) {
+    const double shm = c->shm > 0 ? c->shm / (node->shm_gbps * 1e9 / per_node) : 0;
+    const double net = c->net > 0 ? c->net / (node->network_gbps * 1e9 / per_node) : 0;
+    return c->fixed_s + (shm > net ? shm : net);
+}
+
 st_status sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const sched_list *l, sim_roofline *out,
                             st_error *err) {
     sim_config c = *cfg_in;   /* the devices it runs on, as check_inputs resolves them */
     if (hw->backend != HW_BACKEND_GPU || c.devices < 0) c.devices = 1;
     else if (c.devices == 0) c.devices = hw->devices_per_node;
+    c.ranks = c.ranks < 0 ? 1 : sim_ranks(hw, &c);
+    int nodes = 1, per_node = 1;
+    if (c.ranks > 1 && sim_ranks_split(hw, c.ranks, &nodes, &per_node, NULL) != ST_OK) c.ranks = 1;
     const sim_config *cfg = &c;
+    const hw_desc *node = hw;
+    hw_desc rank_hw;   /* CPU ranks: the rank's share of its node */
+    hw_rank_share(node, per_node, &rank_hw);
+    hw = &rank_hw;
     sim_result r;
     memset(&r, 0, sizeof r);
     memset(out, 0, sizeof *out);
-    st_status st = list_totals(hw, cfg, l, &r, err);
+    st_status st = list_totals(hw, node, cfg, l, &r, err);
     if (st != ST_OK) return st;
     out->compute_s = r.work_compute_s;
     out->optimizer_s = r.work_adamw_s;
@@ -1002,6 +1220,19 @@ st_status sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const s
         const double cpu = out->compute_s + out->optimizer_s;
         out->bound_s = cpu >= out->io_s ? cpu : out->io_s;
         out->limit = cpu >= out->io_s ? SIM_COMPUTE : SIM_SSD;
+        if (cfg->ranks > 1) {   /* the rank's collectives, one after another at their rates alone */
+            for (int i = 0; i < l->n; i++) {
+                const sched_task *t = &l->tasks[i];
+                if (task_op_resource(t->op) != RES_NETWORK && !(t->op == TASK_GRAD_NORM)) continue;
+                sim_comm cm;
+                sim_collective(node, cfg, t->op == TASK_GRAD_NORM ? NULL : t, 1, &cm);
+                out->interconnect_s += comm_seconds(node, per_node, &cm);
+            }
+            sim_comm cm;
+            sim_collective(node, cfg, NULL, 2, &cm);
+            out->interconnect_s += comm_seconds(node, per_node, &cm);
+            if (out->interconnect_s > out->bound_s) out->bound_s = out->interconnect_s, out->limit = SIM_INTERCONNECT;
+        }
     } else {
         /* the link carries both ways at once; the devices' collectives share the interconnect */
         const double link = (double)(r.link_to_device > r.link_from_device ? r.link_to_device : r.link_from_device);

@@ -4,6 +4,8 @@
  * (strata/layout.h). */
 #include <string.h>
 
+#include "strata/comm.h"
+
 #include "plan/sim_internal.h"
 
 sim_config sim_default_config(void) {
@@ -24,7 +26,7 @@ layout_params sim_layout_params(const sim_config *c) {
     return (layout_params){.model = c->model, .precision = c->precision, .B = c->B, .T = c->T,
                            .micro_batches = c->micro_batches, .schedule = c->schedule, .alpha = c->alpha,
                            .clipping = c->clipping, .place = c->place, .segment_elems = c->optimizer_segment,
-                           .opt_io = c->opt_io, .has_store = 1};
+                           .opt_io = c->opt_io, .has_store = 1, .ranks = c->ranks > 1 ? c->ranks : 0};
 }
 
 st_status sim_layout(const sim_config *c, run_layout *out, st_error *err) {
@@ -61,15 +63,76 @@ static uint64_t resolve_devices(const hw_desc *hw, const sim_config *c) {
     return c->devices > 0 ? (uint64_t)c->devices : hw->devices_per_node > 1 ? (uint64_t)hw->devices_per_node : 1;
 }
 
-void sim_memory_need(const hw_desc *hw, const sim_config *c, layout_memory *out, int *fits_device, int *fits_host) {
+int sim_ranks(const hw_desc *hw, const sim_config *c) {
+    if (hw->backend == HW_BACKEND_GPU) return 1;
+    return c->ranks > 0 ? c->ranks : hw_ranks(hw);
+}
+
+st_status sim_ranks_split(const hw_desc *hw, int ranks, int *nodes, int *per_node, st_error *err) {
+    const int n = hw->nodes > 1 ? hw->nodes : 1;
+    if (ranks < 1) return st_fail(err, ST_EINVAL, "%d ranks: must be at least 1", ranks);
+    if (ranks <= n) *nodes = ranks, *per_node = 1;
+    else if (ranks % n)
+        return st_fail(err, ST_EINVAL, "%d ranks on the description's %d nodes: give at most %d ranks (one per node) or "
+                       "a multiple of %d", ranks, n, n, n);
+    else *nodes = n, *per_node = ranks / n;
+    return ST_OK;
+}
+
+void sim_collective(const hw_desc *hw, const sim_config *c, const sched_task *t, int n_doubles, sim_comm *out) {
+    memset(out, 0, sizeof *out);
+    const int N = c->ranks > 1 ? c->ranks : 1;
+    int nodes = 1, R = 1;
+    if (N < 2 || sim_ranks_split(hw, N, &nodes, &R, NULL) != ST_OK) return;
+    const double lat = nodes > 1 ? hw->network_latency_s : hw->shm_latency_s;
+    /* rank 0 shares a node with ranks 1 .. R-1 (mpirun's default, by slot) */
+    uint64_t sent_local = 0, sent_remote = 0, recv_local = 0, recv_remote = 0;
+    if (!t) {   /* comm_allreduce_sum_f64: every rank's n doubles to every rank */
+        const uint64_t b = 8 * (uint64_t)n_doubles;
+        sent_local = recv_local = (uint64_t)(R - 1) * b;
+        sent_remote = recv_remote = (uint64_t)(N - R) * b;
+    } else if (t->op == TASK_GATHER_WEIGHTS || t->op == TASK_REDUCE_GRADS) {
+        const size_t n = t->unit >= 0 ? gpt_unit_numel(&c->model, t->unit) : 0;
+        const int gather = t->op == TASK_GATHER_WEIGHTS;
+        const uint64_t e = gather ? sim_wsz(c) : 4;
+        size_t lo, hi;
+        comm_shard_range(n, N, 0, &lo, &hi);
+        const uint64_t mine = (uint64_t)(hi - lo) * e;
+        for (int r = 1; r < N; r++) {
+            comm_shard_range(n, N, r, &lo, &hi);
+            const uint64_t theirs = (uint64_t)(hi - lo) * e;
+            /* a gather sends my shard to every rank and receives theirs; a reduce-scatter sends each rank
+               my part of its shard and receives every rank's part of mine */
+            const uint64_t s = gather ? mine : theirs, rcv = gather ? theirs : mine;
+            if (r < R) sent_local += s, recv_local += rcv;
+            else sent_remote += s, recv_remote += rcv;
+        }
+        if (!gather)   /* the sum in rank order: N pieces of the shard read, the shard written */
+            out->fixed_s += (double)(N + 1) * (double)mine / (hw->other_gbps / R * 1e9);
+    } else {
+        return;
+    }
+    out->sent = sent_local + sent_remote;
+    out->received = recv_local + recv_remote;
+    out->shm = (double)recv_local;
+    out->net = (double)(sent_remote > recv_remote ? sent_remote : recv_remote);
+    out->fixed_s += lat;
+}
+
+void sim_memory_need(const hw_desc *hw, const sim_config *c_in, layout_memory *out, int *fits_device, int *fits_host) {
     layout_memory m = {0};
     run_layout lay;
+    sim_config c_r = *c_in;   /* each rank's own layout, with the ranks resolved */
+    c_r.ranks = sim_ranks(hw, c_in);
+    const sim_config *c = &c_r;
     if (sim_layout(c, &lay, NULL) == ST_OK) m = lay.memory;
     layout_free(&lay);
     int fd, fh;
     if (hw->backend != HW_BACKEND_GPU) {   /* one memory: the working set lives in host RAM too */
-        fd = m.device <= hw->device_bytes;
-        fh = m.device + m.host <= hw->host_bytes;
+        int nodes = 1, R = 1;   /* a node holds its ranks' */
+        if (c->ranks > 1 && sim_ranks_split(hw, c->ranks, &nodes, &R, NULL) != ST_OK) R = 1;
+        fd = m.device * (uint64_t)R <= hw->device_bytes;
+        fh = (m.device + m.host) * (uint64_t)R <= hw->host_bytes;
     } else {
         const gpt_config *g = &c->model;
         const uint64_t n = resolve_devices(hw, c), wsz = sim_wsz(c), M = (uint64_t)c->micro_batches;
@@ -205,7 +268,9 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
         /* Llama: dout read, token rows read and written; GPT-2 positions too */
         w.other_bytes = (llama ? 12 : 24) * N * C;
         break;
-    case TASK_LOAD_WEIGHTS:
+    case TASK_LOAD_WEIGHTS: case TASK_GATHER_WEIGHTS:
+        /* with several ranks the load stages a shard and the gather brings the unit, widened then */
+        if ((t->op == TASK_GATHER_WEIGHTS) == (c->ranks < 2)) break;
         if (c->precision == GPT_MIXED_BF16 && t->unit >= 0)
             w.other_bytes = 6.0 * (double)gpt_unit_numel(g, t->unit);   /* bf16 widened to f32 */
         break;

@@ -20,6 +20,18 @@ double sim_task_interconnect_bytes(const sim_config *c, const sched_task *t);
 /* A unit's gradients leaving the device: the shard each device sends to the
  * host, and what its reduce-scatter moves through each device. */
 void sim_grad_offload(const sim_config *c, int unit, uint64_t *link, double *interconnect);
+/* CPU ranks: one collective of rank 0 (a GATHER_WEIGHTS or REDUCE_GRADS
+ * task, or a sum of n_doubles doubles when t is NULL), on hw (the whole
+ * description) with cfg->ranks resolved: the bytes of strata/comm.h's
+ * table, what crosses shared memory (the copies this rank makes of what
+ * ranks on its node send it) and the network (the larger of what it sends
+ * to and receives from other nodes), and the fixed time (latency, and a
+ * reduce-scatter's sum at the rank's share of other_gbps). */
+typedef struct sim_comm {
+    uint64_t sent, received;
+    double shm, net, fixed_s;
+} sim_comm;
+void sim_collective(const hw_desc *hw, const sim_config *c, const sched_task *t, int n_doubles, sim_comm *out);
 sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, int last);
 
 #endif
