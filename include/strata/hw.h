@@ -102,6 +102,9 @@ typedef struct hw_probe_record {
     int B, T;
     double block_forward_s, block_backward_s, head_s;
     double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
+    /* under mpirun: the bytes a rank received per second in an all-gather of shards and in a
+       reduce-scatter (the sum included), with every rank at once (strata/probe.h) */
+    double ranks_allgather_gbps, ranks_reduce_scatter_gbps;
 } hw_probe_record;
 
 typedef struct hw_desc {

@@ -28,6 +28,18 @@
  *                (bytes over the sum of each direction's phases); then
  *                reads and writes at once -> mixed_read/write_gbps
  *   memory       physical memory (device = host on the CPU backend), cores
+ *   ranks        under mpirun with 2 or more ranks (hw_probe_ranks, every
+ *                rank calls it; the rest runs on rank 0 alone while the
+ *                others wait): which ranks share a host (-> cluster.nodes,
+ *                ranks_per_node), the all-gather of a unit's shards and the
+ *                reduce-scatter of its gradient (strata/comm.h, as the
+ *                executor runs them) -> the bytes a rank receives per
+ *                second in each (probe.ranks_allgather_gbps,
+ *                ranks_reduce_scatter_gbps), and from the all-gather the
+ *                node's rate: cluster.shm_gbps on one host (ranks_per_node
+ *                x a rank's rate), else cluster.network_gbps; a sum of two
+ *                doubles over the ranks -> the latency
+ *                (cluster.shm_latency_s or network_latency_s)
  *
  * Each timing is the median of a few repetitions (more for short ones);
  * the whole probe takes about 15 s on 2 cores at the default shape
@@ -69,6 +81,13 @@ typedef struct hw_probe_config {
 hw_probe_config hw_probe_defaults(void);
 
 st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err);
+
+/* The ranks of comm (strata/comm.h), measured into hw's cluster and probe
+ * record (above); collective: every rank calls it with the same elements
+ * (the all-gathered and reduce-scattered array's length, f32) and reps.
+ * On one rank it changes nothing. */
+struct comm;
+st_status hw_probe_ranks(struct comm *c, size_t elements, int reps, hw_desc *hw, st_error *err);
 
 #ifdef __cplusplus
 }

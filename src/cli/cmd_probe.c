@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_flags.h"
+#include "strata/comm.h"
 #include "strata/probe.h"
 
 typedef struct probe_opts {
@@ -43,7 +44,11 @@ static const cli_spec probe_spec = {
              "each other down on shared cores, and O_DIRECT read and write bandwidth of each\n"
              "store directory: the test file cycled through in the optimizer's 72 MiB\n"
              "phases, each read and then overwritten in place (a cycle untimed, the next\n"
-             "timed), and reads and writes both at once. About 10 s with the defaults.",
+             "timed), and reads and writes both at once. About 10 s with the defaults.\n"
+             "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
+             "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
+             "node, the rate between them, the latency of a collective); the rest is\n"
+             "measured by rank 0 alone, after that, and rank 0 writes the file.",
     .flags = probe_flags,
     .n_flags = CLI_COUNT(probe_flags),
 };
@@ -81,16 +86,47 @@ int cmd_probe(int argc, char **argv) {
     }
     pc.ssd_dirs = dirs.paths;
     pc.progress = progress;
+    /* under mpirun: the ranks measure what they exchange first, all together; then rank 0 alone the rest
+       (the others end: MPI's finalize waits for rank 0 without spinning on the cores it measures) */
+    comm *cm = NULL;
+    if (comm_open(&cm, &err) != ST_OK) return cli_fail(&err);
+    hw_desc ranks;
+    memset(&ranks, 0, sizeof ranks);
+    if (comm_size(cm) > 1) {
+        if (comm_rank(cm) == 0) fprintf(stderr, "ranks: %d, measuring their all-gather and reduce-scatter\n", comm_size(cm));
+        st_status rs = hw_probe_ranks(cm, (size_t)16 << 20, pc.reps, &ranks, &err);
+        if (rs != ST_OK) {
+            if (comm_rank(cm) == 0) cli_fail(&err);
+            comm_close(cm);
+            return 1;
+        }
+        if (comm_rank(cm) != 0) {
+            comm_close(cm);
+            return 0;
+        }
+    }
     hw_desc hw, base;
     st_status s = ST_OK;
     if (update) {
         if (!store_arg)
+        {
+            comm_close(cm);
             return cli_usage_error("probe", "--update re-measures the store directories: give them with --store");
+        }
         s = hw_load_json(update, &base, &err);
         pc.base = &base;
     }
     if (s == ST_OK) s = hw_probe(&pc, &hw, &err);
+    if (s == ST_OK && comm_size(cm) > 1) {
+        hw.nodes = ranks.nodes;
+        hw.ranks_per_node = ranks.ranks_per_node;
+        if (ranks.shm_gbps > 0) hw.shm_gbps = ranks.shm_gbps, hw.shm_latency_s = ranks.shm_latency_s;
+        if (ranks.network_gbps > 0) hw.network_gbps = ranks.network_gbps, hw.network_latency_s = ranks.network_latency_s;
+        hw.probe.ranks_allgather_gbps = ranks.probe.ranks_allgather_gbps;
+        hw.probe.ranks_reduce_scatter_gbps = ranks.probe.ranks_reduce_scatter_gbps;
+    }
     if (s == ST_OK) s = hw_save_json(out, &hw, &err);
+    comm_close(cm);
     if (s != ST_OK) return cli_fail(&err);
 
     char mem[32];
@@ -115,5 +151,12 @@ int cmd_probe(int argc, char **argv) {
     if (hw.n_ssd == 0) printf("ssd: none measured (--store DIR to add the store's drives)\n");
     printf("memory: %s (device and host are the same memory on the CPU backend)\n",
            st_format_bytes((double)hw.host_bytes, mem, sizeof mem));
+    if (hw.nodes * hw.ranks_per_node > 1)
+        printf("ranks: %d on %d node%s; each rank received %.3g GB/s in an all-gather, %.3g GB/s in a reduce-scatter "
+               "(its sum included); %s %.3g GB/s per node, %.0f us per collective\n",
+               hw.nodes * hw.ranks_per_node, hw.nodes, hw.nodes == 1 ? "" : "s", hw.probe.ranks_allgather_gbps,
+               hw.probe.ranks_reduce_scatter_gbps, hw.nodes == 1 ? "shared memory" : "network",
+               hw.nodes == 1 ? hw.shm_gbps : hw.network_gbps,
+               1e6 * (hw.nodes == 1 ? hw.shm_latency_s : hw.network_latency_s));
     return 0;
 }

@@ -165,6 +165,8 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(p->head_s, "probe.head_s");
     NONNEG(p->adamw_alone_s, "probe.adamw_alone_s");
     NONNEG(p->adamw_beside_compute_s, "probe.adamw_beside_compute_s");
+    NONNEG(p->ranks_allgather_gbps, "probe.ranks_allgather_gbps");
+    NONNEG(p->ranks_reduce_scatter_gbps, "probe.ranks_reduce_scatter_gbps");
     return ST_OK;
 }
 
@@ -445,7 +447,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, cl, "cluster", "network_latency_s", 0, &hw.network_latency_s);
     }
     static const char *const probe_keys[] = {"model", "micro_batch", "seq", "block_forward_s", "block_backward_s",
-                                             "head_s", "adamw_alone_s", "adamw_beside_compute_s", NULL};
+                                             "head_s", "adamw_alone_s", "adamw_beside_compute_s",
+                                             "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", NULL};
     const cJSON *pr = object(&r, root, "", "probe", 0, probe_keys);
     if (pr) {
         hw_probe_record *p = &hw.probe;
@@ -457,6 +460,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, pr, "probe", "head_s", 0, &p->head_s);
         num(&r, pr, "probe", "adamw_alone_s", 0, &p->adamw_alone_s);
         num(&r, pr, "probe", "adamw_beside_compute_s", 0, &p->adamw_beside_compute_s);
+        num(&r, pr, "probe", "ranks_allgather_gbps", 0, &p->ranks_allgather_gbps);
+        num(&r, pr, "probe", "ranks_reduce_scatter_gbps", 0, &p->ranks_reduce_scatter_gbps);
     }
     cJSON_Delete(root);
     if (r.s != ST_OK) return r.s;
@@ -569,7 +574,8 @@ char *hw_to_json(const hw_desc *hw) {
     }
     const hw_probe_record *p = &hw->probe;
     if (p->model[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
-        p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0) {
+        p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
+        p->ranks_reduce_scatter_gbps > 0) {
         cJSON *pr = cJSON_AddObjectToObject(root, "probe");
         if (pr) {
             cJSON_AddStringToObject(pr, "model", p->model);
@@ -580,6 +586,8 @@ char *hw_to_json(const hw_desc *hw) {
             add_num(pr, "head_s", p->head_s);
             add_num(pr, "adamw_alone_s", p->adamw_alone_s);
             add_num(pr, "adamw_beside_compute_s", p->adamw_beside_compute_s);
+            if (p->ranks_allgather_gbps > 0) add_num(pr, "ranks_allgather_gbps", p->ranks_allgather_gbps);
+            if (p->ranks_reduce_scatter_gbps > 0) add_num(pr, "ranks_reduce_scatter_gbps", p->ranks_reduce_scatter_gbps);
         }
     }
     char *text = cJSON_Print(root);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plan/sim_internal.h"
+#include "strata/comm.h"
 #include "strata/io.h"
 #include "strata/layout.h"
 #include "strata/optim.h"
@@ -535,5 +536,79 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     if (s == ST_OK) s = probe_compute(cfg, &hw, err);
     if (s == ST_OK) s = hw_check(&hw, "probe", err);
     if (s == ST_OK) *out = hw;
+    return s;
+}
+
+/* ---- ranks ------------------------------------------------------------------------------ */
+
+st_status hw_probe_ranks(comm *c, size_t n, int reps, hw_desc *hw, st_error *err) {
+    const int N = comm_size(c), me = comm_rank(c);
+    if (N < 2) return ST_OK;
+    if (reps < 1 || reps > MAX_REPS) return st_fail(err, ST_EINVAL, "probe repetitions %d not in [1, %d]", reps, MAX_REPS);
+    if (n < (size_t)N) return st_fail(err, ST_EINVAL, "probe: %zu elements for %d ranks", n, N);
+    /* which ranks share a host */
+    enum { HOST = 64 };
+    char mine[HOST] = {0};
+    gethostname(mine, HOST - 1);
+    char *hosts = calloc((size_t)N, HOST);
+    float *x = st_alloc_aligned(64, n * sizeof(float));
+    float *scratch = st_alloc_aligned(64, (n / (size_t)N + 1) * (size_t)N * sizeof(float));
+    st_status s = hosts && x && scratch ? ST_OK : st_fail(err, ST_ENOMEM, "probe: out of memory");
+    /* every rank must take part in every collective: a rank out of memory aborts the job */
+    if (s != ST_OK) comm_abort(c, 1);
+    if ((s = comm_allgather(c, mine, HOST, hosts, err)) != ST_OK) goto out;
+    int nodes = 0;
+    for (int r = 0; r < N; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = !strncmp(hosts + (size_t)q * HOST, hosts + (size_t)r * HOST, HOST);
+        nodes += !seen;
+    }
+    if (N % nodes) {
+        s = st_fail(err, ST_EINVAL, "probe: %d ranks on %d hosts, not as many on each (run the same number per host)", N, nodes);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) x[i] = (float)(i % 97) * 0.25f;
+    size_t lo, hi;
+    comm_shard_range(n, N, me, &lo, &hi);
+    double tg[MAX_REPS], tr[MAX_REPS], tl[MAX_REPS * 8];
+    for (int k = 0; k <= reps && s == ST_OK; k++) {   /* one warm-up, then the timed ones */
+        if ((s = comm_barrier(c, err)) != ST_OK) break;
+        double t0 = st_now();
+        if ((s = comm_allgather_shards_f32(c, x, n, err)) != ST_OK) break;
+        const double t1 = st_now();
+        if ((s = comm_barrier(c, err)) != ST_OK) break;
+        const double t2 = st_now();
+        s = comm_reduce_scatter_f32(c, x, n, x + lo, scratch, err);
+        const double t3 = st_now();
+        for (size_t i = lo; i < hi; i++) x[i] *= 1.0f / (float)N;   /* keep the values bounded */
+        if (k > 0) tg[k - 1] = t1 - t0, tr[k - 1] = t3 - t2;
+    }
+    for (int k = 0; k < 8 * reps + 1 && s == ST_OK; k++) {
+        double v[2] = {1, 2};
+        const double t0 = st_now();
+        s = comm_allreduce_sum_f64(c, v, 2, err);
+        if (k > 0) tl[k - 1] = st_now() - t0;
+    }
+    if (s != ST_OK) goto out;
+    /* rank 0's figures: the bytes it received per second */
+    comm_shard_range(n, N, 0, &lo, &hi);
+    const double g = median(tg, reps), rsc = median(tr, reps), lat = median(tl, 8 * reps);
+    const double per_rank = (double)(n - (hi - lo)) * 4 / g / 1e9;
+    hw->probe.ranks_allgather_gbps = per_rank;
+    hw->probe.ranks_reduce_scatter_gbps = (double)(N - 1) * (double)(hi - lo) * 4 / rsc / 1e9;
+    hw->nodes = nodes;
+    hw->ranks_per_node = N / nodes;
+    if (nodes == 1) {
+        hw->shm_gbps = per_rank * hw->ranks_per_node;
+        hw->shm_latency_s = lat;
+    } else {   /* the network's rate over the ranks of a node (shared memory not told apart) */
+        hw->network_gbps = per_rank * hw->ranks_per_node;
+        hw->network_latency_s = lat;
+        if (hw->ranks_per_node > 1 && !(hw->shm_gbps > 0)) hw->shm_gbps = hw->network_gbps;
+    }
+out:
+    free(hosts);
+    st_free_aligned(x);
+    st_free_aligned(scratch);
     return s;
 }
