@@ -344,7 +344,8 @@ int cmd_simulate(int argc, char **argv) {
     c.ranks = (int)ranks;
     if (hw.backend != HW_BACKEND_GPU) {   /* the ranks must sit on the description's nodes */
         int nodes, per_node;
-        if (sim_ranks_split(&hw, sim_ranks(&hw, &c), &nodes, &per_node, &err) != ST_OK)
+        c.ranks = sim_ranks(&hw, &c);   /* resolved: each rank's layout (and --offload auto's candidates) */
+        if (sim_ranks_split(&hw, c.ranks, &nodes, &per_node, &err) != ST_OK)
             return cli_usage_error("simulate", "%s", err.msg);
     }
     const long n = hw.backend != HW_BACKEND_GPU ? sim_ranks(&hw, &c) : devices ? devices : hw.devices_per_node;
