@@ -23,6 +23,14 @@
 # optimizer step into the next forward (GreedySnake's overlap); horizontal
 # none (ZeRO-Infinity steps after backward). The simulator's model of the
 # GPU and of data parallelism is in include/strata/sim.h.
+#
+# CPU clusters (issue 14): a description with a "cluster" (cpu backend, e.g.
+# configs/hw/cpu-2s32c-x8.json, -x32.json) is simulated as that many ranks
+# (`mpirun -np N strata train`), the global batch split over the ranks, the
+# largest micro-batch whose placement fits a node's memory (its ranks
+# together); printed in a table of their own, per node. For those rows only:
+#   MODELS="gpt-6.7b gpt-13b" BATCHES="64 512" \
+#   HWS="configs/hw/cpu-2s32c-x8.json configs/hw/cpu-2s32c-x32.json" bench/scale_table.sh
 set -euo pipefail
 STRATA=${1:-build/strata}
 OUT=${2:-bench/results/scale}
@@ -38,8 +46,11 @@ mkdir -p "$OUT"
 
 # one point: the largest micro-batch that fits the device, else a note
 point() {   # model hw batch schedule
-    local model=$1 hw=$2 batch=$3 sched=$4 devices b mb name out err
-    devices=$("$PY" -c "import json,sys; print(json.load(open(sys.argv[1])).get('node', {}).get('devices', 1))" "$hw")
+    local model=$1 hw=$2 batch=$3 sched=$4 devices b mb name out err refusal=device_bytes
+    # data-parallel devices of a gpu node, or ranks of a cpu cluster (whose working set is in host memory)
+    devices=$("$PY" -c "import json,sys; d = json.load(open(sys.argv[1])); c = d.get('cluster', {})
+print(c.get('nodes', 1) * c.get('ranks_per_node', 1) if 'cluster' in d else d.get('node', {}).get('devices', 1))" "$hw")
+    grep -q '"cluster"' "$hw" && refusal='device_bytes\|host_bytes'
     name="$model-$(basename "$hw" .json)-g$batch-$sched"
     out="$OUT/$name.json"
     err="$OUT/$name.err"
@@ -56,7 +67,7 @@ point() {   # model hw batch schedule
             return
         fi
         rm -f "$out"
-        grep -q "device_bytes" "$err" || return   # not a device-memory refusal: keep the message
+        grep -q "$refusal" "$err" || return   # not a memory refusal: keep the message
     done
 }
 
@@ -92,16 +103,19 @@ def limit(r):   # the critical path's shares of the iteration, largest first, th
             "AdamW": u["adamw"]}
     sat = [f"{k} {100 * v:.0f}% busy" for k, v in busy.items() if v >= 0.9]
     return text + (" (" + ", ".join(sat) + ")" if sat else "")
-print("Predicted by `strata simulate` (bench/scale_table.sh). Per GPU: tokens/s and model TFLOP/s (6 x parameters x tokens,")
-print("plus attention; recomputation not counted); bound: the roofline's tokens/s per GPU and its limit; limited by: the")
-print("simulated critical path, by resource, as shares of the iteration (10% or more), and in brackets a resource busy 90%")
-print("of the iteration or more. B x M: micro-batch x micro-batches per GPU. On SSD: W weights, O optimizer state,")
-print("A activation checkpoints, G gradients (- none); O35% 35% of the optimizer state (fractional placement).")
-for model in models:
+gpu_hws = [h for h in hws if "cluster" not in json.load(open(h))]
+cpu_hws = [h for h in hws if h not in gpu_hws]
+if gpu_hws:
+  print("Predicted by `strata simulate` (bench/scale_table.sh). Per GPU: tokens/s and model TFLOP/s (6 x parameters x tokens,")
+  print("plus attention; recomputation not counted); bound: the roofline's tokens/s per GPU and its limit; limited by: the")
+  print("simulated critical path, by resource, as shares of the iteration (10% or more), and in brackets a resource busy 90%")
+  print("of the iteration or more. B x M: micro-batch x micro-batches per GPU. On SSD: W weights, O optimizer state,")
+  print("A activation checkpoints, G gradients (- none); O35% 35% of the optimizer state (fractional placement).")
+for model in (models if gpu_hws else []):
     print()
     params = None
     rows = []
-    for hw in hws:
+    for hw in gpu_hws:
         name_hw = os.path.basename(hw)[:-5]
         for batch in batches:
             cells = {}
@@ -130,4 +144,45 @@ for model in models:
         for sched in ("vertical", "horizontal"):
             c = cells[sched]
             print(f"| {gpus} | {batch} | {sched} | {c[0]} | {c[1]} | {c[2]} | {c[3]} | {c[4]} | {c[5]} |")
+if cpu_hws:
+    print()
+    print("CPU clusters, predicted by `strata simulate` (bench/scale_table.sh): `mpirun -np N strata train` with N ranks, each")
+    print("node's share of them on its cores, memory and drives (configs/hw/cpu-*.json). Per node: tokens/s and model TFLOP/s;")
+    print("bound: the roofline's tokens/s per node and its limit (interconnect: the rank's collectives one after another);")
+    print("limited by: as above (interconnect: waiting for the other ranks). B x M: micro-batch x micro-batches per rank.")
+for model in (models if cpu_hws else []):
+    print()
+    params = None
+    rows = []
+    for hw in cpu_hws:
+        name_hw = os.path.basename(hw)[:-5]
+        for batch in batches:
+            cells = {}
+            for sched in ("vertical", "horizontal"):
+                base = f"{out}/{model}-{name_hw}-g{batch}-{sched}"
+                if os.path.exists(base + ".json"):
+                    r = json.load(open(base + ".json"))
+                    params = r["params"]
+                    per_node = r["ranks_per_node"]
+                    tok = r["micro_batch"] * r["seq"] * r["grad_accum"]
+                    bound = tok / r["roofline"]["bound_s"] * per_node
+                    cells[sched] = (f'{r["micro_batch"]} x {r["grad_accum"]}', placement(r["offload"]),
+                                    f'{r["tokens_per_s"] * per_node:.1f}', f'{r["model_flops_per_s"] * per_node / 1e12:.2f}',
+                                    f'{bound:.1f} ({r["roofline"]["limit"]})', limit(r))
+                    nodes, ranks = r["nodes"], r["ranks"]
+                else:
+                    msg = open(base + ".err").read().strip().splitlines()[-1] if os.path.exists(base + ".err") else "not run"
+                    msg = "does not fit" if "too small" in msg else msg
+                    cells[sched] = ("", "", msg, "", "", "")
+            c = json.load(open(hw))["cluster"]
+            rows.append((c.get("nodes", 1), c.get("nodes", 1) * c.get("ranks_per_node", 1), batch, cells))
+    title = f"{model} ({params / 1e9:.1f}B parameters)" if params else model
+    print(f"**{title}**, CPU nodes")
+    print()
+    print("| nodes | ranks | global batch | schedule | B x M | on SSD | tokens/s/node | TFLOP/s/node | bound tokens/s/node | limited by |")
+    print("| ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- |")
+    for nodes, ranks, batch, cells in rows:
+        for sched in ("vertical", "horizontal"):
+            c = cells[sched]
+            print(f"| {nodes} | {ranks} | {batch} | {sched} | {c[0]} | {c[1]} | {c[2]} | {c[3]} | {c[4]} | {c[5]} |")
 PY

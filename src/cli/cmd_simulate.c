@@ -342,8 +342,8 @@ int cmd_simulate(int argc, char **argv) {
         return cli_usage_error("simulate", "--ranks %ld: ranks are modelled on a cpu backend (%s is a gpu description: "
                                "--devices)", ranks, hw_path);
     c.ranks = (int)ranks;
+    int nodes = 1, per_node = 1;   /* CPU ranks: a node holds per_node ranks' memory */
     if (hw.backend != HW_BACKEND_GPU) {   /* the ranks must sit on the description's nodes */
-        int nodes, per_node;
         c.ranks = sim_ranks(&hw, &c);   /* resolved: each rank's layout (and --offload auto's candidates) */
         if (sim_ranks_split(&hw, c.ranks, &nodes, &per_node, &err) != ST_OK)
             return cli_usage_error("simulate", "%s", err.msg);
@@ -375,16 +375,21 @@ int cmd_simulate(int argc, char **argv) {
         if (!choose_placement(&hw, &c, &err, &st)) {
             if (st != ST_OK) return cli_fail(&err);
             sim_config all = c;   /* the least memory: everything on the SSD (when there is one) */
+            /* with several ranks gradients stay in memory (the executor's rule; strata/offload.h) */
             all.place = placement_at(hw.n_ssd > 0 ? PLACEMENT_COUNT - 1 : 0);
+            if (c.ranks > 1) all.place.grads = 0;
             sim_memory_need(&hw, &all, &mem, &fd, &fh);
             if (!fd) {
                 need_have(mem.device, hw.device_bytes, need, have, sizeof need);
                 return cli_error("%s: memory.device_bytes %s is too small: one block's working set at micro-batch %d x %d "
                                  "needs %s", hw_path, have, c.B, c.T, need);
             }
-            need_have(mem.host + (hw.backend == HW_BACKEND_CPU ? mem.device : 0), hw.host_bytes, need, have, sizeof need);
-            return cli_error("%s: memory.host_bytes %s is too small for any placement: the least need is %s%s", hw_path,
-                             have, need, hw.n_ssd > 0 ? " (everything on the SSD)" : " (the description has no SSD)");
+            need_have((mem.host + (hw.backend == HW_BACKEND_CPU ? mem.device : 0)) * (uint64_t)per_node, hw.host_bytes,
+                      need, have, sizeof need);
+            return cli_error("%s: memory.host_bytes %s is too small for any placement: the least need is %s%s%s", hw_path,
+                             have, need, hw.n_ssd > 0 ? " (everything on the SSD" : " (the description has no SSD",
+                             hw.n_ssd > 0 && c.ranks > 1 ? " but the gradients, which several ranks keep in memory)"
+                                                         : ")");
         }
     }
     char where[128];
@@ -397,10 +402,12 @@ int cmd_simulate(int argc, char **argv) {
                          hw_path, have, c.B, c.T, need);
     }
     if (c.T <= c.model.n_ctx && !fh) {
-        need_have(mem.host + (hw.backend == HW_BACKEND_CPU ? mem.device : 0), hw.host_bytes, need, have, sizeof need);
-        return cli_error("%s: memory.host_bytes %s is too small: this placement needs %s%s; place more state on the SSD "
+        need_have((mem.host + (hw.backend == HW_BACKEND_CPU ? mem.device : 0)) * (uint64_t)per_node, hw.host_bytes, need,
+                  have, sizeof need);
+        return cli_error("%s: memory.host_bytes %s is too small: this placement needs %s%s%s; place more state on the SSD "
                          "(--offload)",
-                         hw_path, have, need, hw.backend == HW_BACKEND_CPU ? " with the working set" : "");
+                         hw_path, have, need, hw.backend == HW_BACKEND_CPU ? " with the working set" : "",
+                         per_node > 1 ? " (a node's ranks together)" : "");
     }
 
     trace *tr = NULL;
