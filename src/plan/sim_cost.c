@@ -107,8 +107,9 @@ void sim_collective(const hw_desc *hw, const sim_config *c, const sched_task *t,
             if (r < R) sent_local += s, recv_local += rcv;
             else sent_remote += s, recv_remote += rcv;
         }
-        if (!gather)   /* the sum in rank order: N pieces of the shard read, the shard written */
-            out->fixed_s += (double)(N + 1) * (double)mine / (hw->other_gbps / R * 1e9);
+        if (!gather)   /* the sum in rank order (N pieces of the shard read, the shard written), then the
+                          shard's sum of squares for the norm (read once more) */
+            out->fixed_s += (double)(N + 2) * (double)mine / (hw->other_gbps / R * 1e9);
     } else {
         return;
     }
@@ -280,7 +281,8 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
     if (sched_is_grad_task(t->op) && t->unit >= 0) {
         const double n = (double)gpt_unit_numel(g, t->unit);
         if (first) w.other_bytes += 4 * n;   /* zeroed */
-        if (last) w.other_bytes += 4 * n;    /* sum of squares, for the norm */
+        if (last && c->ranks < 2) w.other_bytes += 4 * n;   /* sum of squares, for the norm (several ranks: of
+                                                                the shard, as its reduce-scatter ends) */
     }
     return w;
 }
