@@ -60,8 +60,12 @@ fi
 common=(--model "$MODEL" --seq "$SEQ" --batch "$BATCH" --micro-batch "$MICRO" --steps "$STEPS" --schedule vertical
         --data "$DATA" --eval-every 0 --eval-batches 1 --log-every 1000)
 
+# a run's directory: no comma in it (--store lists directories with commas; the default store is RUN_DIR/store)
+label() { [ "$1" = none ] && echo memory || echo ssd; }
+
 run() {   # name offload round
-    local name=$1 offload=$2 round=$3 dir="$WORK/runs/$1-$2-r$3"
+    local name=$1 offload=$2 round=$3 dir
+    dir="$WORK/runs/$1-$(label "$2")-r$3"
     rm -rf "$dir"
     cut -d' ' -f1 /proc/loadavg >"$dir.load"   # the machine's load as the run starts (other jobs slow threads most)
     case $name in
@@ -70,6 +74,7 @@ run() {   # name offload round
     ranks) OMP_NUM_THREADS=1 "${MPIRUN[@]}" -x OMP_NUM_THREADS -np 2 "$STRATA" train "${common[@]}" --threads 1 \
                --offload "$offload" --run-dir "$dir" >"$dir.out" 2>"$dir.err" ;;
     esac
+    grep -q '^done:' "$dir.out" || { echo "run $dir failed: see $dir.out, $dir.err" >&2; exit 1; }
     rm -rf "$dir/store"   # the state: not needed afterwards
 }
 
@@ -141,7 +146,7 @@ for offload in ("none", "weights,optim,acts"):
         comps = []
         loads = []
         for r in range(1, rounds + 1):
-            d = f"{work}/runs/{name}-{offload}-r{r}"
+            d = f"{work}/runs/{name}-{'memory' if offload == 'none' else 'ssd'}-r{r}"
             if os.path.exists(d + ".load"):
                 loads.append(open(d + ".load").read().strip())
             try:
