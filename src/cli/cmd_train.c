@@ -792,6 +792,10 @@ static st_status open_run_dir(session *s, st_error *err) {
     snprintf(default_store, sizeof default_store, "%s/store", o->run_dir);
     if (o->store && absolute_paths(o->store, s->store_abs, sizeof s->store_abs, err) != ST_OK) return err->status;
     if (o->store) o->store = s->store_abs;
+    if (strchr(o->run_dir, ','))   /* a list of store directories splits at commas */
+        return st_fail(err, ST_EINVAL,
+                       "--run-dir %s: the name holds a comma, and the run's default store, RUN_DIR/store, would be "
+                       "read as a list of directories split there; rename it", o->run_dir);
     st_status st = store_dirs_parse(o->store ? o->store : default_store, &s->dirs, err);
     if (st == ST_OK) st = store_dirs_parse(default_store, &s->default_dirs, err);
     /* several ranks: each its own directories (cli/ranks.h) */

@@ -6,6 +6,8 @@
 # with --ranks 1; the cluster's refusals name the field or the flag.
 . "$(dirname "$0")/common.bash" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+# sanitizer builds: whole stacks, so that tests/lsan.supp matches what OpenMPI leaks
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}fast_unwind_on_malloc=0"
 MPIRUN=(mpirun --oversubscribe --bind-to none --timeout 100)
 small=(--model gpt2-tiny --micro-batch 2 --seq 32 --reps 1)
 

@@ -25,6 +25,9 @@ expect_rc "--eval-batches 0 is a usage error, not NaN in metrics" 2 "--eval-batc
 expect_rc "--seq past INT_MAX is out of range, not truncated to 16" 2 "--seq 4294967312: must be in \[1, " \
   run --seq 4294967312 --run-dir "$tmp/r3"
 expect_rc "--seed ' -1' is refused, not wrapped" 2 "--seed" run --seed " -1" --run-dir "$tmp/r3b"
+expect_rc "a run directory with a comma is refused (its default store is a list split at commas)" 1 \
+  "--run-dir .*holds a comma" run --run-dir "$tmp/a,b"
+check "  and nothing is made" test ! -e "$tmp/a,b" -a ! -e "$tmp/a" -a ! -e "b"
 expect_rc "--optimizer-io names the orders it knows" 2 "phased, interleaved or alternating" \
   run --optimizer-io sideways --run-dir "$tmp/r3c"
 expect_rc "--optimizer-io needs the executor" 2 "need --schedule vertical or horizontal" \
