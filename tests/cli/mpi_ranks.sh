@@ -62,8 +62,8 @@ expect_rc "the in-memory trainer on two ranks: refused" 2 "need the schedule exe
 expect_rc "gradients on the SSD on two ranks: refused" 2 "gradients on the SSD are not built yet" \
   "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/grads" --offload grads
 
-# Stopped (SIGTERM to mpirun, which passes it on: the ranks agree on the
-# step, commit and end) and resumed on as many ranks: the uninterrupted run.
+# Stopped (SIGTERM to the ranks: they agree on the step, commit and end)
+# and resumed on as many ranks: the uninterrupted run.
 long=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 4 --micro-batch 1 --steps 300
       --eval-every 0 --data "$tmp/tokens.bin" --offload weights,optim,acts --clip 1)
 "${MPIRUN[@]}" -np 2 "$STRATA" train "${long[@]}" --run-dir "$tmp/whole" >/dev/null 2>&1
@@ -74,7 +74,12 @@ for _ in $(seq 1 600); do   # a few steps in (rank 0's metrics), then stopped
   [ -f "$tmp/stopped/metrics.jsonl" ] && [ "$(grep -c '"loss"' "$tmp/stopped/metrics.jsonl")" -ge 5 ] && break
   sleep 0.05
 done
-signal_and_wait TERM "$job"
+# the ranks themselves are signalled (mpirun, signalled, may end before it
+# has passed on their last output); they agree on the step to stop after
+pkill -TERM -f "strata train .*$tmp/stopped" || true
+for _ in $(seq 1 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$job" 2>/dev/null && { echo "     (still running 60 s after SIGTERM; killed)"; kill -KILL "$job"; }
+wait "$job"
 check "stopped mid-run: committed" grep -qE "^stopping after step ([0-9]|[0-9][0-9]|1[0-9][0-9]|2[0-8][0-9]) " \
   "$tmp/stopped.out"
 cp -a "$tmp/stopped" "$tmp/fewer"   # the same stopped run, twice more, to resume elsewhere
