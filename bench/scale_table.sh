@@ -105,6 +105,28 @@ def limit(r):   # the critical path's shares of the iteration, largest first, th
     return text + (" (" + ", ".join(sat) + ")" if sat else "")
 gpu_hws = [h for h in hws if "cluster" not in json.load(open(h))]
 cpu_hws = [h for h in hws if h not in gpu_hws]
+
+def cells_of(model, hw, batch, per, rate, tflops):
+    """One row's cells for each schedule from its prediction, per GPU or per node (per: the prediction's
+    ranks or GPUs on one of them; rate, tflops: formats), or why there is none; and the model's parameters."""
+    cells, params = {}, None
+    for sched in ("vertical", "horizontal"):
+        base = f"{out}/{model}-{os.path.basename(hw)[:-5]}-g{batch}-{sched}"
+        if os.path.exists(base + ".json"):
+            r = json.load(open(base + ".json"))
+            params = r["params"]
+            n = per(r)
+            tok = r["micro_batch"] * r["seq"] * r["grad_accum"]
+            bound = tok / r["roofline"]["bound_s"] * n
+            cells[sched] = (f'{r["micro_batch"]} x {r["grad_accum"]}', placement(r["offload"]),
+                            f'{r["tokens_per_s"] * n:{rate}}', f'{r["model_flops_per_s"] * n / 1e12:{tflops}}',
+                            f'{bound:{rate}} ({r["roofline"]["limit"]})', limit(r))
+        else:
+            msg = open(base + ".err").read().strip().splitlines()[-1] if os.path.exists(base + ".err") else "not run"
+            msg = "does not fit" if "too small" in msg else msg
+            cells[sched] = ("", "", msg, "", "", "")
+    return cells, params
+
 if gpu_hws:
   print("Predicted by `strata simulate` (bench/scale_table.sh). Per GPU: tokens/s and model TFLOP/s (6 x parameters x tokens,")
   print("plus attention; recomputation not counted); bound: the roofline's tokens/s per GPU and its limit; limited by: the")
@@ -116,24 +138,10 @@ for model in (models if gpu_hws else []):
     params = None
     rows = []
     for hw in gpu_hws:
-        name_hw = os.path.basename(hw)[:-5]
         for batch in batches:
-            cells = {}
-            for sched in ("vertical", "horizontal"):
-                base = f"{out}/{model}-{name_hw}-g{batch}-{sched}"
-                if os.path.exists(base + ".json"):
-                    r = json.load(open(base + ".json"))
-                    params = r["params"]
-                    tok = r["micro_batch"] * r["seq"] * r["grad_accum"]
-                    bound = tok / r["roofline"]["bound_s"]
-                    cells[sched] = (f'{r["micro_batch"]} x {r["grad_accum"]}', placement(r["offload"]),
-                                    f'{r["tokens_per_s"]:.0f}', f'{r["model_flops_per_s"] / 1e12:.0f}',
-                                    f'{bound:.0f} ({r["roofline"]["limit"]})', limit(r))
-                else:
-                    msg = open(base + ".err").read().strip().splitlines()[-1] if os.path.exists(base + ".err") else "not run"
-                    msg = "does not fit" if "too small" in msg else msg
-                    cells[sched] = ("", "", msg, "", "", "")
-            gpus = 4 if name_hw.endswith("x4") else 1
+            cells, p = cells_of(model, hw, batch, lambda r: 1, ".0f", ".0f")
+            params = p or params
+            gpus = 4 if hw.endswith("x4.json") else 1
             rows.append((gpus, batch, cells))
     title = f"{model} ({params / 1e9:.1f}B parameters)" if params else model
     print(f"**{title}**")
@@ -155,25 +163,9 @@ for model in (models if cpu_hws else []):
     params = None
     rows = []
     for hw in cpu_hws:
-        name_hw = os.path.basename(hw)[:-5]
         for batch in batches:
-            cells = {}
-            for sched in ("vertical", "horizontal"):
-                base = f"{out}/{model}-{name_hw}-g{batch}-{sched}"
-                if os.path.exists(base + ".json"):
-                    r = json.load(open(base + ".json"))
-                    params = r["params"]
-                    per_node = r["ranks_per_node"]
-                    tok = r["micro_batch"] * r["seq"] * r["grad_accum"]
-                    bound = tok / r["roofline"]["bound_s"] * per_node
-                    cells[sched] = (f'{r["micro_batch"]} x {r["grad_accum"]}', placement(r["offload"]),
-                                    f'{r["tokens_per_s"] * per_node:.1f}', f'{r["model_flops_per_s"] * per_node / 1e12:.2f}',
-                                    f'{bound:.1f} ({r["roofline"]["limit"]})', limit(r))
-                    nodes, ranks = r["nodes"], r["ranks"]
-                else:
-                    msg = open(base + ".err").read().strip().splitlines()[-1] if os.path.exists(base + ".err") else "not run"
-                    msg = "does not fit" if "too small" in msg else msg
-                    cells[sched] = ("", "", msg, "", "", "")
+            cells, p = cells_of(model, hw, batch, lambda r: r["ranks_per_node"], ".1f", ".2f")
+            params = p or params
             c = json.load(open(hw))["cluster"]
             rows.append((c.get("nodes", 1), c.get("nodes", 1) * c.get("ranks_per_node", 1), batch, cells))
     title = f"{model} ({params / 1e9:.1f}B parameters)" if params else model

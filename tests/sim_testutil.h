@@ -1,5 +1,5 @@
 /* sim_testutil.h - what the simulator's tests share: a model configuration
- * with round defaults, hand-made task lists, running one list, one task's
+ * with round defaults, a CPU machine with round numbers, hand-made task lists, running one list, one task's
  * time at full speed, and a near-equality for times. Header-only; include
  * after cmocka.h. */
 #ifndef STRATA_SIM_TESTUTIL_H
@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "strata/sim.h"
 
@@ -50,6 +51,29 @@ static inline sim_result run1(const hw_desc *hw, const sim_config *c, const sche
 static inline double task_s(const hw_desc *hw, const sim_config *c, const sched_list *l, int i) {
     sim_work w = sim_task_work(c, l, i);
     return sim_work_seconds(hw, &w);
+}
+
+/* A CPU machine with round numbers and one SSD path (or two). */
+static inline hw_desc cpu_machine(int paths) {
+    hw_desc hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.name, sizeof hw.name, "test");
+    hw.backend = HW_BACKEND_CPU;
+    hw.matmul_gflops = 100;
+    hw.head_matmul_gflops = 80;
+    hw.attention_gflops = 20;
+    hw.other_gbps = 10;
+    hw.cores = 2;
+    hw.n_ssd = paths;
+    for (int p = 0; p < paths; p++)
+        hw.ssd[p] = (hw_ssd){.read_gbps = 1.0 + p, .write_gbps = 2.0, .mixed_read_gbps = 0.5, .mixed_write_gbps = 0.8};
+    hw.adamw_params_per_s = 5e8;
+    hw.adamw_threads = 1;
+    hw.compute_slowdown = 1.5;
+    hw.optimizer_slowdown = 2.0;
+    hw.device_bytes = hw.host_bytes = 64ull << 30;
+    hw.devices_per_node = 1;
+    return hw;
 }
 
 #define assert_close(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)

@@ -14,20 +14,26 @@
 
 #include "strata/io.h"
 
-static void test_passes(void **state) {
-    (void)state;
-    char a[256], b[256];
-    snprintf(a, sizeof a, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
-    snprintf(b, sizeof b, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
+/* Two fresh directories and a small, quick configuration over them. */
+static io_bench_config two_dirs(char a[256], char b[256], const char *dirs[2]) {
+    snprintf(a, 256, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
+    snprintf(b, 256, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
     assert_non_null(mkdtemp(a));
     assert_non_null(mkdtemp(b));
-    const char *dirs[2] = {a, b};
     io_bench_config c = io_bench_default_config();
     c.dirs = dirs;
     c.n_dirs = 2;
     c.size = 1 << 20;
     c.block = 64 << 10;
     c.queue_depth = 4;
+    return c;
+}
+
+static void test_passes(void **state) {
+    (void)state;
+    char a[256], b[256];
+    const char *dirs[2] = {a, b};
+    io_bench_config c = two_dirs(a, b, dirs);
     c.mixed = 1;
     c.keep = 1;
     io_bench_result r;
@@ -70,17 +76,8 @@ static void test_passes(void **state) {
 static void test_cycle(void **state) {
     (void)state;
     char a[256], b[256];
-    snprintf(a, sizeof a, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
-    snprintf(b, sizeof b, "%s/io-bench-XXXXXX", STRATA_BINARY_DIR);
-    assert_non_null(mkdtemp(a));
-    assert_non_null(mkdtemp(b));
     const char *dirs[2] = {a, b};
-    io_bench_config c = io_bench_default_config();
-    c.dirs = dirs;
-    c.n_dirs = 2;
-    c.size = 1 << 20;
-    c.block = 64 << 10;
-    c.queue_depth = 4;
+    io_bench_config c = two_dirs(a, b, dirs);
     c.read = 0;
     c.cycle_phase = 3 * 4096 * 25;   /* 300 KiB: not a divisor of the file, nor a multiple of the block */
     c.cycle_warm = 1;

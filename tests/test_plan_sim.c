@@ -22,28 +22,6 @@
 #include "strata/sim.h"
 #include "sim_testutil.h"
 
-/* A CPU machine with round numbers and one SSD path (or two). */
-static hw_desc machine(int paths) {
-    hw_desc hw;
-    memset(&hw, 0, sizeof hw);
-    snprintf(hw.name, sizeof hw.name, "test");
-    hw.backend = HW_BACKEND_CPU;
-    hw.matmul_gflops = 100;
-    hw.head_matmul_gflops = 80;
-    hw.attention_gflops = 20;
-    hw.other_gbps = 10;
-    hw.cores = 2;
-    hw.n_ssd = paths;
-    for (int p = 0; p < paths; p++)
-        hw.ssd[p] = (hw_ssd){.read_gbps = 1.0 + p, .write_gbps = 2.0, .mixed_read_gbps = 0.5, .mixed_write_gbps = 0.8};
-    hw.adamw_params_per_s = 5e8;
-    hw.adamw_threads = 1;
-    hw.compute_slowdown = 1.5;
-    hw.optimizer_slowdown = 2.0;
-    hw.device_bytes = hw.host_bytes = 64ull << 30;
-    hw.devices_per_node = 1;
-    return hw;
-}
 
 /* What the simulator charges task t to the SSD, through the executor's layout. */
 static void task_bytes(const sim_config *c, const sched_task *t, uint64_t rd[STORE_KIND_COUNT],
@@ -71,7 +49,7 @@ static uint64_t written_bytes(const sim_config *c, const sched_task *t) {
 
 static void test_compute_alone_is_the_sum(void **state) {
     (void)state;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     sim_config c = config("gpt2-tiny", 2, 32, 2);
     sched_list l = {0};
     for (int m = 0; m < 2; m++) add(&l, TASK_EMBED_FORWARD, 0, m, -1);
@@ -147,7 +125,7 @@ static void test_llama_block_flops(void **state) {
  * fixed overhead. */
 static void test_rates_by_rows(void **state) {
     (void)state;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     hw.n_matmul_rows = 2;
     hw.matmul_by_rows[0] = (hw_rate_at){16, 10};
     hw.matmul_by_rows[1] = (hw_rate_at){256, 50};
@@ -175,7 +153,7 @@ static void test_read_alone_is_bytes_over_bandwidth(void **state) {
     add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
     const double bytes = (double)read_bytes(&c, &l.tasks[0]);
     assert_true(bytes == (double)store_padded_bytes(gpt_unit_numel(&c.model, 1) * 4));
-    hw_desc one = machine(1);
+    hw_desc one = cpu_machine(1);
     sim_result r = run1(&one, &c, &l);
     assert_close(r.iter_s, bytes / 1e9);
     assert_int_equal(r.bottleneck, SIM_SSD);
@@ -183,7 +161,7 @@ static void test_read_alone_is_bytes_over_bandwidth(void **state) {
     assert_close(r.path[0].read_busy, 1.0);
     assert_true(r.bytes_read[STORE_WEIGHTS] == (uint64_t)bytes && r.total_written == 0);
     /* two paths (1 and 2 GB/s), striped evenly: the slower one sets the time */
-    hw_desc two = machine(2);
+    hw_desc two = cpu_machine(2);
     r = run1(&two, &c, &l);
     assert_close(r.iter_s, bytes / 2 / 1e9);
     assert_close(r.path[1].read_busy, 0.5);
@@ -206,7 +184,7 @@ static void test_prefetch_hides_a_shorter_read(void **state) {
     add(&l, TASK_BLOCK_FORWARD, 1, 0, 0);
     add(&l, TASK_LOAD_WEIGHTS, 2, -1, -1);
     add(&l, TASK_BLOCK_FORWARD, 2, 0, 2);
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     const double f = task_s(&hw, &c, &l, 1), rd = (double)read_bytes(&c, &l.tasks[0]) / 1e9;
     assert_true(rd < f);
     sim_result r = run1(&hw, &c, &l);
@@ -223,7 +201,7 @@ static void test_prefetch_hides_a_shorter_read(void **state) {
     /* An optimizer job of unit 2 still running when load 1 completes: the
      * executor's policy reads unit 2 when reached (after the job); eager
      * reads it ahead as soon as the job ends. */
-    hw = machine(1);
+    hw = cpu_machine(1);
     hw.compute_slowdown = hw.optimizer_slowdown = 1;
     sched_list k = {0};
     add(&k, TASK_OPTIMIZE, 2, -1, -1);   /* optimizer state in memory: AdamW only */
@@ -249,7 +227,7 @@ static void test_saves_are_written_behind(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 4, 64, 1);
     c.place.acts = 1;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     hw.ssd[0].write_gbps = 1e-3;   /* a write far longer than the compute */
     sched_list l = {0};
     add(&l, TASK_BLOCK_FORWARD, 1, 0, -1);
@@ -280,7 +258,7 @@ static void test_weight_load_waits_for_the_optimizer(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 2, 32, 1);
     c.place.weights = c.place.optim = 1;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     hw.ssd[0].mixed_read_gbps = hw.ssd[0].read_gbps;   /* no interference: the phases add up simply */
     hw.ssd[0].mixed_write_gbps = hw.ssd[0].write_gbps;
     sched_list l = {0};
@@ -328,7 +306,7 @@ static void test_optimizer_io_order_follows_the_disk(void **state) {
     add(&l, TASK_OPTIMIZE, 1, -1, -1);
     add(&l, TASK_LOAD_WEIGHTS, 1, -1, 0);   /* waits for the job (the weights are in memory: no read) */
     c.optimizer_segment = (size_t)ceil((double)gpt_unit_numel(&c.model, 1) / 8 / 2048) * 2048;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     double t[2][OPT_IO_ALTERNATING];   /* [mixing slows][order] */
     for (int slow = 0; slow < 2; slow++) {
         hw.ssd[0].mixed_read_gbps = hw.ssd[0].read_gbps * (slow ? 0.25 : 1);
@@ -357,7 +335,7 @@ static void test_optimizer_io_order_follows_the_disk(void **state) {
 static void test_contention_slows_compute(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 4, 64, 1);
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     sched_list l = {0};
     add(&l, TASK_OPTIMIZE, 1, -1, -1);   /* state in memory: AdamW only */
     add(&l, TASK_BLOCK_FORWARD, 1, 0, -1);
@@ -388,7 +366,7 @@ static void test_contention_slows_compute(void **state) {
  * or backward) for any M; horizontal twice per micro-batch. */
 static void test_weight_reads_vertical_vs_horizontal(void **state) {
     (void)state;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     sim_config c = config("gpt2-tiny", 2, 32, 1);
     c.place.weights = c.place.optim = c.place.acts = 1;
     c.alpha = 0.25;
@@ -435,7 +413,7 @@ static void test_bytes_match_the_executor(void **state) {
     const size_t per = (size_t)tc.micro_batches * tc.B * (tc.T + 1);
     int32_t *tok = malloc(per * sizeof *tok);
     for (size_t i = 0; i < per; i++) tok[i] = (int32_t)(i * 7 % 97);
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);   /* bytes do not depend on threads; a busy machine's spinning does not slow this */
     /* the layout's parameters move both: alpha sets the parts, the segment
@@ -519,7 +497,7 @@ static void test_bytes_match_the_executor(void **state) {
  * over schedules, placements, alphas, clipping, precisions and M. */
 static void test_bytes_match_offload_traffic(void **state) {
     (void)state;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     const double alphas[] = {0.0, 0.3, 1.0};
     for (int k = 0; k < 2; k++)
         for (int pl = 1; pl < 16; pl++)
@@ -553,7 +531,7 @@ static void test_bytes_match_offload_traffic(void **state) {
 
 static void test_deterministic(void **state) {
     (void)state;
-    hw_desc hw = machine(2);
+    hw_desc hw = cpu_machine(2);
     /* overlapping AdamW and compute gains nothing (1/2 + 1/2 of the cores):
      * then nothing beats the roofline bound */
     hw.compute_slowdown = hw.optimizer_slowdown = 2.0;
@@ -583,7 +561,7 @@ static void test_deterministic(void **state) {
 
 static void test_roofline(void **state) {
     (void)state;
-    hw_desc hw = machine(1);
+    hw_desc hw = cpu_machine(1);
     sim_config c = config("gpt2-tiny", 2, 32, 1);
     c.place.weights = c.place.optim = 1;
     sched_list l = {0};
@@ -605,7 +583,7 @@ static void test_roofline(void **state) {
 
 static void test_bad_input(void **state) {
     (void)state;
-    hw_desc hw = machine(0);
+    hw_desc hw = cpu_machine(0);
     sim_config c = config("gpt2-tiny", 2, 32, 2);
     c.place.optim = 1;
     sim_result r;
@@ -620,7 +598,7 @@ static void test_bad_input(void **state) {
     hw.matmul_gflops = -1;
     assert_int_equal(sim_run(&hw, &c, &r, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "compute.matmul_gflops"));
-    hw = machine(1);
+    hw = cpu_machine(1);
     sched_list l = {0};
     add(&l, TASK_BLOCK_FORWARD, 7, 0, -1);   /* no such unit */
     const sched_list *lists[1] = {&l};

@@ -15,24 +15,10 @@
 #include "sim_testutil.h"
 #include "strata/comm.h"
 
+/* The simulator tests' machine, with a node's 4 cores for its ranks to share. */
 static hw_desc machine(void) {
-    hw_desc hw;
-    memset(&hw, 0, sizeof hw);
-    snprintf(hw.name, sizeof hw.name, "test");
-    hw.backend = HW_BACKEND_CPU;
-    hw.matmul_gflops = 100;
-    hw.head_matmul_gflops = 80;
-    hw.attention_gflops = 20;
-    hw.other_gbps = 10;
+    hw_desc hw = cpu_machine(1);
     hw.cores = 4;
-    hw.n_ssd = 1;
-    hw.ssd[0] = (hw_ssd){.read_gbps = 1.0, .write_gbps = 2.0, .mixed_read_gbps = 0.5, .mixed_write_gbps = 0.8};
-    hw.adamw_params_per_s = 5e8;
-    hw.adamw_threads = 1;
-    hw.compute_slowdown = 1.5;
-    hw.optimizer_slowdown = 2.0;
-    hw.device_bytes = hw.host_bytes = 64ull << 30;
-    hw.devices_per_node = 1;
     return hw;
 }
 

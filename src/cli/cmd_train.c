@@ -1398,10 +1398,12 @@ static int check_ranks(const session *s) {
 static int silence(int rank, int *saved_stderr) {
     *saved_stderr = -1;
     if (rank == 0) return 0;
-    int devnull = open("/dev/null", O_WRONLY);
-    if (devnull < 0 || !freopen("/dev/null", "w", stdout)) return -1;
+    const int devnull = open("/dev/null", O_WRONLY);
+    if (devnull < 0) return -1;
+    fflush(stdout);
     fflush(stderr);
     *saved_stderr = dup(STDERR_FILENO);
+    dup2(devnull, STDOUT_FILENO);
     dup2(devnull, STDERR_FILENO);
     close(devnull);
     return 0;
