@@ -203,6 +203,111 @@ static void test_shadow_versions_and_reopen(void **state) {
     st_free_aligned(r);
 }
 
+static store *open_previous(fixture *f, int n_paths, st_status expect) {
+    store_config cfg = store_default_config();
+    cfg.paths = f->paths;
+    cfg.n_paths = n_paths;
+    cfg.read_only = 1;
+    cfg.previous = 1;
+    store *s = NULL;
+    st_error err = {0};
+    assert_int_equal(store_open(&cfg, &s, NULL, 0, &err), expect);
+    return s;
+}
+
+static void assert_meta(store *s, const char *want) {
+    size_t n;
+    const char *meta = store_user_meta(s, &n);
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(meta, want, n);
+}
+
+static void assert_tensor(store *s, store_key k, const unsigned char *want, uint64_t n, unsigned char *r) {
+    st_error err = {0};
+    assert_int_equal(store_read(s, k, r, store_padded_bytes(n), &err), ST_OK);
+    assert_memory_equal(r, want, n);
+}
+
+/* The commit before the last: kept until the store next writes, readable
+ * (store_config.previous) and restorable (store_revert_commit) with every
+ * tensor as it was: the rewritten, the host-tier, the deleted since; the
+ * tensors created since are gone. */
+static void test_previous_commit_and_revert(void **state) {
+    fixture *f = *state;
+    store *s = open_store(f, 2, STORE_CREATE, NULL, 64 * 1024);
+    st_error err = {0};
+    store_dirs dirs;
+    char list[1300];
+    snprintf(list, sizeof list, "%s,%s", f->paths[0], f->paths[1]);
+    assert_int_equal(store_dirs_parse(list, &dirs, &err), ST_OK);
+    const uint64_t n = 200 * 1024 + 3;
+    const store_key a = {STORE_MASTER, 0, 0}, h = {STORE_ADAM_M, 0, 0}, d = {STORE_ADAM_V, 0, 0}, nk = {STORE_MASTER, 1, 0};
+    unsigned char *v[5], *r = abuf(n);
+    for (int i = 0; i < 5; i++) fill(v[i] = abuf(n), n, 10 + (uint64_t)i);
+    assert_int_equal(store_create_tensor(s, a, n, STORE_TIER_SSD, 0, &err), ST_OK);
+    assert_int_equal(store_create_tensor(s, h, n, STORE_TIER_HOST, 0, &err), ST_OK);
+    assert_int_equal(store_create_tensor(s, d, n, STORE_TIER_SSD, 0, &err), ST_OK);
+    assert_int_equal(store_write(s, a, v[0], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_write(s, h, v[1], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_write(s, d, v[2], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_set_user_meta(s, "step=1", 6, &err), ST_OK);
+    assert_int_equal(store_commit(s, &err), ST_OK);
+    /* the next commit rewrites a and h, deletes d, creates nk */
+    assert_int_equal(store_write(s, a, v[3], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_write(s, h, v[4], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_delete_tensor(s, d, &err), ST_OK);
+    assert_int_equal(store_create_tensor(s, nk, n, STORE_TIER_SSD, 0, &err), ST_OK);
+    assert_int_equal(store_write(s, nk, v[4], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_set_user_meta(s, "step=2", 6, &err), ST_OK);
+    assert_int_equal(store_commit(s, &err), ST_OK);
+    const uint64_t gen = store_generation(s);
+    store_close(s);
+
+    /* the commit of step 1, read-only, then as the store's last again */
+    for (int reverted = 0; reverted < 2; reverted++) {
+        if (reverted) assert_int_equal(store_revert_commit(&dirs, &err), ST_OK);
+        s = reverted ? open_store(f, 2, STORE_OPEN_EXISTING, NULL, 0) : open_previous(f, 2, ST_OK);
+        assert_int_equal(store_generation(s), gen - 1);
+        assert_meta(s, "step=1");
+        assert_tensor(s, a, v[0], n, r);
+        assert_tensor(s, h, v[1], n, r);
+        assert_tensor(s, d, v[2], n, r);
+        assert_false(store_has_tensor(s, nk));
+        uint64_t bad = 1;
+        assert_int_equal(store_scrub(s, &bad, &err), ST_OK);
+        assert_int_equal(bad, 0);
+        store_close(s);
+    }
+    store_config rw = store_default_config();
+    rw.paths = f->paths;
+    rw.n_paths = 2;
+    rw.previous = 1;
+    assert_int_equal(store_open(&rw, &s, NULL, 0, &err), ST_EINVAL);   /* only read-only */
+    assert_int_equal(store_revert_commit(&dirs, &err), ST_ENOENT);   /* one step back only */
+    open_previous(f, 2, ST_ENOENT);
+
+    /* a write after a commit drops the commit before: its slots are fair game */
+    s = open_store(f, 2, STORE_OPEN_EXISTING, NULL, 0);
+    assert_int_equal(store_write(s, a, v[3], store_padded_bytes(n), &err), ST_OK);
+    assert_int_equal(store_set_user_meta(s, "step=3", 6, &err), ST_OK);
+    assert_int_equal(store_commit(s, &err), ST_OK);
+    store_close(s);
+    s = open_store(f, 2, STORE_OPEN_EXISTING, NULL, 0);   /* reopened for work, no write yet: still kept */
+    store_close(s);
+    store_close(open_previous(f, 2, ST_OK));
+    s = open_store(f, 2, STORE_OPEN_EXISTING, NULL, 0);
+    assert_int_equal(store_write(s, a, v[4], store_padded_bytes(n), &err), ST_OK);
+    store_close(s);   /* not committed */
+    open_previous(f, 2, ST_ENOENT);
+    assert_int_equal(store_revert_commit(&dirs, &err), ST_ENOENT);
+    s = open_store(f, 2, STORE_OPEN_EXISTING, NULL, 0);
+    assert_meta(s, "step=3");
+    assert_tensor(s, a, v[3], n, r);
+    store_close(s);
+    for (int i = 0; i < 5; i++) st_free_aligned(v[i]);
+    st_free_aligned(r);
+}
+
 static void test_create_delete_and_space_reuse(void **state) {
     fixture *f = *state;
     store *s = open_store(f, 1, STORE_CREATE, NULL, 64 * 1024);
@@ -534,6 +639,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_round_trips_three_paths, setup, teardown),
         cmocka_unit_test_setup_teardown(test_striping_follows_weights, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shadow_versions_and_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_previous_commit_and_revert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_delete_and_space_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_volatile_and_host_tensors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_budgets_and_bad_arguments, setup, teardown),

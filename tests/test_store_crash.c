@@ -1,7 +1,8 @@
 /* test_store_crash.c - a child process writes and commits in a loop and is
  * killed with SIGKILL at random moments; after each kill the store must
  * reopen at exactly the last commit (or the one the child was inside),
- * with every tensor's bytes and every checksum good. bench/store_crash_stress.c
+ * with every tensor's bytes and every checksum good, and so must the
+ * commit before it wherever the store still keeps that one. bench/store_crash_stress.c
  * runs the long version. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -100,18 +101,11 @@ static void child_loop(fixture *f, int fd) {
     }
 }
 
-/* Opens the store and checks it holds exactly generation g. */
-static void expect_state(fixture *f, uint64_t g_min, uint64_t g_max, uint64_t *g_out) {
-    store_config cfg = config(f, STORE_OPEN_EXISTING);
-    store *s;
+/* Checks that s holds exactly the state of its generation. */
+static void expect_generation(store *s) {
     st_error err = {0};
-    st_status st = store_open(&cfg, &s, NULL, 0, &err);
-    if (st != ST_OK) print_error("reopen: %s\n", err.msg);
-    assert_int_equal(st, ST_OK);
-    uint64_t g = store_generation(s);
-    if (g < g_min || g > g_max) print_error("generation %llu, expected %llu..%llu\n", (unsigned long long)g,
-                                            (unsigned long long)g_min, (unsigned long long)g_max);
-    assert_true(g >= g_min && g <= g_max);
+    st_status st;
+    const uint64_t g = store_generation(s);
     size_t mn;
     const void *meta = store_user_meta(s, &mn);
     if (g > 0) {
@@ -138,7 +132,36 @@ static void expect_state(fixture *f, uint64_t g_min, uint64_t g_max, uint64_t *g
     assert_int_equal(bad, 0);
     st_free_aligned(want);
     st_free_aligned(got);
+}
+
+/* Opens the store and checks it holds exactly generation g, g_min <= g <=
+ * g_max, and, where it keeps the commit before (store_config.previous),
+ * that one exactly too: *kept counts those. */
+static void expect_state(fixture *f, uint64_t g_min, uint64_t g_max, uint64_t *g_out, int *kept) {
+    store_config cfg = config(f, STORE_OPEN_EXISTING);
+    store *s;
+    st_error err = {0};
+    st_status st = store_open(&cfg, &s, NULL, 0, &err);
+    if (st != ST_OK) print_error("reopen: %s\n", err.msg);
+    assert_int_equal(st, ST_OK);
+    uint64_t g = store_generation(s);
+    if (g < g_min || g > g_max) print_error("generation %llu, expected %llu..%llu\n", (unsigned long long)g,
+                                            (unsigned long long)g_min, (unsigned long long)g_max);
+    assert_true(g >= g_min && g <= g_max);
+    expect_generation(s);
     store_close(s);
+    cfg.read_only = 1;
+    cfg.previous = 1;
+    st = store_open(&cfg, &s, NULL, 0, &err);
+    if (st != ST_ENOENT) {
+        if (st != ST_OK) print_error("the commit before: %s\n", err.msg);
+        assert_int_equal(st, ST_OK);
+        /* the one before g, or g itself when the kill landed inside a commit that had kept it */
+        assert_true(store_generation(s) + 1 == g || store_generation(s) == g);
+        expect_generation(s);
+        store_close(s);
+        *kept += 1;
+    }
     /* No leftover temporary manifest after a reopen. */
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s/strata-store.manifest.tmp", f->dirs[0]);
@@ -170,7 +193,7 @@ static void test_sigkill_during_writes_and_commits(void **state) {
     st_rng r;
     st_rng_seed(&r, 20240601);
     uint64_t committed = 0;   /* the generation the store is known to hold */
-    int mid_commit = 0;
+    int mid_commit = 0, kept = 0;
     for (int t = 0; t < TRIALS; t++) {
         int fds[2];
         assert_int_equal(pipe(fds), 0);
@@ -195,12 +218,12 @@ static void test_sigkill_during_writes_and_commits(void **state) {
         close(fds[0]);
         /* Reported commits are durable; the one in flight may or may not be. */
         uint64_t now;
-        expect_state(&f, last, last + 1, &now);
+        expect_state(&f, last, last + 1, &now, &kept);
         mid_commit += now == last + 1;
         committed = now;
     }
-    print_message("%d trials, %llu generations committed, %d kills landed after a rename but before the report\n",
-                  TRIALS, (unsigned long long)committed, mid_commit);
+    print_message("%d trials, %llu generations committed, %d kills landed after a rename but before the report, %d "
+                  "left the commit before kept (and checked)\n", TRIALS, (unsigned long long)committed, mid_commit, kept);
     assert_true(committed >= 2);
     nftw(f.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

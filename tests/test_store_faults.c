@@ -512,10 +512,12 @@ static void test_full_file_system(void **state) {
         assert_true(made > 3);
         assert_int_equal(unlink(headroom), 0);
         assert_int_equal(store_commit(s, &err), ST_OK);
-        /* Now fill the last blocks: the next commit cannot write its manifest. */
-        fill_up(fs->mnt);
+        /* Now fill the last blocks (after the write, which drops the kept
+         * commit before the last and frees its manifest's block): the next
+         * commit cannot write its manifest. */
         fill(f->buf, TBYTES, 999);
         assert_int_equal(store_write(s, key(0), f->buf, store_padded_bytes(TBYTES), &err), ST_OK);
+        fill_up(fs->mnt);
         assert_int_equal(store_commit(s, &err), ST_ENOSPC);
         assert_non_null(strstr(err.msg, "strata-store.manifest"));
         store_close(s);

@@ -116,6 +116,11 @@ uint64_t train_run_memory_allocated(const train_run *r);
  * without a commit record: the run stopped before its first commit. A
  * store that is there but will not open (a file missing, say) is an error. */
 st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *found, st_error *err);
+/* The same for the commit before the last, while the store keeps it
+ * (store_commit keeps it until the store next writes): what a job of
+ * several ranks goes back to (store_revert_commit) when a crash let only
+ * some ranks complete their last commit. *found = 0 when none is kept. */
+st_status train_run_commit_before_last(const store_dirs *dirs, ckpt_record *out, int *found, st_error *err);
 /* Reads back the whole last commit in dirs and checks every chunk's
  * checksum, so that a damaged commit is found before a step is trained on
  * it (a damaged chunk read mid-step fails the step, and so every resume).

@@ -127,6 +127,9 @@ typedef struct store_config {
                                    on disk (reported as STORE_TIER_SSD, no host budget needed), and
                                    creating, deleting, writing, marking dirty and committing fail
                                    with ST_EINVAL. For checks: store_scrub_each, store_locate. */
+    int previous;               /* 1 (read_only only): open the commit before the last, which
+                                   store_commit keeps until the store next writes (ST_ENOENT when
+                                   it is gone): what store_revert_commit would go back to */
     io_engine *engine;          /* shared engine (must outlive the store; the store adds
                                    its paths to it), or NULL: the store makes its own from `io` */
     io_engine_config io;
@@ -344,6 +347,14 @@ st_status store_remove(const store_dirs *d, st_error *err);
  * a rename), so that a store can be set aside and put back. The store must
  * not be open; from and to have as many directories. */
 st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err);
+/* Undoes the store's last commit: the commit before it, which store_commit
+ * keeps until the store next writes, becomes the last again (a rename over
+ * the manifest, the directory synced). For a job of several ranks whose
+ * crash let only some of them complete a commit: those go back, and every
+ * rank's last commit is of one step again. ST_ENOENT when the store keeps
+ * no commit before the last; the store is then untouched. The store must
+ * not be open. */
+st_status store_revert_commit(const store_dirs *d, st_error *err);
 /* Disk space the store's files in d hold (allocated blocks: a store
  * reserves its space when tensors are created). */
 uint64_t store_dirs_disk_bytes(const store_dirs *d);

@@ -713,37 +713,86 @@ static void run_committed(session *s) {
 /* Resuming on another number of ranks than made the commit (resharding):
  * its record is read from the committing ranks' stores, which must all be
  * of one step, and this rank's new store must be none of theirs (the state
- * moves). Rank r checks the chunks of old ranks r, r + N, ... */
+ * moves). A crash between the ranks' commits leaves some a step ahead: the
+ * run goes back to the step all completed (s->commit), and those ranks'
+ * stores go back to it in go_back_old_ranks. Rank r checks the chunks of
+ * old ranks r, r + N, ... */
 static st_status reshard_commit(session *s, st_error *err) {
     const int old = s->resume_ranks;
     st_status st = ST_OK;
     st_error e = {0};
+    long *steps = malloc(sizeof(long) * (size_t)old);
+    if (!steps) return st_fail(err, ST_ENOMEM, "out of memory");
+    long target = s->commit.step;
     for (int r = 0; r < old && st == ST_OK; r++) {
         store_dirs d;
         ckpt_record c;
         int found = 0;
         if ((st = store_dirs_of_rank(&s->old_given, r, old, &d, err)) != ST_OK) break;
-        if (store_dirs_same(&d, &s->dirs))
-            return st_fail(err, ST_EINVAL,
-                           "%s: its last commit is %d rank%s', and resuming on %d moves the state: rank %d of the "
-                           "commit keeps its share in %s, where rank %d would keep its own; give other directories "
-                           "with --store (each rank's spelled below them, or with %%r)",
-                           s->o.run_dir, old, old > 1 ? "s" : "", s->ranks, r, d.paths[0], s->rank);
-        if ((st = train_run_last_commit(&d, &c, &found, &e)) != ST_OK || !found) {
+        if (store_dirs_same(&d, &s->dirs)) {
+            st = st_fail(err, ST_EINVAL,
+                         "%s: its last commit is %d rank%s', and resuming on %d moves the state: rank %d of the "
+                         "commit keeps its share in %s, where rank %d would keep its own; give other directories "
+                         "with --store (each rank's spelled below them, or with %%r)",
+                         s->o.run_dir, old, old > 1 ? "s" : "", s->ranks, r, d.paths[0], s->rank);
+        } else if ((st = train_run_last_commit(&d, &c, &found, &e)) != ST_OK || !found) {
             s->state_damaged = 1;
-            return st_fail(err, st != ST_OK ? st : ST_ENOENT, "%s: rank %d of its last commit's %d: %s", s->o.run_dir,
-                           r, old, st != ST_OK ? e.msg : "no commit in its store");
+            st = st_fail(err, st != ST_OK ? st : ST_ENOENT, "%s: rank %d of its last commit's %d: %s", s->o.run_dir,
+                         r, old, st != ST_OK ? e.msg : "no commit in its store");
+        } else if ((c.ranks > 1 ? c.ranks : 1) != old) {
+            st = st_fail(err, ST_ECORRUPT, "%s: the store of rank %d of its last commit's %d holds a commit of %d "
+                         "ranks", s->o.run_dir, r, old, c.ranks > 1 ? c.ranks : 1);
         }
-        if (c.step != s->commit.step || (c.ranks > 1 ? c.ranks : 1) != old)
-            return st_fail(err, ST_ECORRUPT,
-                           "%s: the committing ranks' last commits differ (rank 0's is of step %ld, rank %d's of "
-                           "step %ld): the job stopped between their commits; start it again from "
-                           "model.safetensors with --init",
-                           s->o.run_dir, s->commit.step, r, c.step);
-        if (r % s->ranks == s->rank && (st = train_run_verify_commit(&d, &s->checked, &e)) != ST_OK) {
+        steps[r] = found ? c.step : 0;
+        if (st == ST_OK && c.step < target) target = c.step;
+    }
+    long ahead = target;
+    for (int r = 0; r < old && st == ST_OK; r++) {
+        store_dirs d;
+        ckpt_record prev;
+        int kept = 0;
+        ahead = steps[r] > ahead ? steps[r] : ahead;
+        if ((st = store_dirs_of_rank(&s->old_given, r, old, &d, err)) != ST_OK) break;
+        if (steps[r] != target) {   /* ahead: it goes back to the commit before its last */
+            if ((st = train_run_commit_before_last(&d, &prev, &kept, &e)) != ST_OK || !kept || prev.step != target) {
+                st = st_fail(err, st != ST_OK ? st : ST_ECORRUPT,
+                             "%s: the committing ranks' last commits differ (step %ld and step %ld, rank %d's), and "
+                             "rank %d's store no longer keeps the commit of step %ld: start again from "
+                             "model.safetensors with --init", s->o.run_dir, target, steps[r], r, r, target);
+                break;
+            }
+            if (r == 0) s->commit = prev;
+        } else if (r % s->ranks == s->rank && (st = train_run_verify_commit(&d, &s->checked, &e)) != ST_OK) {
             s->state_damaged = 1;
-            return st_fail(err, st, "%s: its last commit (step %ld, rank %d's in %s) is damaged: %s", s->o.run_dir,
-                           s->commit.step, r, d.paths[0], e.msg);
+            st = st_fail(err, st, "%s: its last commit (step %ld, rank %d's in %s) is damaged: %s", s->o.run_dir,
+                         target, r, d.paths[0], e.msg);
+        }
+    }
+    free(steps);
+    if (st == ST_OK && ahead != target && s->rank == 0)
+        printf("the job stopped while its ranks committed step %ld, and some had not: their stores go back to the "
+               "commit of step %ld\n", ahead, target);
+    return st;
+}
+
+/* Resharding, after reshard_commit on every rank: the committing ranks'
+ * stores that are a commit ahead of the run go back (this rank's share
+ * of them: old ranks r, r + N, ...), and are checked there. */
+static st_status go_back_old_ranks(session *s, st_error *err) {
+    st_status st = ST_OK;
+    st_error e = {0};
+    for (int r = s->rank; r < s->resume_ranks && st == ST_OK; r += s->ranks) {
+        store_dirs d;
+        ckpt_record c;
+        int found = 0;
+        if ((st = store_dirs_of_rank(&s->old_given, r, s->resume_ranks, &d, err)) != ST_OK ||
+            (st = train_run_last_commit(&d, &c, &found, err)) != ST_OK || !found || c.step == s->commit.step)
+            continue;
+        if ((st = store_revert_commit(&d, err)) != ST_OK) break;
+        if ((st = train_run_verify_commit(&d, &s->checked, &e)) != ST_OK) {
+            s->state_damaged = 1;
+            st = st_fail(err, st, "%s: its commit of step %ld (rank %d's in %s) is damaged: %s", s->o.run_dir,
+                         s->commit.step, r, d.paths[0], e.msg);
         }
     }
     return st;
@@ -780,6 +829,8 @@ static st_status find_other_ranks_commit(session *s, int *found, st_error *err) 
     }
     return *found ? reshard_commit(s, err) : ST_OK;
 }
+
+static st_status take_commit(session *s, st_error *err);
 
 /* The run directory and the store every run commits to: --store, or
  * RUN_DIR/store. run.json records --store (as absolute paths) and not the
@@ -852,6 +903,17 @@ static st_status open_run_dir(session *s, st_error *err) {
         return st_fail(err, ST_ENOENT, "%s: the run stopped before its first commit (--commit-every, --save-every)",
                        o->run_dir);
     }
+    /* several ranks in place: first they agree on the step (agree_commit) */
+    return s->ranks > 1 && s->resume_ranks == s->ranks ? ST_OK : take_commit(s, err);
+}
+
+/* Resuming: the run continues from s->commit, this rank's (or, resharding,
+ * the committing ranks'): it is held to the run, checked chunk by chunk,
+ * and the data position, the metrics and the executor's resume follow it. */
+static st_status take_commit(session *s, st_error *err) {
+    train_opts *o = &s->o;
+    st_status st;
+    st_error e = {0};
     const int resharding = s->resume_ranks != s->ranks;
     if (!resharding && s->commit.rank != s->rank)
         return st_fail(err, ST_ECORRUPT, "%s: the store in %s holds rank %d's commit, not rank %d's", o->run_dir,
@@ -998,26 +1060,48 @@ static st_status agree(session *s, st_status st, st_error *err) {
     return st;
 }
 
-/* Resuming on several ranks: every rank's last commit is of the same step
- * (a crash between the ranks' commits leaves them apart: said by rank 0). */
+/* Resuming on several ranks: every rank's last commit must be of one
+ * step. A crash between the ranks' commits of a step leaves some ranks a
+ * commit ahead; their stores still keep the commit before (store_commit
+ * keeps it until the store next writes, and no rank writes after a commit
+ * before every rank has completed it), so they go back to it. Resharding,
+ * the committing ranks' stores go back (go_back_old_ranks). */
 static st_status agree_commit(session *s, st_status st, st_error *err) {
-    if ((st = agree(s, st, err)) != ST_OK || s->ranks < 2) return st;
-    int64_t mine = s->commit.step, *steps = malloc(sizeof(int64_t) * (size_t)s->ranks);
+    if ((st = agree(s, st, err)) != ST_OK) return st;
+    if (s->resume_ranks != s->ranks) return agree(s, go_back_old_ranks(s, err), err);
+    if (s->ranks < 2) return ST_OK;
+    ckpt_record prev;
+    int kept = 0;
+    st = agree(s, train_run_commit_before_last(&s->old_dirs, &prev, &kept, err), err);
+    if (st != ST_OK) return st;
+    int64_t mine[2] = {s->commit.step, kept ? prev.step : -1}, *steps = malloc(sizeof(int64_t) * 2 * (size_t)s->ranks);
     if (!steps) return agree(s, st_fail(err, ST_ENOMEM, "out of memory"), err);
-    st = comm_allgather(s->comm, &mine, sizeof mine, steps, err);
-    int other = -1;
-    for (int r = 0; st == ST_OK && r < s->ranks; r++)
-        if (steps[r] != steps[0] && other < 0) other = r;
-    if (st == ST_OK && other >= 0) {
+    st = comm_allgather(s->comm, mine, sizeof mine, steps, err);
+    int64_t target = steps[0], ahead = 0;
+    for (int r = 0; st == ST_OK && r < s->ranks; r++) target = steps[2 * r] < target ? steps[2 * r] : target;
+    for (int r = 0; st == ST_OK && r < s->ranks; r++) {
+        if (steps[2 * r] == target) continue;
+        ahead = steps[2 * r];
+        if (steps[2 * r + 1] == target) continue;
         s->failure_shared = 1, s->peer_failed = s->rank != 0;   /* rank 0 says it */
         st = st_fail(err, ST_ECORRUPT,
-                     "%s: the ranks' last commits differ (rank 0's is of step %lld, rank %d's of step %lld): the job "
-                     "stopped between the ranks' commits, and a run of several ranks cannot yet go back to the "
-                     "commit before; start it again from model.safetensors with --init",
-                     s->o.run_dir, (long long)steps[0], other, (long long)steps[other]);
+                     "%s: the ranks' last commits differ (step %lld, and rank %d's of step %lld), and rank %d's "
+                     "store no longer keeps the commit of step %lld: start again from model.safetensors with --init",
+                     s->o.run_dir, (long long)target, r, (long long)steps[2 * r], r, (long long)target);
     }
     free(steps);
-    return st;
+    if (st != ST_OK) return st;
+    if (ahead && s->rank == 0)
+        printf("the job stopped while the ranks committed step %lld, and some had not: every rank goes back to its "
+               "commit of step %lld\n", (long long)ahead, (long long)target);
+    int found = 1;
+    if (s->commit.step != target && (st = store_revert_commit(&s->old_dirs, err)) == ST_OK &&
+        (st = train_run_last_commit(&s->old_dirs, &s->commit, &found, err)) == ST_OK &&
+        (!found || s->commit.step != target))
+        st = st_fail(err, ST_ECORRUPT, "%s: rank %d's store went back to another commit than step %lld's",
+                     s->o.run_dir, s->rank, (long long)target);
+    if (st == ST_OK) st = take_commit(s, err);
+    return agree(s, st, err);
 }
 
 /* Commits the state of the last completed step, with its record (step,
@@ -1265,6 +1349,20 @@ static st_status finish(session *s, float first_val, float val_loss, double trai
  * said the store was damaged. */
 static void print_recovery(const session *s, st_status st) {
     const char *run = s->o.run_dir;
+    if (s->committed && !s->state_damaged && s->ranks > 1) {
+        /* each rank's store keeps its last commit and the one before: resuming
+         * goes back where a rank had not completed the last (agree_commit) */
+        if (st == ST_ECORRUPT || st == ST_EIO)
+            fprintf(stderr,
+                    "strata: %s; look at it, then continue the run from the last commit every rank completed "
+                    "(resuming reads it back and checks it): mpirun -np %d strata train --resume %s\n",
+                    st == ST_ECORRUPT ? "data read back from the store failed its checksum" : "a drive failed a transfer",
+                    s->ranks, run);
+        else
+            fprintf(stderr, "strata: the last commit every rank completed is intact; continue the run with: mpirun -np "
+                    "%d strata train --resume %s\n", s->ranks, run);
+        return;
+    }
     if (s->committed && !s->state_damaged) {
         if (st == ST_ECORRUPT || st == ST_EIO)   /* the drive or its data may be failing: look before going on */
             fprintf(stderr,
@@ -1346,7 +1444,7 @@ static int run_session(session *s) {
     if (st == ST_OK) rc = s->stopping ? 128 + (stop_signal ? stop_signal : SIGTERM) : 0;
     else if (s->peer_failed) rc = 1;   /* that rank says why */
     else rc = s->ranks > 1 ? cli_error("rank %d of %d: %s", s->rank, s->ranks, err.msg) : cli_fail(&err);
-    if (st != ST_OK && !s->peer_failed && s->rank == 0) print_recovery(s, st);
+    if (st != ST_OK && !s->peer_failed && (s->rank == 0 || s->committed)) print_recovery(s, st);   /* (rank 0's files) */
     if (st != ST_OK && !s->failure_shared && s->ranks > 1) {
         /* the other ranks may be waiting for this one in a collective it
          * left: the job ends here (its stores keep their last commits) */

@@ -69,14 +69,18 @@ static const trainer_ops memory_ops = {memory_step, memory_eval, memory_flush, m
                                        memory_steps_done, memory_free};
 
 /* Opens a store to look at it: the lock is shared, nothing is written. */
-static st_status open_read_only(const store_dirs *d, store **out, st_error *err) {
+/* previous: the commit before the last (store_config.previous). */
+static st_status open_commit(const store_dirs *d, int previous, store **out, st_error *err) {
     store_config sc = store_default_config();
     sc.paths = d->paths;
     sc.n_paths = d->n;
     sc.mode = STORE_OPEN_EXISTING;
     sc.read_only = 1;
+    sc.previous = previous;
     return store_open(&sc, out, NULL, 0, err);
 }
+
+static st_status open_read_only(const store_dirs *d, store **out, st_error *err) { return open_commit(d, 0, out, err); }
 
 /* The in-memory trainer, and the store it commits to: reopened in place, or
  * created where the state moves to. */
@@ -256,6 +260,21 @@ st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *f
     s = read_record(st, out, &e);
     store_close(st);
     if (s == ST_ENOENT) return ST_OK;   /* a store without a commit record: made, not committed to */
+    if (s != ST_OK) return st_fail(err, s, "%s", e.msg);
+    *found = 1;
+    return ST_OK;
+}
+
+st_status train_run_commit_before_last(const store_dirs *dirs, ckpt_record *out, int *found, st_error *err) {
+    store *st;
+    st_error e = {0};
+    *found = 0;
+    st_status s = open_commit(dirs, 1, &st, &e);
+    if (s == ST_ENOENT) return ST_OK;   /* none kept (or no store) */
+    if (s != ST_OK) return st_fail(err, s, "cannot open the commit before the last in %s: %s", dirs->paths[0], e.msg);
+    s = read_record(st, out, &e);
+    store_close(st);
+    if (s == ST_ENOENT) return ST_OK;   /* the store's first manifest: no step committed */
     if (s != ST_OK) return st_fail(err, s, "%s", e.msg);
     *found = 1;
     return ST_OK;

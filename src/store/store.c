@@ -18,6 +18,7 @@
 
 #include "store/store_internal.h"
 #include "strata/checksum.h"
+#include "strata/fs.h"
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -261,9 +262,25 @@ static int write_slot(const store_tensor *t) {
     return t->current_slot >= 0 ? t->current_slot : 0;
 }
 
+/* The commit before the last stays loadable until the store next writes
+ * (a write may land in its slots, or in the regions of tensors deleted
+ * since): its manifest goes first, durably. With s->mu held. */
+static st_status forget_previous(store *s, st_error *err) {
+    char prev[PATH_MAX];
+    store_path_join(prev, sizeof prev, s->dirs[0], STORE_MANIFEST_PREV);
+    if (unlink(prev) != 0 && errno != ENOENT) return st_fail_errno(err, errno, "cannot remove %s", prev);
+    st_status st = st_fsync_dir(s->dirs[0], err);
+    if (st == ST_OK) s->keeps_previous = 0;
+    return st;
+}
+
 /* Starts writing buf as t's new version; the caller holds s->mu, which is
  * released while checksums are computed. */
 st_status store_start_write(store *s, store_tensor *t, const void *buf, store_op *op, st_error *err) {
+    if (s->keeps_previous) {
+        st_status st = forget_previous(s, err);
+        if (st != ST_OK) return st;
+    }
     int slot = write_slot(t);
     t->write_inflight = 1;
     s->writes_inflight++;

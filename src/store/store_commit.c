@@ -82,6 +82,21 @@ static st_status flush_host_tensors(store *s, st_error *err) {
     return ST_OK;
 }
 
+/* The manifest about to be replaced stays as STORE_MANIFEST_PREV (a hard
+ * link, durable before the rename): a job of several ranks goes back to it
+ * when a crash let only some ranks complete this commit (store_revert_commit).
+ * Nothing has written to its slots: every write first removes it
+ * (store_start_write), and a commit's own writes come after that. A
+ * failure leaves the old manifest the store's. */
+static st_status keep_previous(store *s, st_error *err) {
+    char final[PATH_MAX], prev[PATH_MAX];
+    store_path_join(final, sizeof final, s->dirs[0], STORE_MANIFEST_NAME);
+    store_path_join(prev, sizeof prev, s->dirs[0], STORE_MANIFEST_PREV);
+    if (unlink(prev) != 0 && errno != ENOENT) return st_fail_errno(err, errno, "cannot remove %s", prev);
+    if (link(final, prev) != 0) return st_fail_errno(err, errno, "cannot keep %s as %s", final, prev);
+    return st_fsync_dir(s->dirs[0], err);
+}
+
 st_status store_commit(store *s, st_error *err) {
     pthread_mutex_lock(&s->mu);
     while (s->committing) pthread_cond_wait(&s->changed, &s->mu);
@@ -136,6 +151,7 @@ st_status store_commit(store *s, st_error *err) {
     size_t manifest_bytes = 0;
     if (st == ST_OK) st = store_encode_manifest(s, s->generation + 1, &mbuf, &manifest_bytes, err);
     pthread_mutex_unlock(&s->mu);
+    if (st == ST_OK) st = keep_previous(s, err);
     if (st == ST_OK) st = store_install_manifest(s, mbuf, manifest_bytes, err);
     st_free_aligned(mbuf);
     if (st == ST_OK && (st = st_fsync_dir(s->dirs[0], err)) != ST_OK) {
@@ -162,6 +178,7 @@ st_status store_commit(store *s, st_error *err) {
         s->n_grave = 0;
         memset(s->path_dirty, 0, sizeof s->path_dirty);
         s->generation++;
+        s->keeps_previous = 1;
         counter_add(&s->bytes_written[STORE_MANIFEST][0], manifest_bytes);
         atomic_fetch_add(&s->commits, 1);
     }

@@ -70,6 +70,17 @@ st_status store_remove(const store_dirs *d, st_error *err) {
     return ST_OK;
 }
 
+st_status store_revert_commit(const store_dirs *d, st_error *err) {
+    char prev[4400], final[4400];
+    store_path_join(prev, sizeof prev, d->paths[0], STORE_MANIFEST_PREV);
+    store_path_join(final, sizeof final, d->paths[0], STORE_MANIFEST_NAME);
+    if (rename(prev, final) != 0)
+        return errno == ENOENT ? st_fail(err, ST_ENOENT, "the store in %s keeps no commit before its last (no %s)",
+                                         d->paths[0], STORE_MANIFEST_PREV)
+                               : st_fail_errno(err, errno, "cannot put %s back as %s", prev, final);
+    return st_fsync_dir(d->paths[0], err);
+}
+
 st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err) {
     if (from->n != to->n) return st_fail(err, ST_EINVAL, "store_move: %d directories into %d", from->n, to->n);
     const size_t prefix = strlen(STORE_FILE_PREFIX);

@@ -32,6 +32,7 @@
 #define STORE_FILE_PREFIX "strata-store."   /* every file of a store starts so (store_remove) */
 #define STORE_MANIFEST_NAME "strata-store.manifest"
 #define STORE_MANIFEST_TMP "strata-store.manifest.tmp"
+#define STORE_MANIFEST_PREV "strata-store.manifest.prev"   /* the commit before the last, until the next write */
 #define STORE_DATA_NAME "strata-store.data"
 #define STORE_ID_NAME "strata-store.id"
 #define STORE_LOCK_NAME "strata-store.lock"
@@ -155,6 +156,7 @@ struct store {
     int n_grave, cap_grave;
     long ops_inflight, writes_inflight;
     int committing;
+    int keeps_previous;                     /* STORE_MANIFEST_PREV is there and its slots intact */
     int path_dirty[STORE_MAX_PATHS];
     int broken;
     st_error broken_err;

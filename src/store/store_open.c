@@ -310,6 +310,8 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
     st_status st = ST_OK;
     if (s->read_only && cfg->mode != STORE_OPEN_EXISTING)
         st = st_fail(err, ST_EINVAL, "a read-only store can only be opened (STORE_OPEN_EXISTING), not created");
+    if (cfg->previous && (!s->read_only || cfg->mode != STORE_OPEN_EXISTING))
+        st = st_fail(err, ST_EINVAL, "the commit before the last can only be opened read-only");
     for (int p = 0; p < s->n_paths && st == ST_OK; p++) {
         if (!cfg->paths[p] || !cfg->paths[p][0] || strlen(cfg->paths[p]) > PATH_MAX - 64) {
             st = st_fail(err, ST_EINVAL, "store path %d is empty or too long", p);
@@ -334,10 +336,17 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
     if (st == ST_OK) {
         store_path_join(manifest_path, sizeof manifest_path, s->dirs[0], STORE_MANIFEST_NAME);
         int exists = access(manifest_path, F_OK) == 0;
+        char prev_path[PATH_MAX];
+        store_path_join(prev_path, sizeof prev_path, s->dirs[0], STORE_MANIFEST_PREV);
         if (cfg->mode == STORE_CREATE && exists)
             st = st_fail(err, ST_EEXIST, "a store already exists in %s (%s)", s->dirs[0], STORE_MANIFEST_NAME);
         else if (cfg->mode == STORE_OPEN_EXISTING && !exists)
             st = st_fail(err, ST_ENOENT, "no store in %s (no %s)", s->dirs[0], STORE_MANIFEST_NAME);
+        else if (cfg->previous && access(prev_path, F_OK) != 0)
+            st = st_fail(err, ST_ENOENT, "the store in %s keeps no commit before its last (no %s: it has written "
+                         "since)", s->dirs[0], STORE_MANIFEST_PREV);
+        if (cfg->previous) memcpy(manifest_path, prev_path, sizeof manifest_path);
+        s->keeps_previous = exists && !s->read_only && access(prev_path, F_OK) == 0;
         if (st == ST_OK && cfg->engine) {
             s->engine = cfg->engine;
         } else if (st == ST_OK) {

@@ -7,8 +7,9 @@
 # without it; a stopped run resumes on as many ranks bit for bit, and on
 # another number reshards the state into new stores, the uninterrupted
 # run up to rounding; what several ranks cannot do yet is refused
-# once, by rank 0; a rank killed with SIGKILL ends the job, and mpirun
-# names the rank.
+# once, by rank 0; a commit only some ranks completed is undone on resume;
+# a rank killed with SIGKILL ends the job, mpirun names the rank, and the
+# survivor resumes.
 . "$(dirname "$0")/common.bash" "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 # sanitizer builds: whole stacks, so that tests/lsan.supp matches what OpenMPI leaks
@@ -110,17 +111,51 @@ check "  the uninterrupted run's losses and weights, bit for bit" \
 check "  (the losses too)" diff <(grep -o '"loss": [0-9.e-]*' "$tmp/whole/metrics.jsonl") \
   <(grep -o '"loss": [0-9.e-]*' "$tmp/stopped/metrics.jsonl")
 
-# A rank killed: the job ends, and mpirun names the rank.
-endless=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 2 --micro-batch 1 --steps 100000
-         --eval-every 0 --data "$tmp/tokens.bin")
-"${MPIRUN[@]}" -np 2 "$STRATA" train "${endless[@]}" --run-dir "$tmp/killed" >"$tmp/killed.out" 2>&1 &
+# A commit not every rank completed: rank 1's disk fails inside its commit
+# of step 10, which rank 0 completes. The job ends, the failing rank says
+# how to go on, and resuming goes back to step 5 on every rank (the store
+# keeps the commit before the last until it next writes): on as many ranks
+# the uninterrupted run bit for bit, on one process (resharding) up to rounding.
+part=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 4 --micro-batch 1 --steps 20
+      --eval-every 0 --data "$tmp/tokens.bin" --offload weights,optim,acts --clip 1 --commit-every 5)
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${part[@]}" --run-dir "$tmp/part" >/dev/null 2>&1
+check "two ranks, 20 steps, a commit every 5 (the reference)" test $? -eq 0
+rank1_disk_fails=(bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export STRATA_FAULT=sync:EIO:10:1; exec "$0" "$@"')
+"${MPIRUN[@]}" -np 2 "${rank1_disk_fails[@]}" "$STRATA" train "${part[@]}" --run-dir "$tmp/torn" >"$tmp/torn.out" 2>&1
+check "rank 1's disk fails inside its commit of step 10: the job ends non-zero" test $? -ne 0
+check "  rank 1 says why" grep -q "^strata: rank 1 of 2: sync .*Input/output error" "$tmp/torn.out"
+check "  and how to go on" grep -q "continue the run .*: mpirun -np 2 strata train --resume $tmp/torn\$" "$tmp/torn.out"
+cp -a "$tmp/torn" "$tmp/torn-one"
+"${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/torn" >"$tmp/torn2.out" 2>&1
+check "resumed on two ranks" test $? -eq 0
+check "  every rank goes back to step 5" \
+  grep -q "committed step 10, and some had not: every rank goes back to its commit of step 5" "$tmp/torn2.out"
+check "  the uninterrupted run's weights, bit for bit" cmp -s "$tmp/part/model.safetensors" "$tmp/torn/model.safetensors"
+check "  (the losses too)" diff <(grep -o '"loss": [0-9.e-]*' "$tmp/part/metrics.jsonl") \
+  <(grep -o '"loss": [0-9.e-]*' "$tmp/torn/metrics.jsonl")
+"$STRATA" train --resume "$tmp/torn-one" --store "$tmp/torn-one-store" >"$tmp/torn-one.out" 2>&1
+check "resumed on one process instead (resharding)" test $? -eq 0
+check "  rank 0's store goes back to step 5" \
+  grep -q "committed step 10, and some had not: their stores go back to the commit of step 5" "$tmp/torn-one.out"
+check "  the uninterrupted run's weights and losses" "$PY" "$SRC/tests/cli/same_run.py" "$tmp/torn-one" "$tmp/part" 1e-5
+
+# A rank killed at any moment (it commits every step, so often inside a
+# commit): the job ends, mpirun names the rank, and the survivor resumes
+# from the last commit every rank completed: the uninterrupted run up to
+# rounding.
+killable=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 2 --micro-batch 1 --steps 300
+          --eval-every 0 --data "$tmp/tokens.bin" --commit-every 1)
+"$STRATA" train "${killable[@]}" --run-dir "$tmp/unkilled" >/dev/null 2>&1
+check "one process, 300 steps, a commit every step (the reference)" test $? -eq 0
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${killable[@]}" --run-dir "$tmp/killed" >"$tmp/killed.out" 2>&1 &
 job=$!
 rank1=""
 for _ in $(seq 1 300); do   # rank 1's process, once it trains
   for p in $(pgrep -f "strata train .*$tmp/killed"); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$p
   done
-  [ -n "$rank1" ] && grep -q "step 1/" "$tmp/killed.out" && break
+  [ -n "$rank1" ] && [ -f "$tmp/killed/metrics.jsonl" ] && [ "$(grep -c '"loss"' "$tmp/killed/metrics.jsonl")" -ge 10 ] &&
+    break
   sleep 0.1
 done
 check "the job started (rank 1: PID ${rank1:-none})" test -n "$rank1"
@@ -131,4 +166,9 @@ wait "$job"
 rc=$?
 check "a rank killed: the job ends non-zero" test "$rc" -ne 0
 check "a rank killed: mpirun names it" grep -qE "rank 1 .*(signal 9|Killed)" "$tmp/killed.out"
+"$STRATA" train --resume "$tmp/killed" --store "$tmp/survivor" >"$tmp/survivor.out" 2>&1
+check "the survivor resumes (one process, a new store)" test $? -eq 0
+check "  from a commit a few steps in" grep -qE "^resuming .* from its commit at step ([4-9]|[1-9][0-9]|[12][0-9][0-9]) " \
+  "$tmp/survivor.out"
+check "  the uninterrupted run's weights and losses" "$PY" "$SRC/tests/cli/same_run.py" "$tmp/killed" "$tmp/unkilled" 1e-5
 finish
