@@ -54,7 +54,9 @@ if [ -z "$HW" ] && [ "${REPORT_ONLY:-0}" = 1 ]; then HW="$WORK/hw.json"; fi
 if [ -z "$HW" ]; then
     HW="$WORK/hw.json"
     echo "# probing this machine with 2 ranks" >&2
-    "${MPIRUN[@]}" -np 2 "$STRATA" probe --store "$WORK/probe-store" --size 128M --out "$HW" >"$WORK/probe.out" 2>"$WORK/probe.err"
+    # compute measured at the runs' own shapes (the model, micro-batch and sequence)
+    "${MPIRUN[@]}" -np 2 "$STRATA" probe --store "$WORK/probe-store" --size 128M --model "$MODEL" --micro-batch "$MICRO" \
+        --seq "$SEQ" --reps 5 --out "$HW" >"$WORK/probe.out" 2>"$WORK/probe.err"
 fi
 
 common=(--model "$MODEL" --seq "$SEQ" --batch "$BATCH" --micro-batch "$MICRO" --steps "$STEPS" --schedule vertical

@@ -42,6 +42,7 @@ static void test_one_rank_collectives_are_local(void **state) {
     comm *c;
     assert_int_equal(comm_open(&c, &err), ST_OK);
     assert_int_equal(comm_barrier(c, &err), ST_OK);
+    assert_int_equal(comm_barrier_idle(c, 0.01, &err), ST_OK);
 
     char msg[6] = "hello";
     assert_int_equal(comm_bcast(c, msg, sizeof msg, 0, &err), ST_OK);
@@ -105,6 +106,7 @@ static void test_bad_arguments(void **state) {
     st_error err = {0};
     assert_int_equal(comm_open(NULL, &err), ST_EINVAL);
     assert_int_equal(comm_barrier(NULL, &err), ST_EINVAL);
+    assert_int_equal(comm_barrier_idle(NULL, 0.01, &err), ST_EINVAL);
     comm *c;
     assert_int_equal(comm_open(&c, &err), ST_OK);
     comm_request *q = (comm_request *)&err;

@@ -133,6 +133,11 @@ void comm_shard_range(size_t n, int size, int rank, size_t *lo, size_t *hi);
 /* ---- blocking collectives ------------------------------------------------ */
 
 st_status comm_barrier(comm *c, st_error *err);
+/* A barrier that waits without spinning: it drives MPI every poll_s
+ * seconds and sleeps between, for a rank that waits long while others use
+ * the cores (comm_wait spins, and so does MPI_Finalize: strata probe's
+ * ranks wait so while rank 0 measures the machine). */
+st_status comm_barrier_idle(comm *c, double poll_s, st_error *err);
 
 /* Copies root's buf[0, bytes) into every rank's buf. ST_EINVAL for a root
  * outside 0 .. size-1. */

@@ -58,6 +58,16 @@ static void progress(void *arg, const char *line) {
     fprintf(stderr, "%s\n", line);
 }
 
+/* Every rank's end, after rank 0 has measured (or failed): a barrier that
+ * the others wait in asleep (comm_barrier_idle: a spinning wait, MPI's own
+ * finalize included, would take a core from rank 0's measurements). */
+static int end_probe(comm *cm, int rc) {
+    st_error err = {0};
+    if (comm_size(cm) > 1 && comm_barrier_idle(cm, 0.01, &err) != ST_OK && rc == 0) rc = cli_fail(&err);
+    comm_close(cm);
+    return rc;
+}
+
 int cmd_probe(int argc, char **argv) {
     hw_probe_config pc = hw_probe_defaults();
     probe_opts o = {.out = "hw.json", .size = pc.ssd_bytes, .name = pc.name, .model = pc.model, .micro_batch = pc.B,
@@ -86,8 +96,8 @@ int cmd_probe(int argc, char **argv) {
     }
     pc.ssd_dirs = dirs.paths;
     pc.progress = progress;
-    /* under mpirun: the ranks measure what they exchange first, all together; then rank 0 alone the rest
-       (the others end: MPI's finalize waits for rank 0 without spinning on the cores it measures) */
+    /* under mpirun: the ranks measure what they exchange first, all together; then rank 0 alone the rest,
+       while the others wait without spinning on the cores it measures (end_probe) */
     comm *cm = NULL;
     if (comm_open(&cm, &err) != ST_OK) return cli_fail(&err);
     hw_desc ranks;
@@ -100,19 +110,14 @@ int cmd_probe(int argc, char **argv) {
             comm_close(cm);
             return 1;
         }
-        if (comm_rank(cm) != 0) {
-            comm_close(cm);
-            return 0;
-        }
+        if (comm_rank(cm) != 0) return end_probe(cm, 0);
     }
     hw_desc hw, base;
     st_status s = ST_OK;
     if (update) {
         if (!store_arg)
-        {
-            comm_close(cm);
-            return cli_usage_error("probe", "--update re-measures the store directories: give them with --store");
-        }
+            return end_probe(cm, cli_usage_error("probe", "--update re-measures the store directories: give them "
+                                                          "with --store"));
         s = hw_load_json(update, &base, &err);
         pc.base = &base;
     }
@@ -126,8 +131,8 @@ int cmd_probe(int argc, char **argv) {
         hw.probe.ranks_reduce_scatter_gbps = ranks.probe.ranks_reduce_scatter_gbps;
     }
     if (s == ST_OK) s = hw_save_json(out, &hw, &err);
-    comm_close(cm);
-    if (s != ST_OK) return cli_fail(&err);
+    if (s != ST_OK) return end_probe(cm, cli_fail(&err));
+    end_probe(cm, 0);
 
     char mem[32];
     printf("%s: %s\n", out, hw.name);

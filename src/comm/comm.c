@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -570,8 +571,9 @@ st_status comm_reduce_scatter_f32(comm *c, const float *x, size_t n, float *out,
 
 /* ---- the small collectives ----------------------------------------------------- */
 
-st_status comm_barrier(comm *c, st_error *err) {
-    CHECK_COMM(c, "barrier");
+/* Starts a barrier: the request in *out (NULL without MPI). */
+static st_status start_barrier(comm *c, comm_request **out, st_error *err) {
+    *out = NULL;
     if (!c->is_mpi) return ST_OK;
     comm_request *q = req_new(c, "barrier", 1, 0);
     if (!q) return fail_nomem(c, "barrier", err);
@@ -587,7 +589,27 @@ st_status comm_barrier(comm *c, st_error *err) {
     q->n = 1;
     q->peer[0] = -1;
     q->is_send[0] = 0;
-    return comm_wait(q, err);
+    *out = q;
+    return ST_OK;
+}
+
+st_status comm_barrier(comm *c, st_error *err) {
+    CHECK_COMM(c, "barrier");
+    comm_request *q;
+    st_status s = start_barrier(c, &q, err);
+    return s ? s : comm_wait(q, err);
+}
+
+st_status comm_barrier_idle(comm *c, double poll_s, st_error *err) {
+    CHECK_COMM(c, "barrier");
+    comm_request *q;
+    st_status s = start_barrier(c, &q, err);
+    int done = !q;
+    const struct timespec nap = {.tv_sec = (time_t)poll_s, .tv_nsec = (long)((poll_s - (double)(time_t)poll_s) * 1e9)};
+    while (s == ST_OK && !done && (s = comm_test(q, &done, err)) == ST_OK)
+        if (!done) nanosleep(&nap, NULL);
+    st_status w = comm_wait(q, s ? NULL : err);
+    return s ? s : w;
 }
 
 st_status comm_bcast(comm *c, void *buf, size_t bytes, int root, st_error *err) {

@@ -196,16 +196,6 @@ static void head_pass(bench *b, int unused, int rows) {
     gpt_head_forward_backward(b->be, &b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
 }
 
-static double time_head(bench *b, int reps) {
-    double t[MAX_REPS];
-    for (int r = 0; r < reps; r++) {
-        double t0 = st_now();
-        head_pass(b, 0, 0);
-        t[r] = st_now() - t0;
-    }
-    return median(t, reps);
-}
-
 /* GB/s of a streaming pass: bf16 -> f32 and back over 8M elements (48 MiB,
  * past the caches, about a GPT-2 block's worth of weights). */
 static st_status time_stream(int reps, double *gbps, st_error *err) {
@@ -413,7 +403,7 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
         hw->head_by_rows[nh++] = (hw_rate_at){r, 6.0 * r * b.c.d_model * b.c.padded_vocab / t / 1e9};
     }
     const int head_reps = reps < 2 ? reps : 2;   /* the slowest piece: two are enough */
-    const double h = time_head(&b, head_reps);
+    const double h = timed(head_pass, &b, 0, 0, head_reps);   /* after a warm-up: its logits buffer first touched */
     hw->probe.head_s = h;
     const double head_rest = h - wh.other_bytes / (hw->other_gbps * 1e9) - hw->task_overhead_s;
     const double head_rate = head_rest > 0 ? wh.head_flops / head_rest / 1e9 : 0;

@@ -9,8 +9,8 @@
  * sizes that do not divide by the rank count, smaller than it, and zero;
  * the non-blocking forms with compute between start and wait, several
  * outstanding, waited out of order and on another thread; messages split
- * at a few bytes; and the byte and message counters against the formulas
- * in strata/comm.h. A rank whose check fails ends the job (MPI_Abort) once
+ * at a few bytes; the byte and message counters against the formulas
+ * in strata/comm.h; and the barrier that waits asleep. A rank whose check fails ends the job (MPI_Abort) once
  * cmocka has printed the failure, so the other ranks never wait forever in
  * a collective it left. */
 #include <setjmp.h>
@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "strata/base.h"
 #include "strata/comm.h"
@@ -521,6 +522,33 @@ static void test_error_names_rank_and_operation(void **state) {
     PASSED();
 }
 
+/* comm_barrier_idle waits for the last rank, asleep: rank 0 comes 0.4 s
+ * late; the others return no sooner, having used a small share of that
+ * time on their cores (a spinning wait would use all of it). */
+static void test_idle_barrier_sleeps(void **state) {
+    (void)state;
+    const double late = 0.4;
+    struct timespec cpu0, cpu1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    const double t0 = st_now();
+    if (R == 0) {
+        const struct timespec nap = {0, (long)(late * 1e9)};
+        nanosleep(&nap, NULL);
+    }
+    CHECK_OK(comm_barrier_idle(C, 0.01, ERR));
+    const double waited = st_now() - t0;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    const double cpu = (double)(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * (double)(cpu1.tv_nsec - cpu0.tv_nsec);
+    if (R != 0) {
+        if (waited < 0.9 * late || cpu > 0.25 * late)
+            fprintf(stderr, "rank %d: waited %.3f s, using %.3f s of CPU\n", R, waited, cpu);
+        assert_true(waited >= 0.9 * late);
+        assert_true(cpu <= 0.25 * late);
+    }
+    CHECK_OK(comm_barrier(C, ERR));
+    PASSED();
+}
+
 int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, test_setup, test_teardown)
     const struct CMUnitTest tests[] = {
@@ -534,6 +562,7 @@ int main(void) {
         T(test_small_messages),
         T(test_counters_balance),
         T(test_error_names_rank_and_operation),
+        T(test_idle_barrier_sleeps),
     };
     int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
     return failed ? failed : g_teardown_failed;
