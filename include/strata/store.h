@@ -347,6 +347,10 @@ st_status store_remove(const store_dirs *d, st_error *err);
  * a rename), so that a store can be set aside and put back. The store must
  * not be open; from and to have as many directories. */
 st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err);
+/* store_open of the existing store in d, read-only (store_config.read_only;
+ * previous: the commit before the last, store_config.previous): how checks
+ * and readers of a committed state open it. */
+st_status store_open_read_only(const store_dirs *d, int previous, store **out, st_error *err);
 /* Undoes the store's last commit: the commit before it, which store_commit
  * keeps until the store next writes, becomes the last again (a rename over
  * the manifest, the directory synced). For a job of several ranks whose

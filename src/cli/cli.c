@@ -3,11 +3,11 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -259,4 +259,57 @@ st_status cli_commit_read(store *st, ckpt_record *out, st_error *err) {
     size_t n = 0;
     const void *meta = store_user_meta(st, &n);   /* valid until the next store_set_user_meta: parsed at once */
     return ckpt_record_parse(meta, n, out, err);
+}
+
+static st_status open_commit(const store_dirs *d, int previous, store **st, ckpt_record *rec, st_error *err) {
+    st_status s = store_open_read_only(d, previous, st, err);
+    if (s == ST_OK && (s = cli_commit_read(*st, rec, err)) != ST_OK) {
+        store_close(*st);
+        *st = NULL;
+    }
+    return s;
+}
+
+int cli_store_ranks(const store_dirs *dirs) {
+    store_dirs r0;
+    if (store_dirs_hold_store(dirs) || store_dirs_of_rank(dirs, 0, 2, &r0, NULL) != ST_OK ||
+        !store_dirs_hold_store(&r0))
+        return 1;
+    store *st;
+    ckpt_record rec;
+    if (open_commit(&r0, 0, &st, &rec, NULL) != ST_OK) return 1;   /* opened again by the caller, which says why */
+    store_close(st);
+    return rec.ranks > 1 ? rec.ranks : 1;
+}
+
+st_status cli_open_rank_stores(const store_dirs *dirs, int ranks, store **stores, ckpt_record *records, int *ahead,
+                               st_error *err) {
+    st_status s = ST_OK;
+    long step = LONG_MAX;
+    *ahead = 0;
+    for (int r = 0; r < ranks; r++) stores[r] = NULL;
+    for (int r = 0; r < ranks && s == ST_OK; r++) {
+        store_dirs d;
+        if ((s = store_dirs_of_rank(dirs, r, ranks, &d, err)) == ST_OK &&
+            (s = open_commit(&d, 0, &stores[r], &records[r], err)) == ST_OK && records[r].step < step)
+            step = records[r].step;
+        if (s == ST_OK && ranks > 1 && (records[r].ranks != ranks || records[r].rank != r))
+            s = st_fail(err, ST_ECORRUPT, "%s holds rank %d of %d's commit, not rank %d of %d's", d.paths[0],
+                        records[r].rank, records[r].ranks, r, ranks);
+    }
+    for (int r = 0; r < ranks && s == ST_OK; r++) {
+        if (records[r].step == step) continue;
+        const long last = records[r].step;
+        store_dirs d;
+        store_close(stores[r]);
+        stores[r] = NULL;
+        if ((s = store_dirs_of_rank(dirs, r, ranks, &d, err)) == ST_OK &&
+            (s = open_commit(&d, 1, &stores[r], &records[r], err)) == ST_OK && records[r].step != step)
+            s = st_fail(err, ST_ECORRUPT, "the ranks' last commits differ (step %ld, and rank %d's of step %ld), and "
+                        "rank %d's store no longer keeps the commit of step %ld", step, r, last, r, step);
+        *ahead += 1;
+    }
+    if (s != ST_OK)
+        for (int r = 0; r < ranks; r++) store_close(stores[r]), stores[r] = NULL;
+    return s;
 }

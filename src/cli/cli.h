@@ -74,6 +74,21 @@ st_status cli_model_config(const cli_model_flags *f, gpt_config *out, st_error *
  * for a run directory without a store. */
 st_status cli_store_dirs(const char *arg, store_dirs *out, st_error *err);
 
+/* How many ranks committed the store in dirs (cli_store_dirs's): a run of
+ * several ranks (mpirun) keeps one store per rank below them
+ * (store_dirs_of_rank), and its rank 0's commit record says how many; 1
+ * when dirs hold a store themselves (or nothing a rank's). */
+int cli_store_ranks(const store_dirs *dirs);
+
+/* Opens read-only the stores of every rank of such a run (ranks of them:
+ * stores[r], records[r]; one process: the store in dirs) at the step every
+ * rank completed: a rank whose store is a commit ahead (a job that stopped
+ * between the ranks' commits) is opened at the commit before its last
+ * (store_config.previous), as a resume would go back to it. *ahead: how
+ * many were. On failure nothing is left open. */
+st_status cli_open_rank_stores(const store_dirs *dirs, int ranks, store **stores, ckpt_record *records, int *ahead,
+                               st_error *err);
+
 /* The tokenizer a command that reads a model uses: the --tokenizer flag's
  * value when given, else model_dir/tokenizer.json when it exists (written
  * into buf), else NULL (GPT-2's default, for tokenizer_load_path). */

@@ -1,6 +1,7 @@
 /* cmd_export.c - `strata export RUN_DIR --out DIR|FILE.safetensors`: the
  * weights of a store's last commit as a Hugging Face checkpoint (GPT-2 or
- * Llama), read one unit at a time (a model larger than memory exports too). */
+ * Llama), read one unit at a time (a model larger than memory exports too);
+ * of a run of several ranks, from every rank's store. */
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -39,7 +40,8 @@ static const cli_spec export_spec = {
              "its store whenever it saves its weights, and at the end) as a Hugging Face\n"
              "checkpoint that transformers loads (GPT2LMHeadModel or LlamaForCausalLM).\n"
              "The store is opened read-only; files already at --out are replaced only\n"
-             "with --overwrite.",
+             "with --overwrite. A run of several ranks (mpirun) is read from every rank's\n"
+             "store, at the last step every rank committed.",
     .flags = export_flags,
     .n_flags = CLI_COUNT(export_flags),
     .one_arg = "RUN_DIR or store",
@@ -86,19 +88,18 @@ int cmd_export(int argc, char **argv) {
     store_dirs dirs;
     st_error err = {0};
     st_status s = cli_store_dirs(arg, &dirs, &err);
-    store *st = NULL;
+    /* a run of several ranks: every rank's store, each unit read from the ranks that hold its shards */
+    const int ranks = s == ST_OK ? cli_store_ranks(&dirs) : 1;
+    store **stores = calloc((size_t)ranks, sizeof *stores);
+    ckpt_record *records = calloc((size_t)ranks, sizeof *records);
     ckpt_reader *r = NULL;
     ckpt_record commit = {0};
-    if (s == ST_OK) {
-        store_config sc = store_default_config();
-        sc.paths = dirs.paths;
-        sc.n_paths = dirs.n;
-        sc.mode = STORE_OPEN_EXISTING;
-        sc.read_only = 1;
-        s = store_open(&sc, &st, NULL, 0, &err);
-    }
-    if (s == ST_OK) s = cli_commit_read(st, &commit, &err);
-    if (s == ST_OK) s = ckpt_reader_open(&r, st, &commit.model, &err);
+    int ahead = 0;
+    if (s == ST_OK && (!stores || !records)) s = st_fail(&err, ST_ENOMEM, "out of memory");
+    if (s == ST_OK) s = cli_open_rank_stores(&dirs, ranks, stores, records, &ahead, &err);
+    if (s == ST_OK) commit = records[0];
+    if (s == ST_OK) s = ranks > 1 ? ckpt_reader_open_ranks(&r, stores, ranks, &commit.model, &err)
+                                  : ckpt_reader_open(&r, stores[0], &commit.model, &err);
     const gpt_config cfg = commit.model;
     if (s == ST_OK && one_file) {
         s = gpt_save_safetensors_by_unit(out, &cfg, read_unit, r, dtype, commit.vocab_fingerprint, &err);
@@ -109,10 +110,15 @@ int cmd_export(int argc, char **argv) {
         s = hf_checkpoint_save(out, &cfg, read_unit, r, &so, &err);
     }
     ckpt_reader_free(r);
-    store_close(st);
+    for (int i = 0; stores && i < ranks; i++) store_close(stores[i]);
+    free(stores);
+    free(records);
     if (s != ST_OK) return cli_error("export: %s", err.msg);
     printf("%s: the weights of step %ld (%s, %d layers, d_model %d, %.2fM parameters, %s), with %s\n", out,
            commit.step, gpt_arch_name(cfg.arch), cfg.n_layer, cfg.d_model, (double)gpt_num_real_params(&cfg) / 1e6,
            o.dtype, config_json);
+    if (ranks > 1)
+        printf("(from the stores of its %d ranks%s)\n", ranks,
+               ahead ? ", the last commit every rank completed: the job stopped between the ranks' commits" : "");
     return 0;
 }

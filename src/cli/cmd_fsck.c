@@ -34,7 +34,8 @@ static const cli_spec fsck_spec = {
              "\n"
              "PATH is the store's directories in the order the run gave them (--store;\n"
              "the first holds the manifest), or a run directory whose store is in\n"
-             "RUN_DIR/store (the default of 'strata train').\n"
+             "RUN_DIR/store (the default of 'strata train'). A run of several ranks\n"
+             "(mpirun) has a store per rank below those directories: each is checked.\n"
              "\n"
              "The store is opened read-only: nothing is created, written or removed, and\n"
              "a store that a running process (a training run) has open is not touched:\n"
@@ -110,26 +111,11 @@ static int list_tensors(store *s) {
     return 0;
 }
 
-int cmd_fsck(int argc, char **argv) {
-    fsck_opts o = {0};
-    cli_parsed flags;
-    int parsed = cli_parse_flags(&fsck_spec, argc, argv, &o, &flags);
-    if (parsed != CLI_PARSED) return parsed;
-    const char *arg = flags.n_args ? flags.args[0] : NULL;
-    if (!arg || !arg[0]) return cli_usage_error("fsck", "give the store's directories, or a run directory");
-
-    store_dirs dirs;
+/* Checks the one store in dirs; returns the exit code. */
+static int fsck_store(const store_dirs *dirs, int verbose) {
     st_error err = {0};
-    st_status ds = cli_store_dirs(arg, &dirs, &err);
-    if (ds != ST_OK) return ds == ST_ENOENT ? cli_error("fsck: %s", err.msg) : cli_usage_error("fsck", "%s", err.msg);
-
-    store_config cfg = store_default_config();
-    cfg.paths = dirs.paths;
-    cfg.n_paths = dirs.n;
-    cfg.mode = STORE_OPEN_EXISTING;
-    cfg.read_only = 1;
     store *s = NULL;
-    st_status st = store_open(&cfg, &s, NULL, 0, &err);
+    st_status st = store_open_read_only(dirs, 0, &s, &err);
     if (st != ST_OK) {
         const char *what = st == ST_EIO      ? "I/O error"
                            : st == ST_EEXIST ? "not checked"
@@ -141,11 +127,11 @@ int cmd_fsck(int argc, char **argv) {
     }
     store_info info;
     store_get_info(s, &info);
-    printf("store %s: %d path%s, generation %llu, chunks of %llu bytes, %d tensors in the manifest\n", dirs.paths[0],
+    printf("store %s: %d path%s, generation %llu, chunks of %llu bytes, %d tensors in the manifest\n", dirs->paths[0],
            info.n_paths, info.n_paths == 1 ? "" : "s", (unsigned long long)info.generation,
            (unsigned long long)info.chunk_bytes, store_tensor_count(s));
     fflush(stdout);
-    if (o.verbose && list_tensors(s) != 0) {
+    if (verbose && list_tensors(s) != 0) {
         store_close(s);
         return 1;
     }
@@ -164,10 +150,35 @@ int cmd_fsck(int argc, char **argv) {
     fflush(stdout);
     int rc = 0;
     if (st != ST_OK && damaged)
-        rc = cli_error("fsck: the store in %s is damaged: %llu bad chunk%s in %llu tensor%s; the first: %s", dirs.paths[0],
+        rc = cli_error("fsck: the store in %s is damaged: %llu bad chunk%s in %llu tensor%s; the first: %s", dirs->paths[0],
                        (unsigned long long)damaged, damaged == 1 ? "" : "s", (unsigned long long)r.damaged_tensors,
                        r.damaged_tensors == 1 ? "" : "s", err.msg);
     else if (st != ST_OK)
         rc = cli_error("fsck: %s: %s", st == ST_EIO ? "I/O error" : "checking the store failed", err.msg);
+    return rc;
+}
+
+int cmd_fsck(int argc, char **argv) {
+    fsck_opts o = {0};
+    cli_parsed flags;
+    int parsed = cli_parse_flags(&fsck_spec, argc, argv, &o, &flags);
+    if (parsed != CLI_PARSED) return parsed;
+    const char *arg = flags.n_args ? flags.args[0] : NULL;
+    if (!arg || !arg[0]) return cli_usage_error("fsck", "give the store's directories, or a run directory");
+
+    store_dirs dirs;
+    st_error err = {0};
+    st_status ds = cli_store_dirs(arg, &dirs, &err);
+    if (ds != ST_OK) return ds == ST_ENOENT ? cli_error("fsck: %s", err.msg) : cli_usage_error("fsck", "%s", err.msg);
+    /* a run of several ranks: each rank's store in turn (each its last commit) */
+    const int ranks = cli_store_ranks(&dirs);
+    int rc = 0;
+    for (int r = 0; r < ranks; r++) {
+        store_dirs d;
+        if (store_dirs_of_rank(&dirs, r, ranks, &d, &err) != ST_OK) return cli_fail(&err);
+        if (ranks > 1) printf("rank %d of %d: ", r, ranks);
+        const int rr = fsck_store(&d, o.verbose);
+        if (!rc) rc = rr;
+    }
     return rc;
 }

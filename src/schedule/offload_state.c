@@ -185,11 +185,7 @@ static st_status open_old_ranks(offload_trainer *t, store ***from, int *n_from, 
                            "the commit's %d rank%s kept the state in %s, where this rank would keep its own: "
                            "resuming on %d rank%s moves it, so give other store directories",
                            old, old > 1 ? "s" : "", d.paths[0], t->lay.ranks, t->lay.ranks > 1 ? "s" : "");
-        store_config rc = store_default_config();
-        rc.paths = d.paths;
-        rc.n_paths = d.n;
-        rc.read_only = 1;
-        if ((s = store_open(&rc, &(*from)[r], NULL, 0, err)) == ST_OK) (*n_from)++;
+        if ((s = store_open_read_only(&d, 0, &(*from)[r], err)) == ST_OK) (*n_from)++;
     }
     return s;
 }

@@ -69,18 +69,6 @@ static const trainer_ops memory_ops = {memory_step, memory_eval, memory_flush, m
                                        memory_steps_done, memory_free};
 
 /* Opens a store to look at it: the lock is shared, nothing is written. */
-/* previous: the commit before the last (store_config.previous). */
-static st_status open_commit(const store_dirs *d, int previous, store **out, st_error *err) {
-    store_config sc = store_default_config();
-    sc.paths = d->paths;
-    sc.n_paths = d->n;
-    sc.mode = STORE_OPEN_EXISTING;
-    sc.read_only = 1;
-    sc.previous = previous;
-    return store_open(&sc, out, NULL, 0, err);
-}
-
-static st_status open_read_only(const store_dirs *d, store **out, st_error *err) { return open_commit(d, 0, out, err); }
 
 /* The in-memory trainer, and the store it commits to: reopened in place, or
  * created where the state moves to. */
@@ -99,7 +87,7 @@ static st_status memory_create(train_run *r, const train_run_config *c, const fl
     memset(r->stage, 0, (size_t)memory_stage_bytes());   /* resident from the start, as the executor's buffers */
     if (!c->resume) return ST_OK;
     store *from = r->ckpt;
-    if (!in_place && (s = open_read_only(c->resume, &from, err)) != ST_OK) return s;
+    if (!in_place && (s = store_open_read_only(c->resume, 0, &from, err)) != ST_OK) return s;
     ckpt_reader *reader = NULL;
     s = ckpt_reader_open(&reader, from, &c->train.model, err);
     if (s == ST_OK) s = trainer_load_state(r->mem, reader, c->resume_steps, err);
@@ -253,7 +241,7 @@ st_status train_run_last_commit(const store_dirs *dirs, ckpt_record *out, int *f
     store *st;
     st_error e = {0};
     *found = 0;
-    st_status s = open_read_only(dirs, &st, &e);
+    st_status s = store_open_read_only(dirs, 0, &st, &e);
     if (s == ST_ENOENT && access(dirs->paths[0], F_OK) == 0 && !store_dirs_hold_store(dirs))
         return ST_OK;   /* a directory without a store */
     if (s != ST_OK) return st_fail(err, s, "cannot open the run's store in %s: %s", dirs->paths[0], e.msg);
@@ -269,7 +257,7 @@ st_status train_run_commit_before_last(const store_dirs *dirs, ckpt_record *out,
     store *st;
     st_error e = {0};
     *found = 0;
-    st_status s = open_commit(dirs, 1, &st, &e);
+    st_status s = store_open_read_only(dirs, 1, &st, &e);
     if (s == ST_ENOENT) return ST_OK;   /* none kept (or no store) */
     if (s != ST_OK) return st_fail(err, s, "cannot open the commit before the last in %s: %s", dirs->paths[0], e.msg);
     s = read_record(st, out, &e);
@@ -283,7 +271,7 @@ st_status train_run_commit_before_last(const store_dirs *dirs, ckpt_record *out,
 st_status train_run_verify_commit(const store_dirs *dirs, store_scrub_result *checked, st_error *err) {
     store *st;
     st_error e = {0};
-    st_status s = open_read_only(dirs, &st, &e);
+    st_status s = store_open_read_only(dirs, 0, &st, &e);
     if (s != ST_OK) return st_fail(err, s, "cannot open the run's store in %s: %s", dirs->paths[0], e.msg);
     s = store_scrub_each(st, NULL, NULL, checked, err);
     store_close(st);
@@ -317,7 +305,7 @@ st_status train_run_prepare_move(const store_dirs *to, const ckpt_record *ours, 
     }
     store *st;
     st_error e = {0};
-    st_status s = open_read_only(to, &st, &e);
+    st_status s = store_open_read_only(to, 0, &st, &e);
     if (s == ST_ENOENT) return ST_OK;   /* no store there */
     if (s != ST_OK) return st_fail(err, s, "--store %s: %s", to->paths[0], e.msg);
     size_t n = 0;

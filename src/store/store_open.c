@@ -375,6 +375,16 @@ st_status store_open(const store_config *cfg, store **out, char *warning, size_t
     return ST_OK;
 }
 
+st_status store_open_read_only(const store_dirs *d, int previous, store **out, st_error *err) {
+    store_config sc = store_default_config();
+    sc.paths = d->paths;
+    sc.n_paths = d->n;
+    sc.mode = STORE_OPEN_EXISTING;
+    sc.read_only = 1;
+    sc.previous = previous;
+    return store_open(&sc, out, NULL, 0, err);
+}
+
 void store_close(store *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);

@@ -120,11 +120,22 @@ part=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 4 --micro-
       --eval-every 0 --data "$tmp/tokens.bin" --offload weights,optim,acts --clip 1 --commit-every 5)
 "${MPIRUN[@]}" -np 2 "$STRATA" train "${part[@]}" --run-dir "$tmp/part" >/dev/null 2>&1
 check "two ranks, 20 steps, a commit every 5 (the reference)" test $? -eq 0
+"$STRATA" fsck "$tmp/part" >"$tmp/part.fsck" 2>&1
+check "fsck of a run of two ranks checks each rank's store" \
+  bash -c "[ $? -eq 0 ] && grep -q '^rank 1 of 2: store .*/rank-1' '$tmp/part.fsck' && [ \$(grep -c ', 0 damaged' '$tmp/part.fsck') -eq 2 ]"
+mkdir -p "$tmp/part-export"
+check "export of a run of two ranks reads every rank's shards" \
+  "$STRATA" export "$tmp/part" --out "$tmp/part-export/model.safetensors"
+check "  byte for byte the run's model.safetensors" cmp "$tmp/part-export/model.safetensors" "$tmp/part/model.safetensors"
 rank1_disk_fails=(bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export STRATA_FAULT=sync:EIO:10:1; exec "$0" "$@"')
 "${MPIRUN[@]}" -np 2 "${rank1_disk_fails[@]}" "$STRATA" train "${part[@]}" --run-dir "$tmp/torn" >"$tmp/torn.out" 2>&1
 check "rank 1's disk fails inside its commit of step 10: the job ends non-zero" test $? -ne 0
 check "  rank 1 says why" grep -q "^strata: rank 1 of 2: sync .*Input/output error" "$tmp/torn.out"
 check "  and how to go on" grep -q "continue the run .*: mpirun -np 2 strata train --resume $tmp/torn\$" "$tmp/torn.out"
+"$STRATA" export "$tmp/torn" --out "$tmp/torn-export" >"$tmp/torn-export.out" 2>&1
+check "  export takes the last step every rank committed" \
+  grep -q "weights of step 5 .*" "$tmp/torn-export.out"
+check "  and says why" grep -q "the job stopped between the ranks' commits" "$tmp/torn-export.out"
 cp -a "$tmp/torn" "$tmp/torn-one"
 "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/torn" >"$tmp/torn2.out" 2>&1
 check "resumed on two ranks" test $? -eq 0
