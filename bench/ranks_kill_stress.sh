@@ -41,7 +41,7 @@ for i in $(seq 1 "$TRIALS"); do
   fi
   "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$WORK/run" >"$WORK/resume.out" 2>&1
   rc=$?
-  went_back=$(grep -c "goes back to its commit" "$WORK/resume.out")
+  went_back=$(grep -c "go back to their commit" "$WORK/resume.out")
   from=$(grep -o "from its commit at step [0-9]*" "$WORK/resume.out")
   same=$(cmp -s "$WORK/ref/model.safetensors" "$WORK/run/model.safetensors" && echo "bit for bit" || echo DIFFERENT)
   echo "trial $i: ${rank1:+rank 1 killed, }resumed ${from:-(no commit)}, rc $rc, went back: $went_back, $same"

@@ -271,15 +271,17 @@ static st_status open_commit(const store_dirs *d, int previous, store **st, ckpt
 }
 
 int cli_store_ranks(const store_dirs *dirs) {
+    if (store_dirs_hold_store(dirs)) return 1;
+    int found = 0;   /* rank R's spelling is the same for any number of ranks above 1 */
+    for (store_dirs d; store_dirs_of_rank(dirs, found, 2, &d, NULL) == ST_OK && store_dirs_hold_store(&d);) found++;
+    if (found == 0) return 1;
     store_dirs r0;
-    if (store_dirs_hold_store(dirs) || store_dirs_of_rank(dirs, 0, 2, &r0, NULL) != ST_OK ||
-        !store_dirs_hold_store(&r0))
-        return 1;
     store *st;
     ckpt_record rec;
-    if (open_commit(&r0, 0, &st, &rec, NULL) != ST_OK) return 1;   /* opened again by the caller, which says why */
+    if (store_dirs_of_rank(dirs, 0, 2, &r0, NULL) != ST_OK || open_commit(&r0, 0, &st, &rec, NULL) != ST_OK)
+        return found;   /* rank 0's store opened again by the caller, which says what is wrong with it */
     store_close(st);
-    return rec.ranks > 1 ? rec.ranks : 1;
+    return rec.ranks > 1 ? rec.ranks : found;
 }
 
 st_status cli_open_rank_stores(const store_dirs *dirs, int ranks, store **stores, ckpt_record *records, int *ahead,

@@ -76,8 +76,9 @@ st_status cli_store_dirs(const char *arg, store_dirs *out, st_error *err);
 
 /* How many ranks committed the store in dirs (cli_store_dirs's): a run of
  * several ranks (mpirun) keeps one store per rank below them
- * (store_dirs_of_rank), and its rank 0's commit record says how many; 1
- * when dirs hold a store themselves (or nothing a rank's). */
+ * (store_dirs_of_rank); its rank 0's commit record says how many, or, when
+ * that cannot be read, the ranks' stores found there. 1 when dirs hold a
+ * store themselves (or no rank's). */
 int cli_store_ranks(const store_dirs *dirs);
 
 /* Opens read-only the stores of every rank of such a run (ranks of them:

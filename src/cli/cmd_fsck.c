@@ -176,7 +176,7 @@ int cmd_fsck(int argc, char **argv) {
     for (int r = 0; r < ranks; r++) {
         store_dirs d;
         if (store_dirs_of_rank(&dirs, r, ranks, &d, &err) != ST_OK) return cli_fail(&err);
-        if (ranks > 1) printf("rank %d of %d: ", r, ranks);
+        if (ranks > 1) printf("rank %d of %d:\n", r, ranks);
         const int rr = fsck_store(&d, o.verbose);
         if (!rc) rc = rr;
     }

@@ -132,7 +132,8 @@ int cmd_probe(int argc, char **argv) {
     }
     if (s == ST_OK) s = hw_save_json(out, &hw, &err);
     if (s != ST_OK) return end_probe(cm, cli_fail(&err));
-    end_probe(cm, 0);
+    const int rc = end_probe(cm, 0);
+    if (rc != 0) return rc;
 
     char mem[32];
     printf("%s: %s\n", out, hw.name);

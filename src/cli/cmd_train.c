@@ -757,8 +757,9 @@ static st_status reshard_commit(session *s, st_error *err) {
             if ((st = train_run_commit_before_last(&d, &prev, &kept, &e)) != ST_OK || !kept || prev.step != target) {
                 st = st_fail(err, st != ST_OK ? st : ST_ECORRUPT,
                              "%s: the committing ranks' last commits differ (step %ld and step %ld, rank %d's), and "
-                             "rank %d's store no longer keeps the commit of step %ld: start again from "
-                             "model.safetensors with --init", s->o.run_dir, target, steps[r], r, r, target);
+                             "rank %d's store no longer keeps the commit of step %ld%s%s: start again from "
+                             "model.safetensors with --init", s->o.run_dir, target, steps[r], r, r, target,
+                             st != ST_OK ? ": " : "", st != ST_OK ? e.msg : "");
                 break;
             }
             if (r == 0) s->commit = prev;
@@ -822,10 +823,18 @@ static st_status find_other_ranks_commit(session *s, int *found, st_error *err) 
         st_status st = store_dirs_of_rank(&s->old_given, 0, several ? 2 : 1, &d, &e);
         if (st == ST_OK) st = train_run_last_commit(&d, &c, &there, &e);
         if (st != ST_OK || !there || (c.ranks > 1) != several || c.rank != 0) continue;
+        *found = 1;
+        if (s->ranks > 1 && c.ranks == s->ranks) {
+            /* as many ranks, and this rank's store holds no commit where rank
+             * 0's does: the job stopped inside the ranks' first commit, which
+             * agree_commit finds (step -1: none) */
+            s->commit = (ckpt_record){.step = -1, .ranks = s->ranks, .rank = s->rank};
+            s->resume_ranks = s->ranks;
+            return ST_OK;
+        }
         s->commit = c;
         s->old_dirs = d;
         s->resume_ranks = c.ranks > 1 ? c.ranks : 1;
-        *found = 1;
     }
     return *found ? reshard_commit(s, err) : ST_OK;
 }
@@ -1070,19 +1079,27 @@ static st_status agree_commit(session *s, st_status st, st_error *err) {
     if ((st = agree(s, st, err)) != ST_OK) return st;
     if (s->resume_ranks != s->ranks) return agree(s, go_back_old_ranks(s, err), err);
     if (s->ranks < 2) return ST_OK;
+    /* each rank's last step and the one its store keeps before it (-1: none,
+     * or none readable: that matters only to a rank that must go back) */
     ckpt_record prev;
     int kept = 0;
-    st = agree(s, train_run_commit_before_last(&s->old_dirs, &prev, &kept, err), err);
-    if (st != ST_OK) return st;
-    int64_t mine[2] = {s->commit.step, kept ? prev.step : -1}, *steps = malloc(sizeof(int64_t) * 2 * (size_t)s->ranks);
-    if (!steps) return agree(s, st_fail(err, ST_ENOMEM, "out of memory"), err);
+    st_error prev_err = {0};
+    int64_t *steps = malloc(sizeof(int64_t) * 2 * (size_t)s->ranks);
+    if ((st = agree(s, steps ? ST_OK : st_fail(err, ST_ENOMEM, "out of memory"), err)) != ST_OK) {
+        free(steps);
+        return st;
+    }
+    const int prev_unreadable = s->commit.step >= 0 &&
+                                train_run_commit_before_last(&s->old_dirs, &prev, &kept, &prev_err) != ST_OK;
+    int64_t mine[2] = {s->commit.step, kept ? prev.step : -1};
     st = comm_allgather(s->comm, mine, sizeof mine, steps, err);
     int64_t target = steps[0], ahead = 0;
     for (int r = 0; st == ST_OK && r < s->ranks; r++) target = steps[2 * r] < target ? steps[2 * r] : target;
     for (int r = 0; st == ST_OK && r < s->ranks; r++) {
         if (steps[2 * r] == target) continue;
         ahead = steps[2 * r];
-        if (steps[2 * r + 1] == target) continue;
+        if (target < 0 || steps[2 * r + 1] == target) continue;
+        if (r == s->rank && prev_unreadable) fprintf(stderr, "strata: rank %d of %d: %s\n", s->rank, s->ranks, prev_err.msg);
         s->failure_shared = 1, s->peer_failed = s->rank != 0;   /* rank 0 says it */
         st = st_fail(err, ST_ECORRUPT,
                      "%s: the ranks' last commits differ (step %lld, and rank %d's of step %lld), and rank %d's "
@@ -1091,9 +1108,14 @@ static st_status agree_commit(session *s, st_status st, st_error *err) {
     }
     free(steps);
     if (st != ST_OK) return st;
+    if (target < 0) {   /* some rank never completed a commit: there is none to go on from */
+        s->failure_shared = 1, s->peer_failed = s->rank != 0, s->never_committed = 1;
+        return st_fail(err, ST_ENOENT, "%s: the run stopped before every rank had completed its first commit "
+                       "(--commit-every, --save-every)", s->o.run_dir);
+    }
     if (ahead && s->rank == 0)
-        printf("the job stopped while the ranks committed step %lld, and some had not: every rank goes back to its "
-               "commit of step %lld\n", (long long)ahead, (long long)target);
+        printf("the job stopped while the ranks committed step %lld, and some had not: those that had go back to "
+               "their commit of step %lld\n", (long long)ahead, (long long)target);
     int found = 1;
     if (s->commit.step != target && (st = store_revert_commit(&s->old_dirs, err)) == ST_OK &&
         (st = train_run_last_commit(&s->old_dirs, &s->commit, &found, err)) == ST_OK &&
@@ -1354,10 +1376,10 @@ static void print_recovery(const session *s, st_status st) {
          * goes back where a rank had not completed the last (agree_commit) */
         if (st == ST_ECORRUPT || st == ST_EIO)
             fprintf(stderr,
-                    "strata: %s; look at it, then continue the run from the last commit every rank completed "
-                    "(resuming reads it back and checks it): mpirun -np %d strata train --resume %s\n",
+                    "strata: %s; 'strata fsck %s' checks every rank's store, and if they are intact, this continues "
+                    "the run from the last commit every rank completed: mpirun -np %d strata train --resume %s\n",
                     st == ST_ECORRUPT ? "data read back from the store failed its checksum" : "a drive failed a transfer",
-                    s->ranks, run);
+                    run, s->ranks, run);
         else
             fprintf(stderr, "strata: the last commit every rank completed is intact; continue the run with: mpirun -np "
                     "%d strata train --resume %s\n", s->ranks, run);
@@ -1378,6 +1400,8 @@ static void print_recovery(const session *s, st_status st) {
     if (s->state_damaged) fprintf(stderr, "strata: 'strata fsck %s' lists the damage\n", run);
     /* --store's directories hold this run's state: a new run must not reuse them */
     const char *new_store = s->run_store ? " --store NEW_STORE_DIR" : "";
+    char mpirun[32] = "";   /* a job of several ranks starts again as one */
+    if (s->ranks > 1) snprintf(mpirun, sizeof mpirun, "mpirun -np %d ", s->ranks);
     char weights[4200];
     struct stat sb;
     snprintf(weights, sizeof weights, "%s/model.safetensors", run);
@@ -1387,13 +1411,13 @@ static void print_recovery(const session *s, st_status st) {
         fprintf(stderr,
                 "strata: intact: %s, the weights of the run's last save (%s). To train on from them (the optimizer "
                 "state and the learning-rate schedule start again):\n"
-                "  strata train --config %s/run.json --init %s --run-dir NEW_RUN_DIR%s\n",
-                weights, when, run, weights, new_store);
+                "  %sstrata train --config %s/run.json --init %s --run-dir NEW_RUN_DIR%s\n",
+                weights, when, mpirun, run, weights, new_store);
     }
     fprintf(stderr,
             "strata: to start the run again from step 0 (this deletes %s's metrics and weights):\n"
-            "  strata train --config %s/run.json --run-dir %s --overwrite\n",
-            run, run, run);
+            "  %sstrata train --config %s/run.json --run-dir %s --overwrite\n",
+            run, mpirun, run, run);
 }
 
 /* A fresh run failed before its first commit: its store holds nothing

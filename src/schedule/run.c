@@ -68,8 +68,6 @@ static void memory_free(train_run *r) {
 static const trainer_ops memory_ops = {memory_step, memory_eval, memory_flush, memory_read_unit, memory_commit,
                                        memory_steps_done, memory_free};
 
-/* Opens a store to look at it: the lock is shared, nothing is written. */
-
 /* The in-memory trainer, and the store it commits to: reopened in place, or
  * created where the state moves to. */
 static st_status memory_create(train_run *r, const train_run_config *c, const float *init, st_error *err) {

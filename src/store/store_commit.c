@@ -93,7 +93,14 @@ static st_status keep_previous(store *s, st_error *err) {
     store_path_join(final, sizeof final, s->dirs[0], STORE_MANIFEST_NAME);
     store_path_join(prev, sizeof prev, s->dirs[0], STORE_MANIFEST_PREV);
     if (unlink(prev) != 0 && errno != ENOENT) return st_fail_errno(err, errno, "cannot remove %s", prev);
-    if (link(final, prev) != 0) return st_fail_errno(err, errno, "cannot keep %s as %s", final, prev);
+    if (link(final, prev) != 0) {
+        /* a file system without hard links (exFAT, some FUSE mounts): the
+         * commit goes on keeping none, and a job of several ranks that needs
+         * to go back says the store no longer keeps it */
+        if (errno == EPERM || errno == ENOTSUP || errno == EOPNOTSUPP || errno == ENOSYS || errno == EMLINK)
+            return ST_OK;
+        return st_fail_errno(err, errno, "cannot keep %s as %s", final, prev);
+    }
     return st_fsync_dir(s->dirs[0], err);
 }
 

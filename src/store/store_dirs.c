@@ -71,14 +71,27 @@ st_status store_remove(const store_dirs *d, st_error *err) {
 }
 
 st_status store_revert_commit(const store_dirs *d, st_error *err) {
-    char prev[4400], final[4400];
+    char prev[4400], final[4400], lock_name[4400];
     store_path_join(prev, sizeof prev, d->paths[0], STORE_MANIFEST_PREV);
     store_path_join(final, sizeof final, d->paths[0], STORE_MANIFEST_NAME);
+    store_path_join(lock_name, sizeof lock_name, d->paths[0], STORE_LOCK_NAME);
+    int lock = -1;
+    long holder = 0;
+    st_status s = st_lock_take(lock_name, 1, &lock, &holder, err);   /* no one has it open, not even to look */
+    if (s == ST_EEXIST) {
+        char who[48] = "another process";
+        if (holder) snprintf(who, sizeof who, "another process (PID %ld)", holder);
+        return st_fail(err, ST_EEXIST, "the store in %s is in use by %s: it goes back when that has ended",
+                       d->paths[0], who);
+    }
+    if (s != ST_OK) return s;
     if (rename(prev, final) != 0)
-        return errno == ENOENT ? st_fail(err, ST_ENOENT, "the store in %s keeps no commit before its last (no %s)",
-                                         d->paths[0], STORE_MANIFEST_PREV)
-                               : st_fail_errno(err, errno, "cannot put %s back as %s", prev, final);
-    return st_fsync_dir(d->paths[0], err);
+        s = errno == ENOENT ? st_fail(err, ST_ENOENT, "the store in %s keeps no commit before its last (no %s)",
+                                      d->paths[0], STORE_MANIFEST_PREV)
+                            : st_fail_errno(err, errno, "cannot put %s back as %s", prev, final);
+    if (s == ST_OK) s = st_fsync_dir(d->paths[0], err);
+    st_lock_release(&lock);
+    return s;
 }
 
 st_status store_move(const store_dirs *from, const store_dirs *to, st_error *err) {

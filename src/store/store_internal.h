@@ -12,7 +12,8 @@
  *     store_layout.c, store_manifest.c, store_fs.c  ->  store.c
  *         ->  store_commit.c  ->  store_open.c
  *
- * store_dirs.c (the directory list, removing a store) uses only store_fs.c.
+ * store_dirs.c (the directory list; removing, moving and reverting a closed
+ * store) uses only store_fs.c.
  *
  * store_open.c creates a store's first manifest with store_commit.c's
  * encoder and installer; nothing calls into store_open.c but the public API.

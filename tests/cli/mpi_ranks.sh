@@ -122,7 +122,7 @@ part=(--n-layer 2 --n-head 2 --d-model 32 --vocab 97 --seq 16 --batch 4 --micro-
 check "two ranks, 20 steps, a commit every 5 (the reference)" test $? -eq 0
 "$STRATA" fsck "$tmp/part" >"$tmp/part.fsck" 2>&1
 check "fsck of a run of two ranks checks each rank's store" \
-  bash -c "[ $? -eq 0 ] && grep -q '^rank 1 of 2: store .*/rank-1' '$tmp/part.fsck' && [ \$(grep -c ', 0 damaged' '$tmp/part.fsck') -eq 2 ]"
+  bash -c "[ $? -eq 0 ] && grep -A1 '^rank 1 of 2:' '$tmp/part.fsck' | grep -q '^store .*/rank-1:' && [ \$(grep -c ', 0 damaged' '$tmp/part.fsck') -eq 2 ]"
 mkdir -p "$tmp/part-export"
 check "export of a run of two ranks reads every rank's shards" \
   "$STRATA" export "$tmp/part" --out "$tmp/part-export/model.safetensors"
@@ -131,7 +131,8 @@ rank1_disk_fails=(bash -c '[ "$OMPI_COMM_WORLD_RANK" = 1 ] && export STRATA_FAUL
 "${MPIRUN[@]}" -np 2 "${rank1_disk_fails[@]}" "$STRATA" train "${part[@]}" --run-dir "$tmp/torn" >"$tmp/torn.out" 2>&1
 check "rank 1's disk fails inside its commit of step 10: the job ends non-zero" test $? -ne 0
 check "  rank 1 says why" grep -q "^strata: rank 1 of 2: sync .*Input/output error" "$tmp/torn.out"
-check "  and how to go on" grep -q "continue the run .*: mpirun -np 2 strata train --resume $tmp/torn\$" "$tmp/torn.out"
+check "  and how to go on" grep -q "fsck $tmp/torn' checks every rank's store.*: mpirun -np 2 strata train --resume $tmp/torn\$" \
+  "$tmp/torn.out"
 "$STRATA" export "$tmp/torn" --out "$tmp/torn-export" >"$tmp/torn-export.out" 2>&1
 check "  export takes the last step every rank committed" \
   grep -q "weights of step 5 .*" "$tmp/torn-export.out"
@@ -139,11 +140,29 @@ check "  and says why" grep -q "the job stopped between the ranks' commits" "$tm
 cp -a "$tmp/torn" "$tmp/torn-one"
 "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/torn" >"$tmp/torn2.out" 2>&1
 check "resumed on two ranks" test $? -eq 0
-check "  every rank goes back to step 5" \
-  grep -q "committed step 10, and some had not: every rank goes back to its commit of step 5" "$tmp/torn2.out"
+check "  rank 0, which had committed step 10, goes back to step 5" \
+  grep -q "committed step 10, and some had not: those that had go back to their commit of step 5" "$tmp/torn2.out"
 check "  the uninterrupted run's weights, bit for bit" cmp -s "$tmp/part/model.safetensors" "$tmp/torn/model.safetensors"
 check "  (the losses too)" diff <(grep -o '"loss": [0-9.e-]*' "$tmp/part/metrics.jsonl") \
   <(grep -o '"loss": [0-9.e-]*' "$tmp/torn/metrics.jsonl")
+# The same inside the first commit: a job killed before its first commit
+# (its stores made, none committed), whose rank 0's store is then one that
+# has committed, as if rank 0 alone had completed the first commit.
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${part[@]}" --steps 100000 --commit-every 1000 --run-dir "$tmp/torn-first" \
+  >/dev/null 2>&1 &
+job=$!
+for _ in $(seq 1 300); do
+  [ -f "$tmp/torn-first/metrics.jsonl" ] && [ "$(grep -c '"loss"' "$tmp/torn-first/metrics.jsonl")" -ge 2 ] && break
+  sleep 0.1
+done
+pkill -KILL -f "strata train .*$tmp/torn-first" || true
+wait "$job"
+rm -rf "$tmp/torn-first/store/rank-0" && cp -a "$tmp/part/store/rank-0" "$tmp/torn-first/store/rank-0"
+expect_rc "a first commit only rank 0 completed: resuming says there is no commit to go on from" 1 \
+  "stopped before every rank had completed its first commit" \
+  "${MPIRUN[@]}" -np 2 "$STRATA" train --resume "$tmp/torn-first"
+check "  once, with how to start again" bash -c "[ \$(grep -c 'first commit' '$tmp/err') -eq 1 ] &&
+  grep -q 'mpirun -np 2 strata train --config $tmp/torn-first/run.json --run-dir $tmp/torn-first --overwrite' '$tmp/err'"
 "$STRATA" train --resume "$tmp/torn-one" --store "$tmp/torn-one-store" >"$tmp/torn-one.out" 2>&1
 check "resumed on one process instead (resharding)" test $? -eq 0
 check "  rank 0's store goes back to step 5" \
