@@ -1093,7 +1093,7 @@ static st_status agree_commit(session *s, st_status st, st_error *err) {
                                 train_run_commit_before_last(&s->old_dirs, &prev, &kept, &prev_err) != ST_OK;
     int64_t mine[2] = {s->commit.step, kept ? prev.step : -1};
     st = comm_allgather(s->comm, mine, sizeof mine, steps, err);
-    int64_t target = steps[0], ahead = 0;
+    int64_t target = st == ST_OK ? steps[0] : 0, ahead = 0;   /* (steps unset when the gather failed) */
     for (int r = 0; st == ST_OK && r < s->ranks; r++) target = steps[2 * r] < target ? steps[2 * r] : target;
     for (int r = 0; st == ST_OK && r < s->ranks; r++) {
         if (steps[2 * r] == target) continue;
