@@ -22,6 +22,16 @@ static hw_desc machine(void) {
     return hw;
 }
 
+/* Two ranks on the node, shared memory slow enough to see and faster than
+ * a forward, 0.1 ms a collective. */
+static hw_desc slow_pair(void) {
+    hw_desc hw = machine();
+    hw.ranks_per_node = 2;
+    hw.shm_gbps = 0.2;
+    hw.shm_latency_s = 1e-4;
+    return hw;
+}
+
 /* rank 0's shard of unit u over N ranks, in elements */
 static size_t shard0(const sim_config *c, int u, int N) {
     size_t lo, hi;
@@ -117,10 +127,7 @@ static void test_gather_ahead_overlaps(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 8, 128, 1);
     c.ranks = 2;
-    hw_desc hw = machine();
-    hw.ranks_per_node = 2;
-    hw.shm_gbps = 0.2;   /* slow enough to see, faster than a forward */
-    hw.shm_latency_s = 1e-4;
+    hw_desc hw = slow_pair();
     hw_desc rank;
     hw_rank_share(&hw, 2, &rank);
     const double bw = 0.1e9;
@@ -143,10 +150,7 @@ static void test_reduce_scatter(void **state) {
     (void)state;
     sim_config c = config("gpt2-mini", 8, 128, 1);
     c.ranks = 2;
-    hw_desc hw = machine();
-    hw.ranks_per_node = 2;
-    hw.shm_gbps = 0.2;
-    hw.shm_latency_s = 1e-4;
+    hw_desc hw = slow_pair();
     hw_desc rank;
     hw_rank_share(&hw, 2, &rank);
     const double bw = 0.1e9, B = (double)shard0(&c, 1, 2) * 4;
