@@ -342,6 +342,37 @@ static void test_least_traffic_rule(void **state) {
     }
 }
 
+/* Several ranks: memory keeps each rank's shard of the gradients' sums
+ * (as of the master weights and moments), and compute adds into a few
+ * whole-unit buffers: the end units' one and the blocks' (one being
+ * accumulated, LAYOUT_REDUCE_SLOTS being summed). */
+static void test_sharded_gradient_memory(void **state) {
+    (void)state;
+    const train_config tc = small_config();
+    st_error err = {0};
+    for (int sched = 0; sched < 2; sched++)
+        for (int N = 1; N <= 3; N++)
+            for (int rank = 0; rank < N; rank++) {
+                const offload_config oc = {.train = tc, .schedule = (sched_kind)sched};
+                layout_params lp = offload_layout_params(&oc);
+                lp.ranks = N, lp.rank = rank;
+                run_layout l;
+                assert_int_equal(layout_build(&lp, &l, &err), ST_OK);
+                assert_int_equal(l.buf[BUF_GRADS].bytes, (uint64_t)l.n_local * 4);
+                if (N == 1) {
+                    assert_int_equal(l.n_local, l.n_params);
+                    assert_int_equal(l.buf[BUF_GRAD_IO_EMBED].count + l.buf[BUF_GRAD_IO_BLOCK].count, 0);
+                } else {
+                    assert_true(l.n_local <= l.n_params / N + (size_t)l.n_units);
+                    assert_int_equal(l.buf[BUF_GRAD_IO_EMBED].count, 1);
+                    assert_true(l.buf[BUF_GRAD_IO_EMBED].bytes >= l.units[0].n * 4);
+                    assert_int_equal(l.buf[BUF_GRAD_IO_BLOCK].count, 1 + LAYOUT_REDUCE_SLOTS);
+                    assert_true(l.buf[BUF_GRAD_IO_BLOCK].bytes >= l.units[1].n * 4);
+                }
+                layout_free(&l);
+            }
+}
+
 /* The one parser of store directory lists, and removing a store. */
 static void test_store_dirs(void **state) {
     (void)state;
@@ -395,6 +426,7 @@ int main(void) {
         cmocka_unit_test(test_resume_checks),
         cmocka_unit_test(test_auto_placement),
         cmocka_unit_test(test_least_traffic_rule),
+        cmocka_unit_test(test_sharded_gradient_memory),
         cmocka_unit_test(test_store_dirs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

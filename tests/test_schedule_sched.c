@@ -435,18 +435,25 @@ static void test_separate_head(void **state) {
 }
 
 /* Several ranks: every weight load is followed by its unit's gather, which
- * the unit's compute tasks wait for; every unit's gradient is reduced once
- * per iteration, after its last gradient task and before its steps and the
- * norm; in vertical's backward the next unit's gather comes before this
- * unit's reduction (so that it can start during this unit's backward);
- * and the list is otherwise the one-rank list. */
+ * the unit's compute tasks wait for; every unit's gradient is reduced
+ * (vertical: once per iteration, after its last gradient task; horizontal:
+ * once per micro-batch, after that micro-batch's last term of it), the
+ * last reduction before its steps and the norm; in backward the next
+ * unit's gather comes before this unit's reduction (so that it can start
+ * during this unit's backward); and the list is otherwise the one-rank
+ * list. */
 static void check_ranks(const sched_params *one, int deferred_in) {
     sched_params p = *one;
     p.ranks = 3;
     sched_list l = build(&p, deferred_in), l1 = build(one, deferred_in);
-    const int U = p.n_units;
+    const int U = p.n_units, M = p.micro_batches, horizontal = p.kind == SCHED_HORIZONTAL;
+    /* vertical reduces a unit once, after its last term; horizontal each
+     * micro-batch's gradient, after that micro-batch's last term */
+    const int per_unit = horizontal ? M : 1;
     int *reduced_at = malloc(sizeof(int) * (size_t)U), *last_grad = malloc(sizeof(int) * (size_t)U);
+    int *reductions = calloc((size_t)U, sizeof(int)), *reduced_mb = malloc(sizeof(int) * (size_t)U * (size_t)M);
     for (int u = 0; u < U; u++) reduced_at[u] = last_grad[u] = -1;
+    for (int i = 0; i < U * M; i++) reduced_mb[i] = 0;
     int others = 0, gather_before = -1;
     for (int i = 0; i < l.n; i++) {
         const sched_task *t = &l.tasks[i];
@@ -458,8 +465,11 @@ static void check_ranks(const sched_params *one, int deferred_in) {
         }
         if (t->op == TASK_GATHER_WEIGHTS) gather_before = i;
         if (sched_is_grad_task(t->op)) {
-            assert_int_equal(reduced_at[sched_grad_unit(t)], -1);   /* no term after its reduction */
-            last_grad[sched_grad_unit(t)] = i;
+            const int u = sched_grad_unit(t);
+            assert_int_equal(reduced_at[u], -1);   /* no term after its last reduction */
+            assert_true(t->mb >= 0 && t->mb < M);
+            if (horizontal) assert_int_equal(reduced_mb[u * M + t->mb], 0);   /* nor after its micro-batch's */
+            last_grad[u] = i;
         }
         if (t->op == TASK_BLOCK_FORWARD || t->op == TASK_BLOCK_BACKWARD || t->op == TASK_HEAD ||
             t->op == TASK_EMBED_FORWARD) {   /* reads its unit's weights: gathered */
@@ -467,11 +477,18 @@ static void check_ranks(const sched_params *one, int deferred_in) {
             assert_true(depends(&l, i, gather_before));
         }
         if (t->op == TASK_REDUCE_GRADS) {
-            assert_int_equal(reduced_at[t->unit], -1);
-            reduced_at[t->unit] = i;
-            assert_true(last_grad[t->unit] >= 0 && depends(&l, i, last_grad[t->unit]));
-            /* vertical: the next unit's gather (if any) is already there */
-            if (p.kind == SCHED_VERTICAL && t->unit >= 2 && t->unit <= U - 1 - p.separate_head)
+            const int u = t->unit;
+            assert_int_equal(reduced_at[u], -1);
+            assert_true(last_grad[u] >= 0 && depends(&l, i, last_grad[u]));
+            if (horizontal) {   /* the micro-batch it sums, whose last term came last */
+                assert_true(t->mb >= 0 && t->mb < M);
+                assert_int_equal(l.tasks[last_grad[u]].mb, t->mb);
+                assert_int_equal(reduced_mb[u * M + t->mb], 0);
+                reduced_mb[u * M + t->mb] = 1;
+            }
+            if (++reductions[u] == per_unit) reduced_at[u] = i;
+            /* the gather of the unit whose backward comes next (if any) is already there */
+            if (t->unit >= 2 && t->unit <= U - 1 - p.separate_head)
                 assert_true(gather_before >= 0 && l.tasks[gather_before].unit == t->unit - 1);
         }
         if (t->op == TASK_OPTIMIZE && !t->deferred) assert_true(reduced_at[t->unit] >= 0 && depends(&l, i, reduced_at[t->unit]));
@@ -485,16 +502,18 @@ static void check_ranks(const sched_params *one, int deferred_in) {
         }
         if (task_op_resource(t->op) != RES_NETWORK) others++;
     }
-    for (int u = 0; u < U; u++) assert_true(reduced_at[u] >= 0);
+    for (int u = 0; u < U; u++) assert_true(reduced_at[u] >= 0 && reductions[u] == per_unit);
     assert_int_equal(others, l1.n);   /* the one-rank list's tasks, and the collectives */
     sched_counts c, c1;
     sched_count(&l, &c);
     sched_count(&l1, &c1);
     assert_int_equal(c.gathers, c1.weight_loads);
-    assert_int_equal(c.reduces, U);
+    assert_int_equal(c.reduces, U * per_unit);
     assert_int_equal(c1.gathers + c1.reduces, 0);
     free(reduced_at);
     free(last_grad);
+    free(reductions);
+    free(reduced_mb);
     sched_list_free(&l);
     sched_list_free(&l1);
 }

@@ -54,7 +54,9 @@ extern "C" {
 #define LAYOUT_GRAD_BUFFERS 4                  /* gradient buffers when gradients live on the SSD: the embedding
                                                   unit's (it collects terms from the head at the start of backward
                                                   to the embedding at its end), and three shared by blocks: the
-                                                  one being accumulated, one read ahead, one a queued step reads */
+                                                  one being accumulated, one read ahead, one a queued step reads;
+                                                  with several ranks, for every unit: the blocks' are the one
+                                                  being accumulated and LAYOUT_REDUCE_SLOTS being summed */
 #define LAYOUT_REDUCE_SLOTS 2                  /* several ranks: gradients being summed over the ranks at once, each
                                                   with a buffer for the other ranks' pieces of this rank's shard */
 #define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: a phase of three segments, or
@@ -137,8 +139,8 @@ typedef enum layout_buffer_id {
     BUF_OPT_WEIGHTS_IO,    /* LAYOUT_OPT_SLOTS: the new compute weights of a stepped segment (weights on the SSD) */
     BUF_WEIGHTS_HOST,      /* compute weights in memory: bf16, or an f32 copy when the master is on the SSD */
     BUF_CHECKPOINTS,       /* every checkpoint of every block and micro-batch (checkpoints in memory) */
-    BUF_GRADS,             /* all gradients (gradients in memory) */
-    BUF_GRAD_IO_EMBED,     /* the embedding unit's gradient buffer (gradients on the SSD) */
+    BUF_GRADS,             /* the gradients memory keeps (several ranks: the shards of their sums) */
+    BUF_GRAD_IO_EMBED,     /* the end units' gradient buffer (gradients on the SSD, or several ranks) */
     BUF_GRAD_IO_BLOCK,     /* LAYOUT_GRAD_BUFFERS - 1 buffers shared by the blocks */
     BUF_SEGMENT_IO,        /* one segment of f32: set-up, reading weights back, commits */
     BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation) */
@@ -218,10 +220,11 @@ void layout_parts(const gpt_config *c, int parts[PLACE_KINDS]);
  * for acts, checkpoint index i): placement_on_ssd with the layout's units. */
 int layout_on_ssd(const run_layout *l, place_kind k, int i);
 /* weights, optim, grads: elements of the parameter vector memory keeps of
- * kind k, from element 0 (placement_memory_units' units). Host arrays of a
- * kind are this long. Gradients are whole units on every rank (indexed by
- * a unit's offset); weights and optimizer state are the rank's shards
- * (indexed by layout_host_index). */
+ * kind k, from element 0 (placement_memory_units' units): of the rank's
+ * shards (the whole units on one rank), indexed by layout_host_index.
+ * Host arrays of a kind are this long. (With several ranks compute adds a
+ * unit's gradient into a whole-unit buffer, and memory keeps the rank's
+ * shard of its sum over the ranks.) */
 size_t layout_memory_elems(const run_layout *l, place_kind k);
 /* Where element e (lo <= e < hi) of unit u sits in the rank's state arrays
  * (master, moments, compute weights kept in memory): offset + e on one rank. */

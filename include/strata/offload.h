@@ -114,7 +114,9 @@ typedef struct offload_config {
      * weights, moments and compute weights (strata/layout.h's layout_unit
      * lo, hi); a unit's weights are gathered from the shards when it is
      * loaded and its gradient is reduce-scattered (summed over the ranks,
-     * in rank order) once it is complete, then each rank steps its shard.
+     * in rank order) once it is complete (horizontal: each micro-batch's),
+     * each rank keeping its shard of the sums, then each rank steps its
+     * shard.
      * Losses and the gradient norm are sums over the ranks. Every call
      * below that steps, evaluates, flushes, commits or reads weights back
      * is then collective: every rank makes it, in the same order. Resuming

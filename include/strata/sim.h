@@ -85,7 +85,8 @@
  *     `mpirun -np ranks strata train`): every rank runs its own list, built
  *     with sched_params.ranks (each LOAD_WEIGHTS brings the rank's shard,
  *     from its store or memory, and a GATHER_WEIGHTS all-gathers the unit;
- *     a unit's complete gradient is reduce-scattered by a REDUCE_GRADS), on
+ *     a unit's complete gradient, horizontal's per micro-batch, is
+ *     reduce-scattered by a REDUCE_GRADS), on
  *     its micro_batches of the global batch and its shard of the state (the
  *     executor's layout with layout_params.ranks). The ranks are identical
  *     and in lock step, so the simulation follows rank 0 (the largest
@@ -98,7 +99,8 @@
  *     larger of what it sends and receives), both at once, after a fixed
  *     latency (network_latency_s when the ranks span nodes, else
  *     shm_latency_s); a reduce-scatter then sums the pieces of its shard
- *     (memory-bound, at other_gbps). Collectives in flight share these
+ *     and adds the sum into the rank's accumulator (memory-bound, at
+ *     other_gbps). Collectives in flight share these
  *     rates. As the executor runs them: a gather starts at its task, or
  *     ahead of it, after a task ends, when it is the next collective of the
  *     list, the unit's load has its inputs final and its shard is at hand

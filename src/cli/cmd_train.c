@@ -1024,8 +1024,7 @@ static void print_split(const offload_config *oc) {
     for (int k = 0; k < PLACE_KINDS; k++) {
         const int n = sched_parts(&l.sched, (place_kind)k), units = placement_units(oc->place, (place_kind)k, n);
         const double bytes = k == PLACE_ACTS ? (double)units / n
-                                             : 1.0 - (double)layout_memory_elems(&l, (place_kind)k) /
-                                                         (double)(k == PLACE_GRADS ? l.n_params : l.n_local);
+                                             : 1.0 - (double)layout_memory_elems(&l, (place_kind)k) / (double)l.n_local;
         printf("%s %s ", k ? ";" : "", what[k]);
         if (units == 0) printf("in memory");
         else if (units == n) printf("on the SSD");

@@ -107,9 +107,10 @@ void sim_collective(const hw_desc *hw, const sim_config *c, const sched_task *t,
             if (r < R) sent_local += s, recv_local += rcv;
             else sent_remote += s, recv_remote += rcv;
         }
-        if (!gather)   /* the sum in rank order (N pieces of the shard read, the shard written), then the
-                          shard's sum of squares for the norm (read once more) */
-            out->fixed_s += (double)(N + 2) * (double)mine / (hw->other_gbps / R * 1e9);
+        if (!gather)   /* the sum in rank order (N pieces of the shard read, the shard written), added into
+                          the accumulator (the sum read, the accumulator written: a copy at the iteration's
+                          first), then the accumulator's sum of squares for the norm (read once more) */
+            out->fixed_s += (double)(N + 4) * (double)mine / (hw->other_gbps / R * 1e9);
     } else {
         return;
     }
@@ -290,8 +291,12 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
 sim_work sim_task_work(const sim_config *c, const sched_list *l, int i) {
     const sched_task *t = &l->tasks[i];
     int first = 1, last = 1;
-    if (sched_is_grad_task(t->op)) {
-        for (int k = 0; k < i && first; k++) first = !(sched_is_grad_task(l->tasks[k].op) && l->tasks[k].unit == t->unit);
+    if (sched_is_grad_task(t->op)) {   /* (first: as sched_analysis' first_grad, since the unit's reduction) */
+        for (int k = i - 1; k >= 0 && first; k--) {
+            const sched_task *o = &l->tasks[k];
+            if (o->op == TASK_REDUCE_GRADS && o->unit == t->unit) break;
+            first = !(sched_is_grad_task(o->op) && o->unit == t->unit);
+        }
         for (int k = i + 1; k < l->n && last; k++) last = !(sched_is_grad_task(l->tasks[k].op) && l->tasks[k].unit == t->unit);
     }
     return sim_task_work_at(c, t, first, last);

@@ -44,7 +44,6 @@ int layout_on_ssd(const run_layout *l, place_kind k, int i) {
 
 size_t layout_memory_elems(const run_layout *l, place_kind k) {
     const int units = placement_memory_units(l->p.place, k, l->n_units);
-    if (k == PLACE_GRADS) return units >= l->n_units ? l->n_params : l->units[units].offset;
     return units >= l->n_units ? l->n_local : l->units[units].local;
 }
 
@@ -71,10 +70,14 @@ static void plan_buffers(run_layout *l) {
      * unit's, and a head unit's, which is done with it before the
      * embedding's backward starts */
     const int head_unit = gpt_head_unit(c);
-    uint64_t end_grads = layout_on_ssd(l, PLACE_GRADS, 0) ? l->units[0].n : 0;
-    if (layout_on_ssd(l, PLACE_GRADS, head_unit) && l->units[head_unit].n > end_grads) end_grads = l->units[head_unit].n;
+    /* several ranks: compute adds every unit's gradient into these buffers
+     * too, and memory keeps only the rank's shards of the sums */
+    const int sharded = l->ranks > 1;
+    uint64_t end_grads = sharded || layout_on_ssd(l, PLACE_GRADS, 0) ? l->units[0].n : 0;
+    if ((sharded || layout_on_ssd(l, PLACE_GRADS, head_unit)) && l->units[head_unit].n > end_grads)
+        end_grads = l->units[head_unit].n;
     /* the blocks' shared buffers, when a block is on the SSD (the last is the first to go) */
-    const int block_grads_ssd = layout_on_ssd(l, PLACE_GRADS, c->n_layer);
+    const int block_grads_ssd = sharded || layout_on_ssd(l, PLACE_GRADS, c->n_layer);
     /* I/O buffers that compute reads are device memory on a unified backend,
      * host memory (and copied) on a separate device */
     const layout_tier io_tier = sep ? LAYOUT_HOST : LAYOUT_DEVICE;

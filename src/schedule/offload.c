@@ -189,9 +189,10 @@ static int alloc_parts(offload_trainer *t) {
     }
     ok &= (rd->req = calloc((size_t)t->L1, sizeof *rd->req)) != NULL;
     ok &= (rd->slot_of = calloc((size_t)t->L1, sizeof *rd->slot_of)) != NULL;
-    ok &= (rd->grads = calloc((size_t)t->L1, sizeof *rd->grads)) != NULL;
+    ok &= (rd->buf_of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
+    for (int u = 0; ok && u < t->L1; u++) rd->buf_of[u] = -1;
     ok &= (rd->sumsq = calloc((size_t)t->L1, sizeof *rd->sumsq)) != NULL;
-    if (pl.grads > 0) {
+    if (pl.grads > 0 || gp->sharded) {
         ok &= (gp->of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
         for (int u = 0; ok && u < t->L1; u++) gp->of[u] = -1;
         ALLOC(gp->buf[0].data, BUF_GRAD_IO_EMBED);
@@ -270,9 +271,12 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->wl = (weight_loader){.env = &t->env, .hs = &t->hs, .unit = {-1, -1}, .staged = {-1, -1},
                             .gather_unit = {-1, -1}, .in_use = -1};
     t->reducer.env = &t->env;
+    t->reducer.gp = &t->grads;
     t->acts = (act_pool){.env = &t->env, .M = t->M};
     t->grads.env = &t->env;
     t->grads.n_units = t->L1;
+    t->grads.reducer = &t->reducer;
+    t->grads.sharded = t->lay.ranks > 1;
     t->opt = (opt_stream){.env = &t->env, .hs = &t->hs, .adam = &t->cfg.train.adam};
     if (!alloc_parts(t)) {
         offload_trainer_free(t);
@@ -350,7 +354,7 @@ void offload_trainer_free(offload_trainer *t) {
     for (int k = 0; k < LAYOUT_REDUCE_SLOTS; k++) st_free_aligned(t->reducer.scratch[k]);
     free(t->reducer.req);
     free(t->reducer.slot_of);
-    free(t->reducer.grads);
+    free(t->reducer.buf_of);
     free(t->reducer.sumsq);
     pthread_mutex_destroy(&t->reducer.lock);
     free(t->mb_loss);

@@ -2,16 +2,25 @@
  * that memory keeps in memory; for the units on the SSD, four buffers: the
  * embedding unit's, and three shared by the blocks (the one being
  * accumulated, one read ahead, one a queued optimizer step still reads). A
- * gradient that must outlive its buffer is parked in the store. */
+ * gradient that must outlive its buffer is parked in the store. With
+ * several ranks compute adds into the four buffers for every unit, the
+ * reducer sums each over the ranks, and memory keeps the rank's shard of
+ * the sums. */
 #include <string.h>
 
 #include "schedule/offload_internal.h"
 
-/* Unit u's gradients stay in memory (in `all`) for the whole iteration. */
-static int in_memory(const grad_pool *gp, int u) { return !layout_on_ssd(gp->env->lay, PLACE_GRADS, u); }
+/* Compute adds unit u's gradients straight into its accumulator in `all`,
+ * which stays in memory for the whole iteration (one rank: then the
+ * accumulator is the whole unit). */
+static int in_memory(const grad_pool *gp, int u) {
+    return !gp->sharded && !layout_on_ssd(gp->env->lay, PLACE_GRADS, u);
+}
+
+float *grads_accumulator(const grad_pool *gp, int u) { return gp->all + gp->env->lay->units[u].local; }
 
 float *grads_of(const grad_pool *gp, int u) {
-    if (in_memory(gp, u)) return gp->all + gp->env->lay->units[u].offset;
+    if (in_memory(gp, u)) return grads_accumulator(gp, u);
     return gp->of[u] >= 0 ? gp->buf[gp->of[u]].data : NULL;
 }
 
@@ -38,10 +47,14 @@ static st_status wait_saved(grad_pool *gp, int u, st_error *err) {
     return ST_OK;
 }
 
-/* Takes a buffer for unit u. blocking: waits for queued optimizer jobs to
- * give one back; else (a read ahead) takes one only when another stays free
- * for the compute thread, and sets *got. */
-static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error *err) {
+/* How a buffer is taken: waiting for queued optimizer jobs to give one
+ * back; only when another stays free for the compute thread (a read
+ * ahead); or only when one is free now. */
+typedef enum { TAKE_WAIT, TAKE_AHEAD, TAKE_IF_FREE } take_mode;
+
+/* Takes a buffer for unit u (sets *got unless waiting). */
+static st_status acquire(grad_pool *gp, int u, take_mode mode, int *got, st_error *err) {
+    const int blocking = mode == TAKE_WAIT;
     int lo, hi, pick = -1;
     buffer_class(gp, u, &lo, &hi);
     *got = 0;
@@ -56,7 +69,7 @@ static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error 
             }
             jobs += gp->buf[i].jobs;
         }
-        if (!blocking && (n_free == 0 || (hi - lo > 1 && n_free < 2))) pick = -1;
+        if (mode == TAKE_AHEAD && (n_free == 0 || (hi - lo > 1 && n_free < 2))) pick = -1;
         if (pick >= 0 || !blocking) break;
         if (jobs == 0) {
             pthread_mutex_unlock(&gp->lock);
@@ -75,13 +88,44 @@ static st_status acquire(grad_pool *gp, int u, int blocking, int *got, st_error 
     return ST_OK;
 }
 
+/* Several ranks: a buffer for unit u's terms, zeroed, unless it has one:
+ * when none is free, the oldest sum in flight is finished for one. */
+static st_status touch_sharded(grad_pool *gp, int u, st_error *err) {
+    if (gp->of[u] >= 0) return ST_OK;
+    for (;;) {
+        int got, done;
+        st_status s = acquire(gp, u, TAKE_IF_FREE, &got, err);
+        if (s != ST_OK) return s;
+        if (got) break;
+        if ((s = reduce_finish_oldest(gp->reducer, &done, err)) != ST_OK) return s;
+        if (!done) return st_fail(err, ST_ENOMEM, "gradient buffers exhausted at unit %d (a schedule bug)", u);
+    }
+    memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
+    return ST_OK;
+}
+
+int grads_hand_over(grad_pool *gp, int u) {
+    const int b = gp->of[u];
+    gp->of[u] = -1;
+    return b;
+}
+
+void grads_give_back(grad_pool *gp, int b) {
+    if (b < 0) return;
+    pthread_mutex_lock(&gp->lock);
+    gp->buf[b].held = 0;
+    pthread_cond_broadcast(&gp->freed);
+    pthread_mutex_unlock(&gp->lock);
+}
+
 st_status grads_touch(grad_pool *gp, int u, st_error *err) {
+    if (gp->sharded) return touch_sharded(gp, u, err);
     if (gp->fresh[u])
         return grads_of(gp, u) ? ST_OK : st_fail(err, ST_EINVAL, "unit %d's gradients are not in memory (a schedule bug)", u);
     if (!in_memory(gp, u)) {
         int got;
         if (gp->of[u] >= 0) return st_fail(err, ST_EINVAL, "unit %d's gradient buffer is still taken (a schedule bug)", u);
-        st_status s = acquire(gp, u, 1, &got, err);
+        st_status s = acquire(gp, u, TAKE_WAIT, &got, err);
         if (s != ST_OK) return s;
     }
     memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
@@ -90,16 +134,13 @@ st_status grads_touch(grad_pool *gp, int u, st_error *err) {
 }
 
 void grads_release(grad_pool *gp, int u) {
-    if (in_memory(gp, u) || gp->of[u] < 0) return;
-    pthread_mutex_lock(&gp->lock);
-    gp->buf[gp->of[u]].held = 0;
-    pthread_cond_broadcast(&gp->freed);
-    pthread_mutex_unlock(&gp->lock);
-    gp->of[u] = -1;
+    /* several ranks: the reducer takes the buffer (grads_hand_over) */
+    if (in_memory(gp, u) || gp->sharded || gp->of[u] < 0) return;
+    grads_give_back(gp, grads_hand_over(gp, u));
 }
 
 int grads_ref(grad_pool *gp, int u) {
-    if (in_memory(gp, u)) return -1;
+    if (in_memory(gp, u) || gp->sharded) return -1;   /* steps read the accumulator in memory */
     const int b = gp->of[u];
     pthread_mutex_lock(&gp->lock);
     gp->buf[b].jobs++;
@@ -116,8 +157,8 @@ void grads_unref(grad_pool *gp, int b) {
 }
 
 const float *grads_for_job(const grad_pool *gp, const opt_job *job) {
-    if (job->grad_buf >= 0) return gp->buf[job->grad_buf].data;
-    return gp->all + gp->env->lay->units[job->task.unit].offset;
+    if (job->grad_buf >= 0) return gp->buf[job->grad_buf].data + gp->env->lay->units[job->task.unit].lo;
+    return grads_accumulator(gp, job->task.unit);
 }
 
 /* The parts of unit u inside a task's share [lo, hi). */
@@ -153,7 +194,7 @@ st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
     st_status s;
     int got;
     if (gp->of[k->unit] < 0 || gp->rd[gp->of[k->unit]].n == 0) {   /* not read ahead: read it now */
-        if (gp->of[k->unit] < 0 && (s = acquire(gp, k->unit, 1, &got, err)) != ST_OK) return s;
+        if (gp->of[k->unit] < 0 && (s = acquire(gp, k->unit, TAKE_WAIT, &got, err)) != ST_OK) return s;
         if ((s = start_read(gp, k, err)) != ST_OK) return s;
     }
     return env_wait_each(gp->env, &gp->rd[gp->of[k->unit]], 1, "wait for gradients", err);
@@ -162,7 +203,7 @@ st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
 st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err) {
     if (gp->of[k->unit] >= 0) return ST_OK;
     int got;
-    st_status s = acquire(gp, k->unit, 0, &got, err);
+    st_status s = acquire(gp, k->unit, TAKE_AHEAD, &got, err);
     if (s == ST_OK && got) s = start_read(gp, k, err);
     return s;
 }

@@ -202,8 +202,11 @@ void weights_drain(weight_loader *wl);
  * norm, the step's end, a scratch buffer wanted for another unit). The
  * lock makes one thread at a time wait for a request. */
 
+typedef struct grad_pool grad_pool;
+
 typedef struct grad_reducer {
     exec_env *env;
+    grad_pool *gp;               /* the buffers it sums from and the accumulators it adds into */
     pthread_mutex_t lock;
     comm_request **req;          /* [n_units] the unit's reduce-scatter in flight, or NULL (under lock) */
     int *slot_of;                /* [n_units] its scratch slot */
@@ -211,17 +214,23 @@ typedef struct grad_reducer {
     int slot_unit[LAYOUT_REDUCE_SLOTS];   /* the unit using a slot, or -1 (under lock) */
     long slot_seq[LAYOUT_REDUCE_SLOTS];   /* when it started: the oldest is finished first for room */
     long seq;
-    float **grads;               /* [n_units] the gradients it sums (under lock) */
-    double *sumsq;               /* [n_units] the shard's sum of squares, once finished (under lock) */
+    int *buf_of;                 /* [n_units] the grad_pool buffer it sums (under lock) */
+    double *sumsq;               /* [n_units] the accumulator's sum of squares, once finished (under lock) */
 } grad_reducer;
 
-/* Starts summing unit u's gradients g[0, n) over the ranks into g[lo, hi)
- * (the compute thread: collectives start in list order). */
-st_status reduce_start(grad_reducer *r, int u, float *g, st_error *err);
-/* Finishes unit u's reduce-scatter if one is in flight and takes the
- * shard's sum of squares into sumsq[u]; on_worker: called by the optimizer
+/* Starts summing unit u's gradient, in the buffer compute added it into,
+ * over the ranks into the buffer's [lo, hi) (the compute thread:
+ * collectives start in list order); the buffer is the reducer's until the
+ * sum is added into the unit's accumulator. */
+st_status reduce_start(grad_reducer *r, int u, st_error *err);
+/* Finishes unit u's reduce-scatter if one is in flight: adds the rank's
+ * shard of the sum into the unit's accumulator (the iteration's first sum
+ * replaces what it held), takes the accumulator's sum of squares into
+ * sumsq[u] and gives the buffer back; on_worker: called by the optimizer
  * worker (its wait is not the compute thread's). */
 st_status reduce_finish(grad_reducer *r, int u, int on_worker, st_error *err);
+/* Finishes the oldest reduce-scatter in flight; *done 0 when none was. */
+st_status reduce_finish_oldest(grad_reducer *r, int *done, st_error *err);
 /* Finishes every unit's (nothing in flight afterwards; the first error). */
 st_status reduce_finish_all(grad_reducer *r, st_error *err);
 
@@ -259,22 +268,34 @@ typedef struct grad_buf {
     int jobs;                  /* queued optimizer jobs that read it (under lock) */
 } grad_buf;
 
-typedef struct grad_pool {
+struct grad_pool {
     exec_env *env;
+    grad_reducer *reducer;     /* several ranks: it sums the buffers into the accumulators */
     int n_units;
-    float *all;                /* the gradients of the units memory keeps (from unit 0), by offset; else NULL */
-    grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* else these: the end units' (embedding, a head of its own),
-                                            then the blocks' */
+    int sharded;               /* several ranks: compute adds into buffers, and `all` holds the rank's
+                                  shards of the sums over the ranks (accumulated there by the reducer) */
+    float *all;                /* the accumulators memory keeps (units from 0), by layout_host_index; else NULL */
+    grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* whole units being added into (a unit on the SSD, or several ranks):
+                                            the end units' (embedding, a head of its own), then the blocks' */
     exec_transfers rd[LAYOUT_GRAD_BUFFERS];   /* a read ahead into buf[i] (its parts) */
     exec_transfers wr[LAYOUT_GRAD_BUFFERS];   /* saves from buf[i] (its parts), of unit wr[i].unit */
-    int *of;                   /* [n_units]: the buffer holding the unit's gradients, or -1 (on the SSD) */
-    char *fresh;               /* [n_units]: zeroed in this iteration yet */
+    int *of;                   /* [n_units]: the buffer holding the unit's gradients, or -1 (on the SSD;
+                                  several ranks: none taken, or given to the reducer) */
+    char *fresh;               /* [n_units]: zeroed in this iteration yet (several ranks: its accumulator
+                                  holds a sum of this iteration; the reducer's, under its lock) */
     pthread_mutex_t lock;      /* guards held and jobs: the worker gives buffers back */
     pthread_cond_t freed;
-} grad_pool;
+};
 
-/* Unit u's gradients in memory, or NULL. */
+/* Unit u's gradients in memory as compute adds into them (the whole unit),
+ * or NULL. */
 float *grads_of(const grad_pool *gp, int u);
+/* Several ranks: the rank's shard of unit u's accumulated sum, in memory. */
+float *grads_accumulator(const grad_pool *gp, int u);
+/* Several ranks: the reducer takes unit u's buffer (its index), or gives
+ * buffer b back once summed. */
+int grads_hand_over(grad_pool *gp, int u);
+void grads_give_back(grad_pool *gp, int b);
 /* A new iteration: every unit's gradients start from zero at its first term. */
 void grads_new_iteration(grad_pool *gp);
 /* Unit u's gradients are about to receive a term: zeroed (in a buffer taken
@@ -293,7 +314,8 @@ st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err);
  * index (-1: gradients in memory); the job gives it back with grads_unref. */
 int grads_ref(grad_pool *gp, int u);
 void grads_unref(grad_pool *gp, int buf);
-/* The gradients a job reads: its unit's, from its buffer or memory. */
+/* The gradients a job reads: its unit's, from its buffer or memory; the
+ * rank's shard (element e of the unit at [e - lo]). */
 const float *grads_for_job(const grad_pool *gp, const opt_job *job);
 
 /* ---- opt_stream: one optimizer job ------------------------------------------------- */
@@ -315,7 +337,8 @@ typedef struct opt_stream {
     opt_slot slot[LAYOUT_OPT_SLOTS];
 } opt_stream;
 
-/* AdamW on the job's share of its unit, from gradients g (the unit's), with
+/* AdamW on the job's share of its unit, from gradients g (the rank's shard
+ * of the unit's: element e at g[e - lo]), with
  * state on the SSD streamed segment by segment through the slots; the new
  * compute weights are written in the same pass. Runs on the worker. */
 st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_error *err);

@@ -82,7 +82,7 @@ static void step_elements(opt_stream *os, const opt_job *job, const float *grads
     const int u = job->task.unit;
     const int optim_ssd = layout_on_ssd(l, PLACE_OPTIM, u), weights_ssd = layout_on_ssd(l, PLACE_WEIGHTS, u);
     const size_t at = layout_host_index(l, u, lo), len = hi - lo;   /* in the rank's state arrays */
-    const float *g = grads + lo;
+    const float *g = grads + (lo - l->units[u].lo);
     float *p = optim_ssd ? sl->buf[0] : hs->master + at;
     float *mm = optim_ssd ? sl->buf[1] : hs->m + at;
     float *vv = optim_ssd ? sl->buf[2] : hs->v + at;

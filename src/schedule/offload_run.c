@@ -236,7 +236,7 @@ static st_status run_task(offload_trainer *t, const sched_list *l, int i, float 
     switch (k->op) {
     case TASK_LOAD_WEIGHTS: return t->lay.ranks > 1 ? stage_weights(t, k->unit, err) : load_weights(t, k->unit, err);
     case TASK_GATHER_WEIGHTS: return weights_gather(&t->wl, k->unit, &t->weights, err);
-    case TASK_REDUCE_GRADS: return reduce_start(&t->reducer, k->unit, grads_dev(t, k->unit), err);
+    case TASK_REDUCE_GRADS: return reduce_start(&t->reducer, k->unit, err);
     case TASK_EMBED_FORWARD: return embed_forward(t, k->mb, err);
     case TASK_BLOCK_FORWARD: return block_forward(t, k->unit, k->mb, err);
     case TASK_HEAD: head(t, k->mb); return ST_OK;

@@ -269,10 +269,38 @@ static void build_vertical(gen *g) {
     grad_norm(g);
 }
 
+/* Several ranks, horizontal: as ZeRO-Infinity does it, each micro-batch's
+ * gradient of a unit is reduce-scattered as soon as it is complete, and
+ * each rank adds its shard of the sum into its accumulator; memory holds
+ * the rank's shard of every unit's gradient and a few whole units being
+ * computed or summed. The reduction waits for the next unit's load (as in
+ * vertical's backward) so that the next gather is the next collective
+ * while this unit's backward runs. */
+typedef struct pending_reduce {
+    int unit, mb;   /* unit -1: none */
+} pending_reduce;
+
+static void reduce_micro_batch(gen *g, pending_reduce *pr) {
+    if (pr->unit < 0) return;
+    const int u = pr->unit, t = emit(g, TASK_REDUCE_GRADS, u, pr->mb, &g->grad_last[u], 1);
+    /* the next micro-batch's terms go to a fresh buffer, not after this;
+     * after the last, the unit's steps and the norm wait for it */
+    if (pr->mb == g->M - 1) g->grad_last[u] = t, g->reduced[u] = 1;
+    pr->unit = -1;
+}
+
+static void later_reduce(gen *g, pending_reduce *pr, int u, int m) {
+    if (g->p->ranks < 2) return;
+    reduce_micro_batch(g, pr);
+    *pr = (pending_reduce){u, m};
+}
+
 static void build_horizontal(gen *g) {
     const int NB = g->n_blocks, M = g->M;
+    pending_reduce pr = {-1, -1};
     for (int m = 0; m < M; m++) {
         int lw = load_weights(g, 0);
+        reduce_micro_batch(g, &pr);   /* the previous micro-batch's embedding unit */
         made_act(g, 1, m, emit(g, TASK_EMBED_FORWARD, 0, m, &lw, 1));
         for (int u = 1; u <= NB; u++) {
             lw = load_weights(g, u);
@@ -281,23 +309,27 @@ static void build_horizontal(gen *g) {
         }
         lw = load_weights(g, g->head);
         emit_head(g, m, lw, need_grads(g, g->head, 0.0, 1.0));
-        if (g->head != 0) park_grads(g, g->head, 0.0, 1.0);
+        if (g->head != 0) park_grads(g, g->head, 0.0, 1.0), later_reduce(g, &pr, g->head, m);
         for (int u = NB; u >= 1; u--) {
             lw = load_weights(g, u);
+            reduce_micro_batch(g, &pr);
             int bdeps[4] = {lw, need_act(g, u, m), g->dact_prod[m], need_grads(g, u, 0.0, 1.0)};
             int t = emit(g, TASK_BLOCK_BACKWARD, u, m, bdeps, 4);
             g->dact_prod[m] = g->grad_last[u] = t;
             /* accumulators wait on the SSD for the next micro-batch, and
              * after the last one for the optimizer: memory holds one block's */
             park_grads(g, u, 0.0, 1.0);
+            later_reduce(g, &pr, u, m);
         }
+        reduce_micro_batch(g, &pr);   /* the embedding's backward loads no weights: the first block's now */
         int edeps[2] = {g->dact_prod[m], need_grads(g, 0, 0.0, 1.0)};
         g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, edeps, 2);
         park_grads(g, 0, 0.0, 1.0);
+        later_reduce(g, &pr, 0, m);
     }
+    reduce_micro_batch(g, &pr);
     /* the optimizer over every unit, after the last micro-batch (several
      * ranks: every gradient reduced first, for the norm) */
-    for (int u = 0; u < g->L1; u++) reduce_grads(g, u);
     int norm = grad_norm(g);
     for (int u = 0; u < g->L1; u++) grads_complete(g, u, norm);
 }

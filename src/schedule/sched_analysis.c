@@ -68,6 +68,8 @@ st_status sched_analyze(const sched_list *l, int n_units, sched_analysis *a, st_
     for (int u = 0; u < n_units; u++) a->last_grad_task[u] = next_use[u] = -1;
     for (int i = 0; i < n; i++) {
         const sched_task *t = &l->tasks[i];
+        /* several ranks: after a reduction a unit's terms start in a fresh buffer */
+        if (t->op == TASK_REDUCE_GRADS && t->unit >= 0 && t->unit < n_units) seen[t->unit] = 0;
         if (!sched_is_grad_task(t->op)) continue;
         if (!seen[t->unit]) a->first_grad[i] = 1, seen[t->unit] = 1;
         a->last_grad_task[t->unit] = i;

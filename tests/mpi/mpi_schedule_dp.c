@@ -7,15 +7,18 @@
  * reference by itself, comm NULL), then on all the ranks, each with its
  * M / N micro-batches, its shard of the state and its own store. The
  * ranks must end with the one process's weights up to the rounding of
- * another gradient summation order (each rank sums its own micro-batches,
- * then the ranks' sums are added in rank order: DP_BOUND), report the same
+ * another gradient summation order (vertical: each rank sums its own
+ * micro-batches, then the ranks' sums are added in rank order; horizontal:
+ * each micro-batch's gradients are added over the ranks in rank order,
+ * then those sums in micro-batch order: DP_BOUND), report the same
  * loss and gradient norm on every rank, and give the same bits when run
  * again. Configurations: both schedules, alpha 0 and 0.25, clipping on and
  * off, fp32 and mixed, state in memory, on the SSD, and split between the
  * two. The collectives are tasks of the lists (strata/schedule.h), started
  * ahead of their place where they can be. The communication counters are held to the formula of what one
  * iteration moves: every load of a unit's weights all-gathers it, every
- * unit's gradient is reduce-scattered once, and the loss and the norm are
+ * unit's gradient is reduce-scattered once (horizontal: once per
+ * micro-batch, as ZeRO-Infinity does), and the loss and the norm are
  * one sum of two doubles (three with clipping). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -115,8 +118,8 @@ static void train(offload_config oc, comm *c, result *out) {
 
 /* The bytes one steady step moves between this rank and the others, by
  * strata/comm.h's table: an all-gather of the unit's compute weights at
- * each load in the steady list, one reduce-scatter of each unit's
- * gradient, the sum of the loss and the norm (and the norm again before
+ * each load in the steady list, a reduce-scatter of each unit's
+ * gradient (vertical: once; horizontal: once per micro-batch), the sum of the loss and the norm (and the norm again before
  * the steps with clipping). */
 static void expected_step_bytes(const offload_config *oc, uint64_t *sent, uint64_t *received) {
     offload_config cfg = *oc;
@@ -134,11 +137,13 @@ static void expected_step_bytes(const offload_config *oc, uint64_t *sent, uint64
         *sent += (uint64_t)(N - 1) * mine * l.weight_size;
         *received += (un->n - mine) * l.weight_size;
     }
+    /* vertical: once per unit; horizontal: once per unit and micro-batch of the rank's */
+    const uint64_t reductions = oc->schedule == SCHED_HORIZONTAL ? (uint64_t)(oc->train.micro_batches / N) : 1;
     for (int u = 0; u < l.n_units; u++) {
         const layout_unit *un = &l.units[u];
         const uint64_t mine = un->hi - un->lo;
-        *sent += (un->n - mine) * 4;
-        *received += (uint64_t)(N - 1) * mine * 4;
+        *sent += reductions * (un->n - mine) * 4;
+        *received += reductions * (uint64_t)(N - 1) * mine * 4;
     }
     const uint64_t sums = (uint64_t)(N - 1) * 8 * (2 + (oc->train.clip > 0));
     *sent += sums;
