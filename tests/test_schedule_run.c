@@ -345,7 +345,8 @@ static void test_least_traffic_rule(void **state) {
 /* Several ranks: memory keeps each rank's shard of the gradients' sums
  * (as of the master weights and moments), and compute adds into a few
  * whole-unit buffers: the end units' one and the blocks' (one being
- * accumulated, LAYOUT_REDUCE_SLOTS being summed). */
+ * accumulated, LAYOUT_REDUCE_SLOTS being summed), each with room for the
+ * rank's shard of a sum before the unit. */
 static void test_sharded_gradient_memory(void **state) {
     (void)state;
     const train_config tc = small_config();
@@ -359,15 +360,18 @@ static void test_sharded_gradient_memory(void **state) {
                 run_layout l;
                 assert_int_equal(layout_build(&lp, &l, &err), ST_OK);
                 assert_int_equal(l.buf[BUF_GRADS].bytes, (uint64_t)l.n_local * 4);
+                const size_t area = layout_grad_shard_area(&l);   /* the shard of a sum, aligned */
                 if (N == 1) {
+                    assert_int_equal(area, 0);
                     assert_int_equal(l.n_local, l.n_params);
                     assert_int_equal(l.buf[BUF_GRAD_IO_EMBED].count + l.buf[BUF_GRAD_IO_BLOCK].count, 0);
                 } else {
                     assert_true(l.n_local <= l.n_params / N + (size_t)l.n_units);
+                    assert_true(area >= l.max_shard && area % 1024 == 0);
                     assert_int_equal(l.buf[BUF_GRAD_IO_EMBED].count, 1);
-                    assert_true(l.buf[BUF_GRAD_IO_EMBED].bytes >= l.units[0].n * 4);
+                    assert_true(l.buf[BUF_GRAD_IO_EMBED].bytes >= (area + l.units[0].n) * 4);
                     assert_int_equal(l.buf[BUF_GRAD_IO_BLOCK].count, 1 + LAYOUT_REDUCE_SLOTS);
-                    assert_true(l.buf[BUF_GRAD_IO_BLOCK].bytes >= l.units[1].n * 4);
+                    assert_true(l.buf[BUF_GRAD_IO_BLOCK].bytes >= (area + l.units[1].n) * 4);
                 }
                 layout_free(&l);
             }

@@ -229,6 +229,11 @@ size_t layout_memory_elems(const run_layout *l, place_kind k);
 /* Where element e (lo <= e < hi) of unit u sits in the rank's state arrays
  * (master, moments, compute weights kept in memory): offset + e on one rank. */
 size_t layout_host_index(const run_layout *l, int u, size_t e);
+/* Several ranks: the elements at the start of each whole-unit gradient
+ * buffer (BUF_GRAD_IO_*) that receive the rank's shard of a sum over the
+ * ranks, 4096-byte aligned for the store; the unit's terms follow them.
+ * 0 on one rank, where the shard is the unit. */
+size_t layout_grad_shard_area(const run_layout *l);
 
 /* Elements [lo, hi) of part `part` of unit u, and of its segment j: of the
  * rank's shard (the whole unit on one rank). */

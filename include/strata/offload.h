@@ -121,8 +121,8 @@ typedef struct offload_config {
      * below that steps, evaluates, flushes, commits or reads weights back
      * is then collective: every rank makes it, in the same order. Resuming
      * reads each rank's shards from its own store (the same number of
-     * ranks). Not yet with several ranks: gradients on the SSD, a separate
-     * device (ST_EUNSUPPORTED). */
+     * ranks). Not yet with several ranks: a separate device
+     * (ST_EUNSUPPORTED). */
     struct comm *comm;
 } offload_config;
 

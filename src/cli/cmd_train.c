@@ -1502,9 +1502,6 @@ static int check_ranks(const session *s) {
     if (!s->rc.executor)
         return cli_usage_error("train", "several ranks (mpirun) need the schedule executor: --schedule vertical or "
                                         "horizontal, not memory");
-    if (s->rc.place.grads > 0)
-        return cli_usage_error("train", "gradients on the SSD are not built yet for several ranks (mpirun): drop grads "
-                                        "from --offload");
     if (o->plan || o->hw)
         return cli_usage_error("train", "--plan and --hw plan for one process; with several ranks (mpirun) give "
                                         "--schedule and --offload");

@@ -121,9 +121,6 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     c.alpha = q->alpha >= 0 ? q->alpha : alphas[a];
                     c.clipping = q->clipping;
                     c.place = placement_at(p);
-                    /* CPU ranks (a description's cluster): each rank's list; gradients stay in memory, as the
-                     * executor keeps them with several ranks */
-                    if (sim_ranks(hw, &c) > 1 && placement_share(c.place, PLACE_GRADS) > 0) continue;
                     layout_memory m;
                     const int ok = fits(hw, q, &c, &m);
                     out->considered++;

@@ -889,9 +889,6 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
             return st_fail(err, ST_EINVAL, "hw: cluster.shm_gbps: must be > 0 for %d ranks on a node", per_node);
         if (nodes > 1 && !(hw->network_gbps > 0))
             return st_fail(err, ST_EINVAL, "hw: cluster.network_gbps: must be > 0 for ranks on %d nodes", nodes);
-        if (c->ranks > 1 && placement_share(c->place, PLACE_GRADS) > 0)
-            return st_fail(err, ST_EUNSUPPORTED, "%d ranks with gradients on the SSD: the executor does not run that "
-                           "yet (strata/offload.h)", c->ranks);
     } else {
         if (c->ranks > 1)
             return st_fail(err, ST_EINVAL, "%d ranks: ranks are modelled on a cpu backend (a gpu node's data "

@@ -49,6 +49,10 @@ size_t layout_memory_elems(const run_layout *l, place_kind k) {
 
 size_t layout_host_index(const run_layout *l, int u, size_t e) { return l->units[u].local + (e - l->units[u].lo); }
 
+size_t layout_grad_shard_area(const run_layout *l) {
+    return l->ranks > 1 ? (size_t)round_up(l->max_shard, 1024) : 0;
+}
+
 /* Every buffer the executor allocates for this configuration. */
 static void plan_buffers(run_layout *l) {
     const layout_params *p = &l->p;
@@ -78,6 +82,7 @@ static void plan_buffers(run_layout *l) {
         end_grads = l->units[head_unit].n;
     /* the blocks' shared buffers, when a block is on the SSD (the last is the first to go) */
     const int block_grads_ssd = sharded || layout_on_ssd(l, PLACE_GRADS, c->n_layer);
+    const uint64_t shard_area = layout_grad_shard_area(l);
     /* I/O buffers that compute reads are device memory on a unified backend,
      * host memory (and copied) on a separate device */
     const layout_tier io_tier = sep ? LAYOUT_HOST : LAYOUT_DEVICE;
@@ -118,9 +123,9 @@ static void plan_buffers(run_layout *l) {
          mem_acts * M * NC * 4, 0);
     plan(l, BUF_GRADS, "gradients", LAYOUT_HOST, USE_GRADIENTS, mem_grads > 0, mem_grads * 4, 0);
     plan(l, BUF_GRAD_IO_EMBED, "embedding and head unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS,
-         end_grads > 0, end_grads * 4, 1);
+         end_grads > 0, (shard_area + end_grads) * 4, 1);
     plan(l, BUF_GRAD_IO_BLOCK, "block gradient buffers", LAYOUT_HOST, USE_GRADIENTS,
-         block_grads_ssd ? LAYOUT_GRAD_BUFFERS - 1 : 0, gpt_unit_numel(c, 1) * 4, 1);
+         block_grads_ssd ? LAYOUT_GRAD_BUFFERS - 1 : 0, (shard_area + gpt_unit_numel(c, 1)) * 4, 1);
     /* what the other ranks send of a unit's gradient for this rank's shard */
     plan(l, BUF_COMM_SCRATCH, "gradient pieces from the other ranks", LAYOUT_HOST, USE_GRADIENTS,
          l->ranks > 1 ? LAYOUT_REDUCE_SLOTS : 0, (uint64_t)(l->ranks - 1) * l->max_shard * 4, 0);
@@ -361,7 +366,6 @@ st_status layout_least_traffic_placement(const layout_params *base, int n_candid
     fill_ctx fc = {.base = base, .fits = fits, .ctx = ctx, .status = ST_OK, .err = err};
     for (int i = 0; i < n_candidates && i < PLACEMENT_COUNT; i++) {
         const placement whole = placement_at(i);
-        if (base->ranks > 1 && whole.grads > 0) continue;   /* not yet on several ranks (strata/offload.h) */
         if (!layout_fits(whole, &fc)) {
             if (fc.status != ST_OK) return fc.status;
             continue;

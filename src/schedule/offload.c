@@ -77,9 +77,6 @@ static st_status check_ranks(const offload_config *cfg, st_error *err) {
                        "%d micro-batches cannot be divided among %d ranks: give a number of micro-batches that %d "
                        "divides (each rank runs the same number)",
                        cfg->train.micro_batches, ranks, ranks);
-    if (cfg->place.grads > 0)
-        return st_fail(err, ST_EUNSUPPORTED, "gradients on the SSD with several ranks are not supported yet: keep "
-                                             "them in memory (--offload without grads)");
     if (!train_config_backend(&cfg->train)->unified)
         return st_fail(err, ST_EUNSUPPORTED, "several ranks with a separate compute device are not supported yet");
     return ST_OK;
@@ -277,6 +274,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->grads.n_units = t->L1;
     t->grads.reducer = &t->reducer;
     t->grads.sharded = t->lay.ranks > 1;
+    t->grads.unit_at = layout_grad_shard_area(&t->lay);
     t->opt = (opt_stream){.env = &t->env, .hs = &t->hs, .adam = &t->cfg.train.adam};
     if (!alloc_parts(t)) {
         offload_trainer_free(t);

@@ -4,8 +4,10 @@
  * accumulated, one read ahead, one a queued optimizer step still reads). A
  * gradient that must outlive its buffer is parked in the store. With
  * several ranks compute adds into the four buffers for every unit, the
- * reducer sums each over the ranks, and memory keeps the rank's shard of
- * the sums. */
+ * reducer sums each over the ranks into the buffer's first elements
+ * (layout_grad_shard_area), and memory keeps the rank's shard of the sums
+ * (or the store does: the accumulator of a unit on the SSD is the shard in
+ * its buffer, saved and loaded as one rank's whole unit is). */
 #include <string.h>
 
 #include "schedule/offload_internal.h"
@@ -19,9 +21,13 @@ static int in_memory(const grad_pool *gp, int u) {
 
 float *grads_accumulator(const grad_pool *gp, int u) { return gp->all + gp->env->lay->units[u].local; }
 
+int grads_sum_in_memory(const grad_pool *gp, int u) {
+    return gp->sharded && !layout_on_ssd(gp->env->lay, PLACE_GRADS, u);
+}
+
 float *grads_of(const grad_pool *gp, int u) {
     if (in_memory(gp, u)) return grads_accumulator(gp, u);
-    return gp->of[u] >= 0 ? gp->buf[gp->of[u]].data : NULL;
+    return gp->of[u] >= 0 ? gp->buf[gp->of[u]].data + gp->unit_at : NULL;
 }
 
 void grads_new_iteration(grad_pool *gp) { memset(gp->fresh, 0, (size_t)gp->n_units); }
@@ -88,20 +94,36 @@ static st_status acquire(grad_pool *gp, int u, take_mode mode, int *got, st_erro
     return ST_OK;
 }
 
-/* Several ranks: a buffer for unit u's terms, zeroed, unless it has one:
- * when none is free, the oldest sum in flight is finished for one. */
+/* Takes a buffer for unit u, waiting if none is free. Several ranks: the
+ * sums in flight are finished first, oldest first, for one of theirs. */
+static st_status take(grad_pool *gp, int u, st_error *err) {
+    int got, done = 1;
+    st_status s = ST_OK;
+    while (gp->sharded && done && s == ST_OK) {
+        if ((s = acquire(gp, u, TAKE_IF_FREE, &got, err)) != ST_OK || got) return s;
+        s = reduce_finish_oldest(gp->reducer, &done, err);
+    }
+    return s == ST_OK ? acquire(gp, u, TAKE_WAIT, &got, err) : s;
+}
+
+/* Several ranks: a buffer for unit u's terms, zeroed, unless it has one
+ * (its accumulator loaded from the SSD, or its terms so far). */
 static st_status touch_sharded(grad_pool *gp, int u, st_error *err) {
     if (gp->of[u] >= 0) return ST_OK;
-    for (;;) {
-        int got, done;
-        st_status s = acquire(gp, u, TAKE_IF_FREE, &got, err);
-        if (s != ST_OK) return s;
-        if (got) break;
-        if ((s = reduce_finish_oldest(gp->reducer, &done, err)) != ST_OK) return s;
-        if (!done) return st_fail(err, ST_ENOMEM, "gradient buffers exhausted at unit %d (a schedule bug)", u);
-    }
-    memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
-    return ST_OK;
+    st_status s = take(gp, u, err);
+    if (s == ST_OK) memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
+    return s;
+}
+
+/* Several ranks, after a load: the unit's terms start from the loaded
+ * accumulator in the rank's shard of them and zero elsewhere, so that the
+ * next sum over the ranks adds them into it. */
+static void terms_from_loaded(grad_pool *gp, const sched_task *k) {
+    const layout_unit *un = &gp->env->lay->units[k->unit];
+    const grad_buf *g = &gp->buf[gp->of[k->unit]];
+    memset(g->data + gp->unit_at, 0, un->n * sizeof(float));
+    const size_t a = layout_bound(gp->env->lay, k->unit, k->lo), b = layout_bound(gp->env->lay, k->unit, k->hi);
+    memcpy(g->data + gp->unit_at + a, g->data + (a - un->lo), (b - a) * sizeof(float));
 }
 
 int grads_hand_over(grad_pool *gp, int u) {
@@ -123,9 +145,8 @@ st_status grads_touch(grad_pool *gp, int u, st_error *err) {
     if (gp->fresh[u])
         return grads_of(gp, u) ? ST_OK : st_fail(err, ST_EINVAL, "unit %d's gradients are not in memory (a schedule bug)", u);
     if (!in_memory(gp, u)) {
-        int got;
         if (gp->of[u] >= 0) return st_fail(err, ST_EINVAL, "unit %d's gradient buffer is still taken (a schedule bug)", u);
-        st_status s = acquire(gp, u, TAKE_WAIT, &got, err);
+        st_status s = take(gp, u, err);
         if (s != ST_OK) return s;
     }
     memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
@@ -134,13 +155,13 @@ st_status grads_touch(grad_pool *gp, int u, st_error *err) {
 }
 
 void grads_release(grad_pool *gp, int u) {
-    /* several ranks: the reducer takes the buffer (grads_hand_over) */
-    if (in_memory(gp, u) || gp->sharded || gp->of[u] < 0) return;
+    /* several ranks, accumulators in memory: the reducer takes the buffer (grads_hand_over) */
+    if (in_memory(gp, u) || grads_sum_in_memory(gp, u) || gp->of[u] < 0) return;
     grads_give_back(gp, grads_hand_over(gp, u));
 }
 
 int grads_ref(grad_pool *gp, int u) {
-    if (in_memory(gp, u) || gp->sharded) return -1;   /* steps read the accumulator in memory */
+    if (in_memory(gp, u) || grads_sum_in_memory(gp, u)) return -1;   /* steps read the accumulator in memory */
     const int b = gp->of[u];
     pthread_mutex_lock(&gp->lock);
     gp->buf[b].jobs++;
@@ -157,8 +178,7 @@ void grads_unref(grad_pool *gp, int b) {
 }
 
 const float *grads_for_job(const grad_pool *gp, const opt_job *job) {
-    if (job->grad_buf >= 0) return gp->buf[job->grad_buf].data + gp->env->lay->units[job->task.unit].lo;
-    return grads_accumulator(gp, job->task.unit);
+    return job->grad_buf >= 0 ? gp->buf[job->grad_buf].data : grads_accumulator(gp, job->task.unit);
 }
 
 /* The parts of unit u inside a task's share [lo, hi). */
@@ -172,10 +192,12 @@ static void share_parts(const grad_pool *gp, const sched_task *k, int *p0, int *
 static store_key grad_key(int u, int part) { return (store_key){STORE_GRADS, u, part}; }
 
 /* Starts reading the share of unit u's gradients a LOAD_GRAD names into the
- * unit's buffer. */
+ * start of the unit's buffer (the rank's shard of them: the whole unit on
+ * one rank). */
 static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
     const int b = gp->of[k->unit];
     exec_transfers *rd = &gp->rd[b];
+    const size_t first = gp->env->lay->units[k->unit].lo;
     int p0, p1;
     share_parts(gp, k, &p0, &p1);
     st_status s = wait_saved(gp, k->unit, err);
@@ -183,7 +205,7 @@ static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
         size_t lo, hi;
         layout_part_range(gp->env->lay, k->unit, part, &lo, &hi);
         if (lo == hi) continue;
-        s = store_read_async(gp->env->st, grad_key(k->unit, part), gp->buf[b].data + lo,
+        s = store_read_async(gp->env->st, grad_key(k->unit, part), gp->buf[b].data + (lo - first),
                              store_padded_bytes((hi - lo) * 4), &rd->op[rd->n], err);
         if (s == ST_OK) rd->n++;
     }
@@ -192,12 +214,13 @@ static st_status start_read(grad_pool *gp, const sched_task *k, st_error *err) {
 
 st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
     st_status s;
-    int got;
     if (gp->of[k->unit] < 0 || gp->rd[gp->of[k->unit]].n == 0) {   /* not read ahead: read it now */
-        if (gp->of[k->unit] < 0 && (s = acquire(gp, k->unit, TAKE_WAIT, &got, err)) != ST_OK) return s;
+        if (gp->of[k->unit] < 0 && (s = take(gp, k->unit, err)) != ST_OK) return s;
         if ((s = start_read(gp, k, err)) != ST_OK) return s;
     }
-    return env_wait_each(gp->env, &gp->rd[gp->of[k->unit]], 1, "wait for gradients", err);
+    s = env_wait_each(gp->env, &gp->rd[gp->of[k->unit]], 1, "wait for gradients", err);
+    if (s == ST_OK && gp->sharded) terms_from_loaded(gp, k);
+    return s;
 }
 
 st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err) {
@@ -211,7 +234,9 @@ st_status grads_read_ahead(grad_pool *gp, const sched_task *k, st_error *err) {
 st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err) {
     const int u = k->unit;
     if (gp->of[u] < 0) return st_fail(err, ST_EINVAL, "save of unit %d's gradients, which are not in memory", u);
-    st_status s = wait_saved(gp, u, err);
+    /* several ranks: what is saved is the rank's shard of the sum */
+    st_status s = gp->sharded ? reduce_finish(gp->reducer, u, 0, err) : ST_OK;
+    if (s == ST_OK) s = wait_saved(gp, u, err);
     const int b = gp->of[u];
     exec_transfers *wr = &gp->wr[b];
     int p0, p1;
@@ -221,8 +246,8 @@ st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err) {
         size_t lo, hi;
         layout_part_range(gp->env->lay, u, part, &lo, &hi);
         if (lo == hi) continue;
-        s = store_write_async(gp->env->st, grad_key(u, part), gp->buf[b].data + lo, store_padded_bytes((hi - lo) * 4),
-                              &wr->op[wr->n], err);
+        s = store_write_async(gp->env->st, grad_key(u, part), gp->buf[b].data + (lo - gp->env->lay->units[u].lo),
+                              store_padded_bytes((hi - lo) * 4), &wr->op[wr->n], err);
         if (s == ST_OK) wr->n++, wr->unit = u;
     }
     if (s == ST_OK) env_trace_ssd(gp->env, "start write", grad_key(u, p0), t0, st_now());

@@ -221,13 +221,14 @@ typedef struct grad_reducer {
 /* Starts summing unit u's gradient, in the buffer compute added it into,
  * over the ranks into the buffer's [lo, hi) (the compute thread:
  * collectives start in list order); the buffer is the reducer's until the
- * sum is added into the unit's accumulator. */
+ * sum is added into the unit's accumulator in memory (gradients on the
+ * SSD: the unit keeps it, and its save finishes the sum first). */
 st_status reduce_start(grad_reducer *r, int u, st_error *err);
 /* Finishes unit u's reduce-scatter if one is in flight: adds the rank's
- * shard of the sum into the unit's accumulator (the iteration's first sum
- * replaces what it held), takes the accumulator's sum of squares into
- * sumsq[u] and gives the buffer back; on_worker: called by the optimizer
- * worker (its wait is not the compute thread's). */
+ * shard of the sum into the unit's accumulator in memory (the iteration's
+ * first sum replaces what it held) and gives the buffer back, takes the
+ * accumulator's sum of squares into sumsq[u]; on_worker: called by the
+ * optimizer worker (its wait is not the compute thread's). */
 st_status reduce_finish(grad_reducer *r, int u, int on_worker, st_error *err);
 /* Finishes the oldest reduce-scatter in flight; *done 0 when none was. */
 st_status reduce_finish_oldest(grad_reducer *r, int *done, st_error *err);
@@ -263,7 +264,8 @@ st_status acts_read_ahead(act_pool *ap, int u, int m, st_error *err);
 /* ---- grad_pool: gradient accumulators ------------------------------------------------ */
 
 typedef struct grad_buf {
-    float *data;               /* element e of the unit at data[e] */
+    float *data;               /* the rank's shard: element e of the unit at data[e - lo] (one rank: the
+                                  unit); several ranks: its terms after it, at data[unit_at + e] */
     int held;                  /* the compute thread still uses it (under lock) */
     int jobs;                  /* queued optimizer jobs that read it (under lock) */
 } grad_buf;
@@ -274,6 +276,7 @@ struct grad_pool {
     int n_units;
     int sharded;               /* several ranks: compute adds into buffers, and `all` holds the rank's
                                   shards of the sums over the ranks (accumulated there by the reducer) */
+    size_t unit_at;            /* layout_grad_shard_area: where a buffer's whole unit starts (0: one rank) */
     float *all;                /* the accumulators memory keeps (units from 0), by layout_host_index; else NULL */
     grad_buf buf[LAYOUT_GRAD_BUFFERS];   /* whole units being added into (a unit on the SSD, or several ranks):
                                             the end units' (embedding, a head of its own), then the blocks' */
@@ -292,6 +295,11 @@ struct grad_pool {
 float *grads_of(const grad_pool *gp, int u);
 /* Several ranks: the rank's shard of unit u's accumulated sum, in memory. */
 float *grads_accumulator(const grad_pool *gp, int u);
+/* Several ranks: 1 when unit u's sums are added into its accumulator in
+ * memory; 0 when its gradients are on the SSD, where the accumulator is the
+ * rank's shard of the unit's buffer (loaded into it before the terms, so
+ * that the sum adds them; saved from it after). */
+int grads_sum_in_memory(const grad_pool *gp, int u);
 /* Several ranks: the reducer takes unit u's buffer (its index), or gives
  * buffer b back once summed. */
 int grads_hand_over(grad_pool *gp, int u);

@@ -3,7 +3,8 @@
  * TASK_REDUCE_GRADS and finished by the first reader of its shard, so
  * that the sum travels while compute goes on with the next unit. Finishing
  * adds the rank's shard of the sum into the unit's accumulator and gives
- * the whole-unit buffer back to the grad_pool. */
+ * the whole-unit buffer back to the grad_pool (gradients on the SSD: the
+ * shard of the buffer is the accumulator, and the unit keeps the buffer). */
 #include <string.h>
 
 #include "schedule/offload_internal.h"
@@ -37,7 +38,13 @@ static st_status finish_locked(grad_reducer *r, int u, int on_worker, st_error *
     r->slot_unit[r->slot_of[u]] = -1;
     const int b = r->buf_of[u];
     r->buf_of[u] = -1;
-    if (s == ST_OK) accumulate(r, u, r->gp->buf[b].data + e->lay->units[u].lo);
+    const layout_unit *un = &e->lay->units[u];
+    float *sum = r->gp->buf[b].data;
+    if (!grads_sum_in_memory(r->gp, u)) {   /* on the SSD: the shard of the buffer is the accumulator */
+        if (s == ST_OK) r->sumsq[u] = e->be->sum_sq(e->be, sum, un->hi - un->lo);
+        return s;
+    }
+    if (s == ST_OK) accumulate(r, u, sum);
     grads_give_back(r->gp, b);
     return s;
 }
@@ -62,13 +69,14 @@ st_status reduce_start(grad_reducer *r, int u, st_error *err) {
         slot = oldest_slot(r);
         s = finish_locked(r, r->slot_unit[slot], 0, err);
     }
-    const int b = grads_hand_over(r->gp, u);
+    const int keep = !grads_sum_in_memory(r->gp, u);   /* on the SSD: the unit keeps its buffer */
+    const int b = keep ? r->gp->of[u] : grads_hand_over(r->gp, u);
     if (s == ST_OK && b < 0) s = st_fail(err, ST_EINVAL, "reduction of unit %d, which has no gradient terms (a schedule bug)", u);
     if (s == ST_OK) {
         const layout_unit *un = &e->lay->units[u];
-        float *g = r->gp->buf[b].data;
+        float *shard = r->gp->buf[b].data, *terms = shard + r->gp->unit_at;
         const double t0 = st_now();
-        s = comm_ireduce_scatter_f32(e->comm, g, un->n, g + un->lo, r->scratch[slot], &r->req[u], err);
+        s = comm_ireduce_scatter_f32(e->comm, terms, un->n, shard, r->scratch[slot], &r->req[u], err);
         env_comm_done(e, "start reduce-scatter", u, t0);
     }
     if (s == ST_OK) {
@@ -76,7 +84,7 @@ st_status reduce_start(grad_reducer *r, int u, st_error *err) {
         r->slot_unit[slot] = u;
         r->slot_seq[slot] = r->seq++;
         r->buf_of[u] = b;
-    } else {
+    } else if (!keep) {
         grads_give_back(r->gp, b);
     }
     pthread_mutex_unlock(&r->lock);

@@ -283,9 +283,13 @@ typedef struct pending_reduce {
 static void reduce_micro_batch(gen *g, pending_reduce *pr) {
     if (pr->unit < 0) return;
     const int u = pr->unit, t = emit(g, TASK_REDUCE_GRADS, u, pr->mb, &g->grad_last[u], 1);
-    /* the next micro-batch's terms go to a fresh buffer, not after this;
-     * after the last, the unit's steps and the norm wait for it */
+    /* in memory, the next micro-batch's terms go to a fresh buffer, not
+     * after this; after the last, the unit's steps and the norm wait for
+     * it. On the SSD the accumulator is parked once the sum is in it (the
+     * next micro-batch loads it into its shard of the buffer, so that the
+     * next sum adds into it) */
     if (pr->mb == g->M - 1) g->grad_last[u] = t, g->reduced[u] = 1;
+    if (placement_on_ssd(g->p->place, PLACE_GRADS, u, g->L1)) g->grad_last[u] = t, park_grads(g, u, 0.0, 1.0);
     pr->unit = -1;
 }
 
@@ -307,9 +311,12 @@ static void build_horizontal(gen *g) {
             int deps[2] = {lw, need_act(g, u, m)};
             made_act(g, u + 1, m, emit(g, TASK_BLOCK_FORWARD, u, m, deps, 2));
         }
+        /* several ranks: gradients are parked after their reduction */
+        const int park = g->p->ranks < 2;
         lw = load_weights(g, g->head);
         emit_head(g, m, lw, need_grads(g, g->head, 0.0, 1.0));
-        if (g->head != 0) park_grads(g, g->head, 0.0, 1.0), later_reduce(g, &pr, g->head, m);
+        if (g->head != 0 && park) park_grads(g, g->head, 0.0, 1.0);
+        if (g->head != 0) later_reduce(g, &pr, g->head, m);
         for (int u = NB; u >= 1; u--) {
             lw = load_weights(g, u);
             reduce_micro_batch(g, &pr);
@@ -318,13 +325,13 @@ static void build_horizontal(gen *g) {
             g->dact_prod[m] = g->grad_last[u] = t;
             /* accumulators wait on the SSD for the next micro-batch, and
              * after the last one for the optimizer: memory holds one block's */
-            park_grads(g, u, 0.0, 1.0);
+            if (park) park_grads(g, u, 0.0, 1.0);
             later_reduce(g, &pr, u, m);
         }
         reduce_micro_batch(g, &pr);   /* the embedding's backward loads no weights: the first block's now */
         int edeps[2] = {g->dact_prod[m], need_grads(g, 0, 0.0, 1.0)};
         g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, edeps, 2);
-        park_grads(g, 0, 0.0, 1.0);
+        if (park) park_grads(g, 0, 0.0, 1.0);
         later_reduce(g, &pr, 0, m);
     }
     reduce_micro_batch(g, &pr);

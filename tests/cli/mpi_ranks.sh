@@ -60,8 +60,13 @@ check "refused: one line" test "$(grep -c 'micro-batches, which' "$tmp/err")" -e
 check "refused: no run directory" test ! -e "$tmp/four"
 expect_rc "the in-memory trainer on two ranks: refused" 2 "need the schedule executor" \
   "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/mem" --schedule memory
-expect_rc "gradients on the SSD on two ranks: refused" 2 "gradients on the SSD are not built yet" \
-  "${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/grads" --offload grads
+
+# Gradients on the SSD: each rank parks its shard of the sums there.
+"${MPIRUN[@]}" -np 2 "$STRATA" train "${model[@]}" --run-dir "$tmp/grads" --schedule horizontal \
+  --offload weights,optim,acts,grads >"$tmp/grads.out" 2>&1
+check "two ranks, gradients on the SSD, horizontal" test $? -eq 0 -a -s "$tmp/grads/model.safetensors"
+check "gradients on the SSD: the weights and losses of one process" \
+  "$PY" "$SRC/tests/cli/same_run.py" "$tmp/grads" "$tmp/one-h"
 
 # Stopped (SIGTERM to the ranks: they agree on the step, commit and end)
 # and resumed on as many ranks: the uninterrupted run.
