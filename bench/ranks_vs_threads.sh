@@ -16,8 +16,8 @@
 #
 #   bench/ranks_vs_threads.sh [STRATA] [OUT] [WORK]
 #   defaults: build/strata bench/results/ranks_vs_threads.md /tmp/ranks_vs_threads
-#   ROUNDS (2), STEPS (5), MODEL (gpt2-mini), SEQ (128), BATCH (8), MICRO (2)
-#   override the runs; HW=FILE uses a description instead of probing;
+#   ROUNDS (2), STEPS (5), MODEL (gpt2-mini), SEQ (128), BATCH (8), MICRO (2),
+#   SCHEDULE (vertical) override the runs; HW=FILE uses a description instead of probing;
 #   REPORT_ONLY=1 writes OUT again from the runs already in WORK (with HW).
 set -euo pipefail
 STRATA=$(realpath "${1:-build/strata}")
@@ -29,6 +29,7 @@ MODEL=${MODEL:-gpt2-mini}
 SEQ=${SEQ:-128}
 BATCH=${BATCH:-8}
 MICRO=${MICRO:-2}
+SCHEDULE=${SCHEDULE:-vertical}
 PY=${PY:-python3}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN=(mpirun --oversubscribe --bind-to none --timeout 300)
@@ -59,7 +60,7 @@ if [ -z "$HW" ]; then
         --seq "$SEQ" --reps 5 --out "$HW" >"$WORK/probe.out" 2>"$WORK/probe.err"
 fi
 
-common=(--model "$MODEL" --seq "$SEQ" --batch "$BATCH" --micro-batch "$MICRO" --steps "$STEPS" --schedule vertical
+common=(--model "$MODEL" --seq "$SEQ" --batch "$BATCH" --micro-batch "$MICRO" --steps "$STEPS" --schedule "$SCHEDULE"
         --data "$DATA" --eval-every 0 --eval-batches 1 --log-every 1000)
 
 # a run's directory: no comma in it (--store lists directories with commas; the default store is RUN_DIR/store)
@@ -90,9 +91,9 @@ for round in $(seq 1 "$ROUNDS_RUN"); do
     done
 done
 
-"$PY" - "$STRATA" "$HW" "$WORK" "$OUT" "$ROUNDS" "$MODEL" "$SEQ" "$BATCH" "$MICRO" "$STEPS" <<'PY'
+"$PY" - "$STRATA" "$HW" "$WORK" "$OUT" "$ROUNDS" "$MODEL" "$SEQ" "$BATCH" "$MICRO" "$STEPS" "$SCHEDULE" <<'PY'
 import json, re, subprocess, sys, os
-strata, hw, work, out, rounds, model, seq, batch, micro, steps = sys.argv[1:11]
+strata, hw, work, out, rounds, model, seq, batch, micro, steps, schedule = sys.argv[1:12]
 rounds = int(rounds)
 desc = json.load(open(hw))
 lines = []
@@ -100,10 +101,10 @@ P = lines.append
 P("# Ranks against threads on this machine (issue 14)")
 P("")
 P(f"Measured by `bench/ranks_vs_threads.sh`: {model}, sequences of {seq}, global batch {batch} in micro-batches of {micro}")
-P(f"({int(batch) // int(micro)} micro-batches: 2 per rank with 2 ranks), fp32, vertical schedule, clipping 1.0 (every step")
-P(f"deferred), {steps} steps per run, step 1 skipped; {rounds} rounds, the runs alternating. threads: one process,")
+P(f"({int(batch) // int(micro)} micro-batches: 2 per rank with 2 ranks), fp32, {schedule} schedule, clipping 1.0 (vertical:")
+P(f"every step deferred), {steps} steps per run, step 1 skipped; {rounds} rounds, the runs alternating. threads: one process,")
 P("`--threads 2`; ranks: `mpirun -np 2`, `OMP_NUM_THREADS=1 --threads 1`. SSD: `--offload weights,optim,acts`")
-P("(gradients stay in memory: several ranks do not run with them on the SSD yet), each rank's store in its own")
+P("(gradients in memory: with 2 ranks each keeps its shard of their sums), each rank's store in its own")
 P("directory on the same disk. Predicted: `strata simulate --ranks 1|2` on the description probed at the start")
 P(f"by `mpirun -np 2 strata probe` ({os.path.basename(hw)}, below).")
 P("")
@@ -128,7 +129,7 @@ def summary(path):
 def simulate(name, offload):
     args = [strata, "simulate", "--hw", hw, "--model", model, "--seq", seq, "--micro-batch", micro,
             "--global-batch", batch, "--ranks", "1" if name == "threads" else "2", "--offload", offload,
-            "--schedule", "vertical", "--clip", "1", "--precision", "fp32", "--json"]
+            "--schedule", schedule, "--clip", "1", "--precision", "fp32", "--json"]
     r = subprocess.run(args, capture_output=True, text=True)
     if r.returncode:
         return None, r.stderr.strip()
