@@ -440,8 +440,9 @@ static void test_separate_head(void **state) {
  * once per micro-batch, after that micro-batch's last term of it), the
  * last reduction before its steps and the norm; in backward the next
  * unit's gather comes before this unit's reduction (so that it can start
- * during this unit's backward); and the list is otherwise the one-rank
- * list. */
+ * during this unit's backward); gradients on the SSD are parked after
+ * their sum, and a later micro-batch's terms (horizontal) start from a
+ * load of what was parked; and the list is otherwise the one-rank list. */
 static void check_ranks(const sched_params *one, int deferred_in) {
     sched_params p = *one;
     p.ranks = 3;
@@ -455,8 +456,27 @@ static void check_ranks(const sched_params *one, int deferred_in) {
     for (int u = 0; u < U; u++) reduced_at[u] = last_grad[u] = -1;
     for (int i = 0; i < U * M; i++) reduced_mb[i] = 0;
     int others = 0, gather_before = -1;
+    int *last_reduce = malloc(sizeof(int) * (size_t)U), *last_save = malloc(sizeof(int) * (size_t)U);
+    int *last_load = malloc(sizeof(int) * (size_t)U);
+    for (int u = 0; u < U; u++) last_reduce[u] = last_save[u] = last_load[u] = -1;
     for (int i = 0; i < l.n; i++) {
         const sched_task *t = &l.tasks[i];
+        /* gradients on the SSD: what is parked is the rank's shard of a sum (after it); a later
+           micro-batch's terms start from what was parked (horizontal) */
+        if (t->op == TASK_SAVE_GRAD) {
+            assert_true(last_reduce[t->unit] >= 0 && depends(&l, i, last_reduce[t->unit]));
+            last_save[t->unit] = i;
+        }
+        if (t->op == TASK_LOAD_GRAD) {   /* (the deferred share comes from the previous list's save) */
+            assert_true(last_save[t->unit] >= 0 ? depends(&l, i, last_save[t->unit]) : deferred_in);
+            last_load[t->unit] = i;
+        }
+        if (sched_is_grad_task(t->op) && horizontal && t->mb > 0 && placement_on_ssd(p.place, PLACE_GRADS, sched_grad_unit(t), U)) {
+            const int u = sched_grad_unit(t);
+            if (t->op != TASK_EMBED_BACKWARD || p.separate_head)   /* tied: the head's term loaded it already */
+                assert_true(last_load[u] > last_save[u] && depends(&l, i, last_load[u]));
+        }
+        if (t->op == TASK_REDUCE_GRADS) last_reduce[t->unit] = i;
         if (t->op == TASK_LOAD_WEIGHTS) {
             assert_true(i + 1 < l.n);
             assert_int_equal(l.tasks[i + 1].op, TASK_GATHER_WEIGHTS);
@@ -514,6 +534,9 @@ static void check_ranks(const sched_params *one, int deferred_in) {
     free(last_grad);
     free(reductions);
     free(reduced_mb);
+    free(last_reduce);
+    free(last_save);
+    free(last_load);
     sched_list_free(&l);
     sched_list_free(&l1);
 }
@@ -526,7 +549,10 @@ static void test_ranks(void **state) {
                 for (int head = 0; head < 2; head++)
                     for (int placed = 0; placed < 2; placed++) {
                         sched_params p = params_head((sched_kind)k, 4 + head, M, 0.25, clip, 0, head);
-                        p.place.weights = p.place.optim = p.place.acts = placed;   /* not gradients (yet) */
+                        p.place.weights = p.place.optim = p.place.acts = placed;
+                        check_ranks(&p, 0);
+                        check_ranks(&p, 1);
+                        p.place.grads = placed ? 1.0 : 0.5;   /* gradients on the SSD, all or some */
                         check_ranks(&p, 0);
                         check_ranks(&p, 1);
                     }

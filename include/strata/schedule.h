@@ -240,7 +240,8 @@ typedef struct sched_analysis {
     int *next_load;       /* [n] after a load: the next load of the same kind, or -1 */
     int *next_grad_load;  /* [n] the next LOAD_GRAD after task i, or -1 */
     char *first_grad;     /* [n] the unit's first gradient task of the list, or after its REDUCE_GRADS
-                             (a fresh buffer): its gradients are zeroed before */
+                             (a fresh buffer): its gradients are zeroed before (or, several ranks,
+                             made from the accumulator a LOAD_GRAD brought) */
     int *next_first_grad; /* [n + 1] the first task after i that is a unit's first gradient task (n: none) */
     char *last_grad;      /* [n] its last: their sum of squares (for the norm) is taken after */
     char *grad_leave;     /* [n] a gradient task after which the next gradient task is another unit's */

@@ -642,6 +642,14 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
         return 1;
     }
     case TASK_SAVE_ACT: case TASK_SAVE_GRAD: {   /* written behind: compute moves on */
+        /* CPU ranks: the save of a unit's shard waits, on the compute thread, for its sum */
+        if (t->op == TASK_SAVE_GRAD && s->ranks > 1 && t->unit >= 0 && t->unit < s->L1 && s->reduce_x[t->unit] >= 0 &&
+            !xfer_done(s, s->reduce_x[t->unit])) {
+            s->wait_x = s->reduce_x[t->unit];
+            set_waiting(s);
+            return 0;
+        }
+        end_wait(s, "the ranks");
         double ssd, link, ic;
         int to_dev;
         task_io(s, t, &ssd, &link, &to_dev, &ic);

@@ -107,10 +107,13 @@ void sim_collective(const hw_desc *hw, const sim_config *c, const sched_task *t,
             if (r < R) sent_local += s, recv_local += rcv;
             else sent_remote += s, recv_remote += rcv;
         }
-        if (!gather)   /* the sum in rank order (N pieces of the shard read, the shard written), added into
-                          the accumulator (the sum read, the accumulator written: a copy at the iteration's
-                          first), then the accumulator's sum of squares for the norm (read once more) */
-            out->fixed_s += (double)(N + 4) * (double)mine / (hw->other_gbps / R * 1e9);
+        if (!gather) {   /* the sum in rank order (N pieces of the shard read, the shard written), added into
+                            the accumulator in memory (the sum read, the accumulator written: a copy at the
+                            iteration's first; on the SSD the sum is the accumulator), then the accumulator's
+                            sum of squares for the norm (read once more) */
+            const int on_ssd = placement_on_ssd(c->place, PLACE_GRADS, t->unit, gpt_num_units(&c->model));
+            out->fixed_s += (double)(N + (on_ssd ? 2 : 4)) * (double)mine / (hw->other_gbps / R * 1e9);
+        }
     } else {
         return;
     }

@@ -25,6 +25,10 @@ st_status opt_io_order_parse(const char *s, opt_io_order *out, st_error *err) {
 
 uint64_t layout_io_bytes(uint64_t bytes) { return store_padded_bytes(bytes) + 4096; }
 
+/* with several ranks the blocks' gradient buffers hold the one being added
+ * into and the sums in flight (offload_grads.c) */
+_Static_assert(LAYOUT_GRAD_BUFFERS - 1 >= 1 + LAYOUT_REDUCE_SLOTS, "a block gradient buffer per sum in flight");
+
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
 static void plan(run_layout *l, layout_buffer_id id, const char *what, layout_tier tier, layout_use use, int count,

@@ -195,6 +195,10 @@ static int alloc_parts(offload_trainer *t) {
         ALLOC(gp->buf[0].data, BUF_GRAD_IO_EMBED);
         for (int i = 1; i < LAYOUT_GRAD_BUFFERS; i++) ALLOC(gp->buf[i].data, BUF_GRAD_IO_BLOCK);
     }
+    if (gp->sharded) {
+        ok &= (gp->loaded_lo = calloc((size_t)t->L1, sizeof(size_t))) != NULL;
+        ok &= (gp->loaded_hi = calloc((size_t)t->L1, sizeof(size_t))) != NULL;
+    }
     ok &= (gp->fresh = calloc((size_t)t->L1, 1)) != NULL;
     ALLOC(t->sbuf, BUF_SEGMENT_IO);
     ALLOC(t->dact, BUF_DACT);
@@ -335,6 +339,8 @@ void offload_trainer_free(offload_trainer *t) {
     for (int i = 0; i < LAYOUT_GRAD_BUFFERS; i++) st_free_aligned(t->grads.buf[i].data);
     free(t->grads.of);
     free(t->grads.fresh);
+    free(t->grads.loaded_lo);
+    free(t->grads.loaded_hi);
     pthread_mutex_destroy(&t->grads.lock);
     pthread_cond_destroy(&t->grads.freed);
     st_free_aligned(t->sbuf);

@@ -106,24 +106,27 @@ static st_status take(grad_pool *gp, int u, st_error *err) {
     return s == ST_OK ? acquire(gp, u, TAKE_WAIT, &got, err) : s;
 }
 
+/* Several ranks, the first term after a load: the unit's terms start from
+ * the loaded accumulator [a, b) in the rank's shard of them and zero
+ * elsewhere, so that the next sum over the ranks adds them into it. */
+static void terms_from_loaded(grad_pool *gp, int u, size_t a, size_t b) {
+    const layout_unit *un = &gp->env->lay->units[u];
+    const grad_buf *g = &gp->buf[gp->of[u]];
+    memset(g->data + gp->unit_at, 0, un->n * sizeof(float));
+    memcpy(g->data + gp->unit_at + a, g->data + (a - un->lo), (b - a) * sizeof(float));
+}
+
 /* Several ranks: a buffer for unit u's terms, zeroed, unless it has one
- * (its accumulator loaded from the SSD, or its terms so far). */
+ * (its terms so far, or its accumulator loaded from the SSD). */
 static st_status touch_sharded(grad_pool *gp, int u, st_error *err) {
-    if (gp->of[u] >= 0) return ST_OK;
+    if (gp->of[u] >= 0) {
+        if (gp->loaded_hi[u] > 0) terms_from_loaded(gp, u, gp->loaded_lo[u], gp->loaded_hi[u]);
+        gp->loaded_hi[u] = 0;
+        return ST_OK;
+    }
     st_status s = take(gp, u, err);
     if (s == ST_OK) memset(grads_of(gp, u), 0, gp->env->lay->units[u].n * sizeof(float));
     return s;
-}
-
-/* Several ranks, after a load: the unit's terms start from the loaded
- * accumulator in the rank's shard of them and zero elsewhere, so that the
- * next sum over the ranks adds them into it. */
-static void terms_from_loaded(grad_pool *gp, const sched_task *k) {
-    const layout_unit *un = &gp->env->lay->units[k->unit];
-    const grad_buf *g = &gp->buf[gp->of[k->unit]];
-    memset(g->data + gp->unit_at, 0, un->n * sizeof(float));
-    const size_t a = layout_bound(gp->env->lay, k->unit, k->lo), b = layout_bound(gp->env->lay, k->unit, k->hi);
-    memcpy(g->data + gp->unit_at + a, g->data + (a - un->lo), (b - a) * sizeof(float));
 }
 
 int grads_hand_over(grad_pool *gp, int u) {
@@ -154,10 +157,14 @@ st_status grads_touch(grad_pool *gp, int u, st_error *err) {
     return ST_OK;
 }
 
-void grads_release(grad_pool *gp, int u) {
+st_status grads_release(grad_pool *gp, int u, st_error *err) {
     /* several ranks, accumulators in memory: the reducer takes the buffer (grads_hand_over) */
-    if (in_memory(gp, u) || grads_sum_in_memory(gp, u) || gp->of[u] < 0) return;
+    if (in_memory(gp, u) || grads_sum_in_memory(gp, u) || gp->of[u] < 0) return ST_OK;
+    /* on the SSD: no sum may still be moving into it */
+    st_status s = gp->sharded ? reduce_finish(gp->reducer, u, 0, err) : ST_OK;
+    if (gp->sharded) gp->loaded_hi[u] = 0;
     grads_give_back(gp, grads_hand_over(gp, u));
+    return s;
 }
 
 int grads_ref(grad_pool *gp, int u) {
@@ -219,7 +226,10 @@ st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err) {
         if ((s = start_read(gp, k, err)) != ST_OK) return s;
     }
     s = env_wait_each(gp->env, &gp->rd[gp->of[k->unit]], 1, "wait for gradients", err);
-    if (s == ST_OK && gp->sharded) terms_from_loaded(gp, k);
+    if (s == ST_OK && gp->sharded) {   /* the terms are made from it if a term comes next (touch_sharded) */
+        gp->loaded_lo[k->unit] = layout_bound(gp->env->lay, k->unit, k->lo);
+        gp->loaded_hi[k->unit] = layout_bound(gp->env->lay, k->unit, k->hi);
+    }
     return s;
 }
 

@@ -199,7 +199,8 @@ void weights_drain(weight_loader *wl);
  * Several ranks: TASK_REDUCE_GRADS starts a unit's reduce-scatter, and
  * whoever reads the unit's shard of the sum first finishes it: the
  * optimizer worker before the unit's step, or the compute thread (the
- * norm, the step's end, a scratch buffer wanted for another unit). The
+ * norm, the step's end, a scratch slot or a gradient buffer wanted for
+ * another unit, the unit's next sum, a save or release of its buffer). The
  * lock makes one thread at a time wait for a request. */
 
 typedef struct grad_pool grad_pool;
@@ -219,7 +220,7 @@ typedef struct grad_reducer {
 } grad_reducer;
 
 /* Starts summing unit u's gradient, in the buffer compute added it into,
- * over the ranks into the buffer's [lo, hi) (the compute thread:
+ * over the ranks into the buffer's shard area (the compute thread:
  * collectives start in list order); the buffer is the reducer's until the
  * sum is added into the unit's accumulator in memory (gradients on the
  * SSD: the unit keeps it, and its save finishes the sum first). */
@@ -286,6 +287,8 @@ struct grad_pool {
                                   several ranks: none taken, or given to the reducer) */
     char *fresh;               /* [n_units]: zeroed in this iteration yet (several ranks: its accumulator
                                   holds a sum of this iteration; the reducer's, under its lock) */
+    size_t *loaded_lo, *loaded_hi;   /* several ranks, [n_units]: the elements a load put in the unit's
+                                        shard, until its terms are made from them (hi 0: none) */
     pthread_mutex_t lock;      /* guards held and jobs: the worker gives buffers back */
     pthread_cond_t freed;
 };
@@ -310,9 +313,11 @@ void grads_new_iteration(grad_pool *gp);
  * for them) at the iteration's first. */
 st_status grads_touch(grad_pool *gp, int u, st_error *err);
 /* The compute thread is done with unit u's buffer; queued optimizer jobs
- * may still read it, and it is free once they are done. */
-void grads_release(grad_pool *gp, int u);
-/* TASK_SAVE_GRAD: writes the share behind compute. */
+ * may still read it, and it is free once they are done (several ranks: a
+ * sum still moving into it is finished first). */
+st_status grads_release(grad_pool *gp, int u, st_error *err);
+/* TASK_SAVE_GRAD: writes the share behind compute (several ranks: once its
+ * sum over the ranks is finished). */
 st_status grads_save(grad_pool *gp, const sched_task *k, st_error *err);
 /* TASK_LOAD_GRAD: read ahead already, or read now. */
 st_status grads_load(grad_pool *gp, const sched_task *k, st_error *err);

@@ -292,7 +292,7 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
          * a gradient buffer once the compute thread is */
         int cu;
         if (s == ST_OK && consumed_act(t, k, &cu)) acts_drop(&t->acts, cu, k->mb);
-        if (s == ST_OK && an->grad_release[i]) grads_release(&t->grads, gu);
+        if (s == ST_OK && an->grad_release[i]) s = grads_release(&t->grads, gu, err);
         if (s == ST_OK) s = read_ahead(t, l, i, err);
     }
     return s;

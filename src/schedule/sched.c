@@ -53,6 +53,8 @@ typedef struct gen {
     int last_compute;       /* the compute task emitted last */
     int last_network;       /* the collective emitted last, -1: none */
     int pass;               /* how many passes over the micro-batches so far (snake) */
+    int park_unit;          /* several ranks: a park waiting for the next compute, -1: none ... */
+    double park_lo, park_hi;   /* ... of this share */
 } gen;
 
 /* grad_saved[u]: the SAVE_GRAD task when the unit's gradients are on the SSD,
@@ -123,7 +125,10 @@ static int with_share(gen *g, int t, double lo, double hi) {
  * them or stepping them: loads them when a SAVE_GRAD parked them. Loading
  * all of them ends the parking; loading a part (horizontal's immediate step)
  * leaves the rest (the deferred part) on the SSD. */
+static void flush_park(gen *g);
+
 static int need_grads(gen *g, int u, double lo, double hi) {
+    if (g->park_unit == u) flush_park(g);
     if (g->grad_saved[u] == -1) return g->grad_last[u];
     int t = with_share(g, emit(g, TASK_LOAD_GRAD, u, -1, &g->grad_saved[u], 1), lo, hi);
     if (lo <= 0.0 && hi >= 1.0) g->grad_saved[u] = -1;
@@ -135,6 +140,26 @@ static int need_grads(gen *g, int u, double lo, double hi) {
 static void park_grads(gen *g, int u, double lo, double hi) {
     if (!placement_on_ssd(g->p->place, PLACE_GRADS, u, g->L1)) return;
     g->grad_saved[u] = with_share(g, emit(g, TASK_SAVE_GRAD, u, -1, &g->grad_last[u], 1), lo, hi);
+}
+
+/* Several ranks: a save of gradients just reduced waits for their sum, so
+ * it is emitted after the next unit's compute (flush_park), while the sum
+ * travels; the pending one goes first, and so does a use of the unit's
+ * gradients (need_grads) and the list's end. */
+static void park_after_sum(gen *g, int u, double lo, double hi) {
+    if (g->p->ranks < 2) {
+        park_grads(g, u, lo, hi);
+        return;
+    }
+    flush_park(g);
+    if (!placement_on_ssd(g->p->place, PLACE_GRADS, u, g->L1)) return;
+    g->park_unit = u, g->park_lo = lo, g->park_hi = hi;
+}
+
+static void flush_park(gen *g) {
+    const int u = g->park_unit;
+    g->park_unit = -1;
+    if (u >= 0) park_grads(g, u, g->park_lo, g->park_hi);
 }
 
 static int emit_optimize(gen *g, int u, double lo, double hi, int deferred, const int *deps, int n) {
@@ -186,7 +211,7 @@ static void grads_complete(gen *g, int u, int norm) {
         int deps[2] = {need_grads(g, u, 0.0, 1.0 - share), norm};
         emit_optimize(g, u, 0.0, 1.0 - share, 0, deps, 2);
     }
-    if (share > 0.0 && g->grad_saved[u] == -1) park_grads(g, u, 1.0 - share, 1.0);
+    if (share > 0.0 && g->grad_saved[u] == -1) park_after_sum(g, u, 1.0 - share, 1.0);
 }
 
 /* With clipping: the global norm, once every gradient is complete. Compute
@@ -254,6 +279,7 @@ static void build_vertical(gen *g) {
             g->dact_prod[m] = g->grad_last[u] = t;
         }
         g->pass++;
+        flush_park(g);   /* the previous unit's, whose sum travelled during this backward */
         /* with clipping: all deferred (sched_deferred_share) */
         if (reduce_late) complete = u;
         else grads_complete(g, u, -1);
@@ -265,7 +291,9 @@ static void build_vertical(gen *g) {
         g->grad_last[0] = emit(g, TASK_EMBED_BACKWARD, 0, m, deps, 2);
     }
     g->pass++;
+    flush_park(g);
     grads_complete(g, 0, -1);
+    flush_park(g);
     grad_norm(g);
 }
 
@@ -289,12 +317,13 @@ static void reduce_micro_batch(gen *g, pending_reduce *pr) {
      * next micro-batch loads it into its shard of the buffer, so that the
      * next sum adds into it) */
     if (pr->mb == g->M - 1) g->grad_last[u] = t, g->reduced[u] = 1;
-    if (placement_on_ssd(g->p->place, PLACE_GRADS, u, g->L1)) g->grad_last[u] = t, park_grads(g, u, 0.0, 1.0);
+    if (placement_on_ssd(g->p->place, PLACE_GRADS, u, g->L1)) g->grad_last[u] = t, park_after_sum(g, u, 0.0, 1.0);
     pr->unit = -1;
 }
 
 static void later_reduce(gen *g, pending_reduce *pr, int u, int m) {
     if (g->p->ranks < 2) return;
+    flush_park(g);   /* a unit's sum parked after the next unit's backward (park_after_sum) */
     reduce_micro_batch(g, pr);
     *pr = (pending_reduce){u, m};
 }
@@ -306,6 +335,7 @@ static void build_horizontal(gen *g) {
         int lw = load_weights(g, 0);
         reduce_micro_batch(g, &pr);   /* the previous micro-batch's embedding unit */
         made_act(g, 1, m, emit(g, TASK_EMBED_FORWARD, 0, m, &lw, 1));
+        flush_park(g);   /* its buffer is the end units' one, which a head of its own needs next */
         for (int u = 1; u <= NB; u++) {
             lw = load_weights(g, u);
             int deps[2] = {lw, need_act(g, u, m)};
@@ -339,6 +369,7 @@ static void build_horizontal(gen *g) {
      * ranks: every gradient reduced first, for the norm) */
     int norm = grad_norm(g);
     for (int u = 0; u < g->L1; u++) grads_complete(g, u, norm);
+    flush_park(g);
 }
 
 /* ---- copies between host memory and a separate device ------------------------------------
@@ -384,7 +415,7 @@ static int add_dep(int *deps, int *n, int dep) {
 static st_status add_device_copies(const sched_params *p, sched_list *l, st_error *err) {
     const int n = l->n, L1 = p->n_units;
     sched_list out = {0};
-    gen g = {.p = p, .l = &out, .status = ST_OK, .L1 = L1, .M = p->micro_batches, .last_compute = -1};
+    gen g = {.p = p, .l = &out, .status = ST_OK, .L1 = L1, .M = p->micro_batches, .last_compute = -1, .park_unit = -1};
     int *at = malloc(sizeof(int) * (size_t)(n + 1));          /* the new index of task i */
     int *in_host = malloc(sizeof(int) * (size_t)(n + 1));     /* the new task after which task i's result is in host memory */
     int *next_grad_unit = malloc(sizeof(int) * (size_t)(n + 1));   /* the unit of the next gradient task after i, -1: none */
@@ -473,6 +504,7 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
     st_status s = check_params(p, err);
     if (s != ST_OK) return s;
     gen g = {.p = p, .l = out, .status = ST_OK, .L1 = p->n_units, .M = p->micro_batches, .last_compute = -1,
+             .park_unit = -1,
              .last_network = -1, .n_acts = sched_parts(p, PLACE_ACTS), .head = sched_head_unit(p)};
     g.n_blocks = g.n_acts - 1;
     const size_t acts = (size_t)(p->n_units + 1) * (size_t)p->micro_batches;

@@ -158,11 +158,22 @@ typedef struct dp_case {
     float clip;
     gpt_precision precision;
     placement place;
+    int untied;   /* a Llama-style model whose head is a unit of its own (sharing the end units' buffer) */
 } dp_case;
+
+/* A small Llama with an untied head, in place of small_config's GPT-2. */
+static void untie(train_config *tc) {
+    tc->model = (gpt_config){.arch = GPT_ARCH_LLAMA, .n_layer = 3, .n_head = 4, .n_kv_head = 2, .d_model = 32,
+                             .d_ff = 48, .n_ctx = 16, .vocab_size = 97, .norm_eps = 1e-5f, .rope_theta = 10000.0f};
+    st_error err = {0};
+    assert_int_equal(gpt_config_check(&tc->model, &err), ST_OK);
+    assert_int_equal(gpt_num_units(&tc->model), tc->model.n_layer + 2);
+}
 
 static void run_case(const dp_case *dc) {
     offload_config oc = {.train = small_config(dc->precision, dc->clip), .schedule = dc->kind, .alpha = dc->alpha,
                          .place = dc->place};
+    if (dc->untied) untie(&oc.train);
     result one = {0}, dp = {0}, again = {0};
     train(oc, NULL, &one);
     train(oc, C, &dp);
@@ -174,6 +185,7 @@ static void run_case(const dp_case *dc) {
         printf("  %s alpha %.2f clip %.2f %s --offload %s: %d ranks against one process %.2e\n",
                dc->kind == SCHED_VERTICAL ? "vertical  " : "horizontal", dc->alpha, dc->clip,
                dc->precision == GPT_MIXED_BF16 ? "mixed" : "fp32 ", placement_name(dc->place, name, sizeof name), N, d);
+    if (R == 0 && dc->untied) printf("    (the untied Llama)\n");
     assert_true(d <= DP_BOUND);
     assert_memory_equal(dp.w, again.w, n * sizeof(float));   /* deterministic for a given N */
     for (int s = 0; s < STEPS; s++) {
@@ -205,15 +217,17 @@ static const placement grads_split = {.optim = 0.5, .grads = 0.5};
 static void test_vertical(void **state) {
     (void)state;
     const dp_case cases[] = {
-        {SCHED_VERTICAL, 0.0, 0, GPT_FP32, in_memory},
-        {SCHED_VERTICAL, 0.25, 0, GPT_FP32, on_ssd},
-        {SCHED_VERTICAL, 0.25, 0.05f, GPT_MIXED_BF16, split},
-        {SCHED_VERTICAL, 0.0, 0.05f, GPT_FP32, on_ssd},
-        {SCHED_VERTICAL, 0.25, 0, GPT_MIXED_BF16, in_memory},
+        {SCHED_VERTICAL, 0.0, 0, GPT_FP32, in_memory, 0},
+        {SCHED_VERTICAL, 0.25, 0, GPT_FP32, on_ssd, 0},
+        {SCHED_VERTICAL, 0.25, 0.05f, GPT_MIXED_BF16, split, 0},
+        {SCHED_VERTICAL, 0.0, 0.05f, GPT_FP32, on_ssd, 0},
+        {SCHED_VERTICAL, 0.25, 0, GPT_MIXED_BF16, in_memory, 0},
         /* every step deferred into the next forward, whose first gathers must wait for them */
-        {SCHED_VERTICAL, 0.25, 0.05f, GPT_FP32, in_memory},
-        {SCHED_VERTICAL, 0.25, 0, GPT_FP32, all_ssd},
-        {SCHED_VERTICAL, 0.0, 0.05f, GPT_MIXED_BF16, grads_split},
+        {SCHED_VERTICAL, 0.25, 0.05f, GPT_FP32, in_memory, 0},
+        {SCHED_VERTICAL, 0.25, 0, GPT_FP32, all_ssd, 0},
+        {SCHED_VERTICAL, 0.0, 0.05f, GPT_MIXED_BF16, grads_split, 0},
+        {SCHED_VERTICAL, 0.25, 0, GPT_FP32, all_ssd, 1},
+        {SCHED_VERTICAL, 0.25, 0.05f, GPT_MIXED_BF16, in_memory, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     PASSED();
@@ -222,13 +236,16 @@ static void test_vertical(void **state) {
 static void test_horizontal(void **state) {
     (void)state;
     const dp_case cases[] = {
-        {SCHED_HORIZONTAL, 0.0, 0, GPT_FP32, on_ssd},
-        {SCHED_HORIZONTAL, 0.25, 0.05f, GPT_FP32, in_memory},
-        {SCHED_HORIZONTAL, 0.25, 0, GPT_MIXED_BF16, split},
-        {SCHED_HORIZONTAL, 0.0, 0.05f, GPT_MIXED_BF16, on_ssd},
+        {SCHED_HORIZONTAL, 0.0, 0, GPT_FP32, on_ssd, 0},
+        {SCHED_HORIZONTAL, 0.25, 0.05f, GPT_FP32, in_memory, 0},
+        {SCHED_HORIZONTAL, 0.25, 0, GPT_MIXED_BF16, split, 0},
+        {SCHED_HORIZONTAL, 0.0, 0.05f, GPT_MIXED_BF16, on_ssd, 0},
         /* the accumulators parked between micro-batches, each loaded into its shard of the next one's buffer */
-        {SCHED_HORIZONTAL, 0.25, 0, GPT_FP32, all_ssd},
-        {SCHED_HORIZONTAL, 0.0, 0.05f, GPT_FP32, grads_split},
+        {SCHED_HORIZONTAL, 0.25, 0, GPT_FP32, all_ssd, 0},
+        {SCHED_HORIZONTAL, 0.0, 0.05f, GPT_FP32, grads_split, 0},
+        {SCHED_HORIZONTAL, 0.25, 0, GPT_FP32, all_ssd, 1},
+        {SCHED_HORIZONTAL, 0.0, 0, GPT_MIXED_BF16, in_memory, 1},
+        {SCHED_HORIZONTAL, 0.25, 0.05f, GPT_FP32, grads_split, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
     PASSED();
