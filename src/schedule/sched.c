@@ -330,6 +330,7 @@ static void later_reduce(gen *g, pending_reduce *pr, int u, int m) {
 
 static void build_horizontal(gen *g) {
     const int NB = g->n_blocks, M = g->M;
+    const int park = g->p->ranks < 2;   /* several ranks: gradients are parked after their sum (reduce_micro_batch) */
     pending_reduce pr = {-1, -1};
     for (int m = 0; m < M; m++) {
         int lw = load_weights(g, 0);
@@ -341,8 +342,6 @@ static void build_horizontal(gen *g) {
             int deps[2] = {lw, need_act(g, u, m)};
             made_act(g, u + 1, m, emit(g, TASK_BLOCK_FORWARD, u, m, deps, 2));
         }
-        /* several ranks: gradients are parked after their reduction */
-        const int park = g->p->ranks < 2;
         lw = load_weights(g, g->head);
         emit_head(g, m, lw, need_grads(g, g->head, 0.0, 1.0));
         if (g->head != 0 && park) park_grads(g, g->head, 0.0, 1.0);
@@ -504,8 +503,7 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
     st_status s = check_params(p, err);
     if (s != ST_OK) return s;
     gen g = {.p = p, .l = out, .status = ST_OK, .L1 = p->n_units, .M = p->micro_batches, .last_compute = -1,
-             .park_unit = -1,
-             .last_network = -1, .n_acts = sched_parts(p, PLACE_ACTS), .head = sched_head_unit(p)};
+             .last_network = -1, .park_unit = -1, .n_acts = sched_parts(p, PLACE_ACTS), .head = sched_head_unit(p)};
     g.n_blocks = g.n_acts - 1;
     const size_t acts = (size_t)(p->n_units + 1) * (size_t)p->micro_batches;
     g.act_prod = malloc(sizeof(int) * acts);
