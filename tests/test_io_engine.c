@@ -1,6 +1,6 @@
 /* test_io_engine.c - the async I/O engine on io_uring and psync: round trips,
  * batches and tickets, short transfers, injected faults, sync barriers,
- * registered buffers, several paths, shutdown with queued work. */
+ * registered buffers, several paths, shutdown with queued work, busy times. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -118,6 +118,53 @@ static void test_round_trips(void **state) {
     assert_int_equal(c.bytes_read, total);
     assert_true(c.writes >= total / (256 * 1024));
     assert_int_equal(c.errors, 0);
+    io_file_close(file);
+}
+
+/* Busy times: a write alone counts write time only, within its wall time;
+ * a read and a write in one batch count time with both in flight, never
+ * more than either alone; nothing counts once the path is idle, and the
+ * other path stays at zero. */
+static void test_busy_times(void **state) {
+    fixture *f = *state;
+    io_file *file = open_file(f, f->path, "busy.bin");
+    const size_t n = 8u << 20;
+    unsigned char *a = st_alloc_aligned(4096, n), *b = st_alloc_aligned(4096, n);
+    assert_non_null(a);
+    assert_non_null(b);
+    fill(a, n, 1);
+    fill(b, n, 2);
+    st_error err = {0};
+    io_path_counters c, c2;
+    double t0 = st_now();
+    io_request w = {.op = IO_OP_WRITE, .file = file, .buf = a, .len = n, .offset = 0};
+    assert_int_equal(io_run(f->eng, &w, &err), ST_OK);
+    const double wall_w = st_now() - t0;
+    io_engine_path_counters(f->eng, f->path, &c);
+    assert_true(c.write_busy_s > 0 && c.write_busy_s <= wall_w);
+    assert_true(c.read_busy_s == 0 && c.both_busy_s == 0);
+
+    t0 = st_now();
+    io_request rw[2] = {{.op = IO_OP_READ, .file = file, .buf = b, .len = n, .offset = 0},
+                        {.op = IO_OP_WRITE, .file = file, .buf = a, .len = n, .offset = n}};
+    io_ticket t;
+    io_ticket_init(&t);
+    assert_int_equal(io_submit(f->eng, rw, 2, &t, &err), ST_OK);
+    assert_int_equal(io_ticket_wait(&t, &err), ST_OK);
+    const double wall_rw = st_now() - t0;
+    assert_memory_equal(a, b, n);
+    io_engine_path_counters(f->eng, f->path, &c2);
+    assert_true(c2.read_busy_s > 0 && c2.read_busy_s <= wall_rw);
+    assert_true(c2.write_busy_s > c.write_busy_s && c2.write_busy_s - c.write_busy_s <= wall_rw);
+    assert_true(c2.both_busy_s >= 0 && c2.both_busy_s <= c2.read_busy_s && c2.both_busy_s <= c2.write_busy_s - c.write_busy_s);
+
+    usleep(20000);   /* idle: nothing more is counted */
+    io_engine_path_counters(f->eng, f->path, &c);
+    assert_true(c.read_busy_s == c2.read_busy_s && c.write_busy_s == c2.write_busy_s && c.both_busy_s == c2.both_busy_s);
+    io_engine_path_counters(f->eng, f->path2, &c);
+    assert_true(c.read_busy_s == 0 && c.write_busy_s == 0 && c.both_busy_s == 0);
+    st_free_aligned(a);
+    st_free_aligned(b);
     io_file_close(file);
 }
 
@@ -443,6 +490,7 @@ int main(void) {
 #define BOTH(fn) cmocka_unit_test_setup_teardown(fn, setup_uring, teardown), \
                  cmocka_unit_test_setup_teardown(fn, setup_psync, teardown)
         BOTH(test_round_trips),
+        BOTH(test_busy_times),
         BOTH(test_batch_over_two_paths),
         BOTH(test_short_transfers_are_continued),
         BOTH(test_injected_errors_name_file_and_offset),

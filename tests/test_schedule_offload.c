@@ -518,6 +518,7 @@ static void test_stats_add_up(void **state) {
             st_error err = {0};
             assert_int_equal(offload_traffic_per_step(&oc, &want, &err), ST_OK);
             offload_trainer *t;
+            const double created = st_now();
             assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_OK);
             layout_memory planned;
             uint64_t allocated;
@@ -543,10 +544,22 @@ static void test_stats_add_up(void **state) {
             assert_true(st.compute_s > 0 && st.compute_io_s >= 0 && st.optimizer_wait_s >= 0);
             assert_true(st.compute_s + st.compute_io_s + st.optimizer_wait_s <= st.step_s);
             assert_true(st.optimizer_s > 0 && st.worker_io_s >= 0 && st.worker_io_s <= st.optimizer_s);
+            uint64_t rd = 0, wr = 0;
             for (int kind = 0; kind < STORE_KIND_COUNT; kind++) {
                 assert_int_equal(st.bytes_read[kind], STEPS * want.read[kind]);
                 assert_int_equal(st.bytes_written[kind], STEPS * want.written[kind]);
+                rd += st.bytes_read[kind], wr += st.bytes_written[kind];
             }
+            /* the drive's own counters: every byte of training's and more
+             * (evaluations, commits), each direction busy within the run */
+            io_path_counters io[STORE_MAX_PATHS];
+            const int n_paths = offload_trainer_path_io(t, io);
+            const double elapsed = st_now() - created;
+            assert_int_equal(n_paths, 1);
+            assert_true(io[0].bytes_read >= rd && io[0].bytes_written >= wr);
+            assert_true((rd == 0 || io[0].read_busy_s > 0) && io[0].read_busy_s <= elapsed);
+            assert_true((wr == 0 || io[0].write_busy_s > 0) && io[0].write_busy_s <= elapsed);
+            assert_true(io[0].both_busy_s <= io[0].read_busy_s && io[0].both_busy_s <= io[0].write_busy_s);
             offload_trainer_free(t);
             remove_store((enum test_placement)pl);
         }

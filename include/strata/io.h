@@ -203,6 +203,9 @@ typedef struct io_path_counters {
     uint64_t errors;                  /* failed operations */
     uint64_t short_transfers;         /* continued after moving part of their bytes */
     uint64_t retries;                 /* EINTR/EAGAIN resubmissions */
+    /* Seconds with at least one read (write) transfer in flight, and with both
+     * at once: bytes over them are the rates the path moved at while busy. */
+    double read_busy_s, write_busy_s, both_busy_s;
 } io_path_counters;
 /* Copies path_id's counters (zeros for a bad id). */
 void io_engine_path_counters(const io_engine *e, int path_id, io_path_counters *out);
@@ -304,6 +307,8 @@ typedef struct io_bench_result {
     double cycle_read_s[IO_BENCH_MAX_PATHS];   /* the timed cycle: the sum of its read phases / write phases */
     double cycle_write_s[IO_BENCH_MAX_PATHS];
     double cycle_read_total_s, cycle_write_total_s;   /* every directory together */
+    double cycle_cpu_s;        /* the process's CPU time (user and system) during the timed cycle: what moving
+                                  its bytes costs the host (the engine's threads, the kernel's work) */
     double write_total_s, read_total_s, mixed_total_s;   /* every directory together */
     io_engine_info engine;
     char warning[512];         /* from the preflight (buffered paths), or "" */

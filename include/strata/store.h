@@ -277,6 +277,8 @@ typedef struct store_counters {
     uint64_t bytes_written[STORE_KIND_COUNT][STORE_MAX_PATHS];
     uint64_t commits;
     uint64_t checksum_failures;
+    int n_paths;
+    io_path_counters io[STORE_MAX_PATHS];   /* each path's I/O engine queue: its bytes and busy times */
 } store_counters;
 void store_get_counters(store *s, store_counters *out);
 uint64_t store_counters_written(const store_counters *c);   /* all kinds, all paths */

@@ -437,6 +437,19 @@ static void pop_head(io_path *p) {
     r->queued = 0;
 }
 
+/* A read (dir 0) or write (1) transfer starts (+1) or ends (-1) on p: the
+ * path's busy times, under the engine lock. */
+static void path_busy(io_path *p, int dir, int delta) {
+    const double now = st_now();
+    const int before = p->dir_inflight[0] > 0 && p->dir_inflight[1] > 0;
+    int *n = &p->dir_inflight[dir];
+    if (delta > 0 && (*n)++ == 0) p->dir_since[dir] = now;
+    if (delta < 0 && --(*n) == 0) *(dir ? &p->counters.write_busy_s : &p->counters.read_busy_s) += now - p->dir_since[dir];
+    const int after = p->dir_inflight[0] > 0 && p->dir_inflight[1] > 0;
+    if (!before && after) p->both_since = now;
+    if (before && !after) p->counters.both_busy_s += now - p->both_since;
+}
+
 io_chunk *engine_next_chunk(io_engine *e, int pi, io_req **finished) {
     io_path *p = e->paths[pi];
     for (;;) {
@@ -467,6 +480,7 @@ io_chunk *engine_next_chunk(io_engine *e, int pi, io_req **finished) {
         r->issued += c->len;
         r->inflight++;
         p->inflight++;
+        if (r->r.op != IO_OP_SYNC) path_busy(p, r->r.op == IO_OP_WRITE, +1);
         if (r->r.op == IO_OP_SYNC) p->sync_inflight = 1;
         if (r->r.op == IO_OP_SYNC || r->issued == r->r.len) pop_head(p);
         apply_fault(e, c);
@@ -499,6 +513,7 @@ void engine_chunk_finished(io_engine *e, io_chunk *c, int err, io_req **finished
     }
     p->inflight--;
     if (op == IO_OP_SYNC) p->sync_inflight = 0;
+    else path_busy(p, op == IO_OP_WRITE, -1);
     r->inflight--;
     /* A request still queued finishes later: when its last chunk is issued
      * and done, or when engine_next_chunk drops it after a failure. */
@@ -615,7 +630,14 @@ void io_engine_path_counters(const io_engine *e, int path_id, io_path_counters *
     memset(out, 0, sizeof *out);
     io_engine *m = (io_engine *)e;   /* the lock, not the counters, is mutated */
     pthread_mutex_lock(&m->mu);
-    if (path_id >= 0 && path_id < e->n_paths) *out = e->paths[path_id]->counters;
+    if (path_id >= 0 && path_id < e->n_paths) {
+        const io_path *p = e->paths[path_id];
+        *out = p->counters;
+        const double now = st_now();   /* the busy spells still open count up to now */
+        if (p->dir_inflight[0] > 0) out->read_busy_s += now - p->dir_since[0];
+        if (p->dir_inflight[1] > 0) out->write_busy_s += now - p->dir_since[1];
+        if (p->dir_inflight[0] > 0 && p->dir_inflight[1] > 0) out->both_busy_s += now - p->both_since;
+    }
     pthread_mutex_unlock(&m->mu);
 }
 

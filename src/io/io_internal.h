@@ -54,6 +54,8 @@ typedef struct io_path {
     io_req *head, *tail;
     int inflight;
     int sync_inflight;        /* a sync is running: nothing else may start */
+    int dir_inflight[2];      /* read, write transfers in flight (busy times in counters) */
+    double dir_since[2], both_since;
     io_path_counters counters;   /* under the engine lock */
 } io_path;
 

@@ -290,6 +290,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     }
     t->step = cfg.resume_steps;
     env_traffic(&t->env, t->traffic_base);   /* from here on: training */
+    env_path_io(&t->env, t->io_base);
     if ((s = opt_worker_start(&t->worker, &t->env, t->L1, run_job, t, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
@@ -518,6 +519,24 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
         out->bytes_read[k] = now[0][k] - t->traffic_base[0][k] - t->traffic_aside[0][k];
         out->bytes_written[k] = now[1][k] - t->traffic_base[1][k] - t->traffic_aside[1][k];
     }
+}
+
+int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS]) {
+    io_path_counters io[STORE_MAX_PATHS];
+    const int n = env_path_io(&t->env, io);
+    for (int p = 0; p < n; p++) {
+        const io_path_counters *a = &io[p], *b = &t->io_base[p];
+        out[p] = (io_path_counters){.bytes_read = a->bytes_read - b->bytes_read,
+                                         .bytes_written = a->bytes_written - b->bytes_written,
+                                         .reads = a->reads - b->reads, .writes = a->writes - b->writes,
+                                         .syncs = a->syncs - b->syncs, .errors = a->errors - b->errors,
+                                         .short_transfers = a->short_transfers - b->short_transfers,
+                                         .retries = a->retries - b->retries,
+                                         .read_busy_s = a->read_busy_s - b->read_busy_s,
+                                         .write_busy_s = a->write_busy_s - b->write_busy_s,
+                                         .both_busy_s = a->both_busy_s - b->both_busy_s};
+    }
+    return n;
 }
 
 st_status offload_trainer_sync(offload_trainer *t, st_error *err) {

@@ -64,6 +64,15 @@ void env_drain_each(exec_transfers *x, int n) {
     for (int i = 0; i < n; i++) env_drain(x[i].op, &x[i].n);
 }
 
+int env_path_io(const exec_env *e, io_path_counters out[STORE_MAX_PATHS]) {
+    memset(out, 0, sizeof(io_path_counters) * STORE_MAX_PATHS);
+    if (!e->st) return 0;
+    store_counters c;
+    store_get_counters(e->st, &c);
+    memcpy(out, c.io, sizeof c.io);
+    return c.n_paths;
+}
+
 void env_traffic(const exec_env *e, uint64_t out[2][STORE_KIND_COUNT]) {
     memset(out, 0, sizeof(uint64_t) * 2 * STORE_KIND_COUNT);
     if (!e->st) return;

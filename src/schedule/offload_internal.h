@@ -91,6 +91,8 @@ st_status env_wait_each(exec_env *e, exec_transfers *x, int n, const char *what,
 void env_drain_each(exec_transfers *x, int n);
 /* Store traffic per kind so far: [0] read, [1] written. */
 void env_traffic(const exec_env *e, uint64_t out[2][STORE_KIND_COUNT]);
+/* Each store path's I/O engine counters now (strata/io.h); the number of paths. */
+int env_path_io(const exec_env *e, io_path_counters out[STORE_MAX_PATHS]);
 
 /* ---- opt_worker: the optimizer thread ----------------------------------------------- */
 
@@ -396,6 +398,7 @@ struct offload_trainer {
     const sched_analysis *an;          /* of the list being run */
     uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */
     uint64_t traffic_base[2][STORE_KIND_COUNT];    /* store traffic of the set-up (read, written) */
+    io_path_counters io_base[STORE_MAX_PATHS];     /* each path's I/O counters when training began */
     uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations, commits and reading the weights back:
                                                       none is training's */
     offload_stats stats;               /* the steps' share of the compute thread's time (bytes and the

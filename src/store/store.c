@@ -654,6 +654,8 @@ void store_get_counters(store *s, store_counters *out) {
         }
     out->commits = atomic_load(&s->commits);
     out->checksum_failures = atomic_load(&s->checksum_failures);
+    out->n_paths = s->n_paths;
+    for (int p = 0; p < s->n_paths; p++) io_engine_path_counters(s->engine, s->path_id[p], &out->io[p]);
 }
 
 uint64_t store_counters_written(const store_counters *c) {
