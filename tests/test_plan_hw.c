@@ -21,6 +21,7 @@ static const char *VALID =
     "  \"name\": \"a100x4\",\n"
     "  \"compute\": {\"backend\": \"gpu\", \"matmul_gflops\": 250000, \"head_matmul_gflops\": 240000,\n"
     "              \"attention_gflops\": 120000, \"other_gbps\": 1500, \"cores\": 108, \"task_overhead_s\": 1e-5,\n"
+    "              \"io_cpu_s_per_gb\": 0.12,\n"
     "              \"matmul_by_rows\": [{\"rows\": 64, \"gflops\": 50000}, {\"rows\": 4096, \"gflops\": 200000}],\n"
     "              \"head_by_rows\": [{\"rows\": 1024, \"gflops\": 240000}]},\n"
     "  \"host_device_gbps\": 25,\n"
@@ -48,6 +49,7 @@ static void test_valid_file_reads(void **state) {
     assert_int_equal(hw.n_ssd, 2);
     assert_string_equal(hw.ssd[0].path, "/nvme0");
     assert_true(hw.task_overhead_s == 1e-5 && hw.n_matmul_rows == 2 && hw.n_head_rows == 1);
+    assert_true(hw.io_cpu_s_per_gb == 0.12);
     /* rates by rows: flat outside the table, linear in log(rows) inside it */
     assert_true(hw_matmul_gflops_at(&hw, 1) == 50000 && hw_matmul_gflops_at(&hw, 1e6) == 200000);
     assert_true(fabs(hw_matmul_gflops_at(&hw, 512) - 125000) < 1e-6);   /* halfway from 64 to 4096 */
@@ -78,7 +80,7 @@ static void test_round_trip(void **state) {
     a.ssd[1].read_gbps = 0.1 + 0.2;
     a.probe = (hw_probe_record){.model = "gpt2-124m", .B = 4, .T = 256, .block_forward_s = 0.1175,
                                 .block_backward_s = 0.3861, .head_s = 1.8, .adamw_alone_s = 1e-3,
-                                .adamw_beside_compute_s = 3e-3};
+                                .adamw_beside_compute_s = 3e-3, .checksum_gbps = 14.1, .io_kernel_s_per_gb = 0.024};
     char path[] = "/tmp/strata-test-hw-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -156,7 +158,7 @@ static void test_missing_fields_named(void **state) {
     /* the optional ones may go */
     static const char *optional[] = {"compute.head_matmul_gflops", "compute.attention_gflops", "ssd.0.path",
                                      "compute.task_overhead_s", "compute.matmul_by_rows", "compute.head_by_rows",
-                                     "ssd.1.mixed_read_gbps", "optimizer.threads", "contention", "node", "note"};
+                                     "compute.io_cpu_s_per_gb", "ssd.1.mixed_read_gbps", "optimizer.threads", "contention", "node", "note"};
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; i++) {
         char *text = edit(optional[i], NULL);
         hw_desc hw;
@@ -178,6 +180,7 @@ static void test_bad_values_named(void **state) {
     expect_error("compute.cores", "1e300", "compute.cores: must be a whole number");
     expect_error("compute.backend", "\"tpu\"", "compute.backend: must be \"cpu\" or \"gpu\"");
     expect_error("compute.task_overhead_s", "-1e-6", "compute.task_overhead_s: must be >= 0");
+    expect_error("compute.io_cpu_s_per_gb", "-0.1", "compute.io_cpu_s_per_gb: must be >= 0");
     expect_error("compute.matmul_by_rows.1.rows", "64", "compute.matmul_by_rows[1].rows: must be more than the entry before");
     expect_error("compute.matmul_by_rows.0.rows", "0.5", "compute.matmul_by_rows[0].rows: must be >= 1");
     expect_error("compute.head_by_rows.0.gflops", "0", "compute.head_by_rows[0].gflops: must be > 0");

@@ -362,6 +362,63 @@ static void test_contention_slows_compute(void **state) {
     sched_list_free(&l);
 }
 
+/* The store's CPU work (hw.io_cpu_s_per_gb): the optimizer's worker
+ * checksums what it writes before queueing it (between its reads and its
+ * writes) and what it reads as it arrives (hidden under the reads here);
+ * on a CPU backend, compute's thread checksums what it saves before the
+ * write starts, and the cores pay for what a load read. */
+static void test_store_cpu_work(void **state) {
+    (void)state;
+    const double k = 0.1e-9;   /* 0.1 s per GB */
+    hw_desc hw = cpu_machine(1), io = hw;
+    io.io_cpu_s_per_gb = 0.1;
+    sim_config c = config("gpt2-tiny", 4, 64, 1);
+    c.place.weights = c.place.optim = 1;
+    /* optimize u1, then load its weights (which waits for the job) */
+    sched_list l = {0};
+    add(&l, TASK_OPTIMIZE, 1, -1, -1);
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
+    const double R = (double)read_bytes(&c, &l.tasks[0]), W = (double)written_bytes(&c, &l.tasks[0]);
+    const double L = (double)read_bytes(&c, &l.tasks[1]), n = (double)gpt_unit_numel(&c.model, 1);
+    assert_true(R > 0 && W > 0 && L > 0 && n / 5e8 + R * k < R / 1e9);   /* AdamW and the read checks hide under the reads */
+    sim_result a = run1(&hw, &c, &l), b = run1(&io, &c, &l);
+    assert_true(a.iter_s > 0);
+    assert_close(b.iter_s, a.iter_s + W * k + L * k);
+    sim_roofline ra, rb;
+    assert_int_equal(sim_roofline_list(&hw, &c, &l, &ra, NULL), ST_OK);
+    assert_int_equal(sim_roofline_list(&io, &c, &l, &rb, NULL), ST_OK);
+    assert_close(rb.optimizer_s, ra.optimizer_s + (R + W) * k);
+    assert_close(rb.compute_s, ra.compute_s + L * k);
+    sched_list_free(&l);
+
+    /* forward, save, load it back: the save's checks run on compute's
+     * thread beside its write (shorter); the load waits for the write,
+     * reads, and then pays for its checks */
+    c.place.weights = c.place.optim = 0;
+    c.place.acts = 1;
+    sched_list m = {0};
+    add(&m, TASK_BLOCK_FORWARD, 1, 0, -1);
+    add(&m, TASK_SAVE_ACT, 2, 0, 0);
+    add(&m, TASK_LOAD_ACT, 2, 0, 1);
+    const double f = task_s(&io, &c, &m, 0), bytes = (double)read_bytes(&c, &m.tasks[2]);
+    assert_close(bytes, (double)written_bytes(&c, &m.tasks[1]));
+    b = run1(&io, &c, &m);
+    assert_close(b.iter_s, f + bytes / 2e9 + bytes / 1e9 + bytes * k);
+    assert_int_equal(sim_roofline_list(&io, &c, &m, &rb, NULL), ST_OK);
+    assert_close(rb.compute_s, f + 2 * bytes * k);
+    sched_list_free(&m);
+
+    /* forward, save, forward: the save's checks hold compute up, its write does not */
+    sched_list q = {0};
+    add(&q, TASK_BLOCK_FORWARD, 1, 0, -1);
+    add(&q, TASK_SAVE_ACT, 2, 0, 0);
+    add(&q, TASK_BLOCK_FORWARD, 2, 0, 0);
+    io.ssd[0].write_gbps = 1e-3;
+    b = run1(&io, &c, &q);
+    assert_close(b.iter_s, 2 * f + bytes * k);
+    sched_list_free(&q);
+}
+
 /* Vertical reads each unit's weights twice per iteration (forward, and head
  * or backward) for any M; horizontal twice per micro-batch. */
 static void test_weight_reads_vertical_vs_horizontal(void **state) {
@@ -622,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_weight_load_waits_for_the_optimizer),
         cmocka_unit_test(test_optimizer_io_order_follows_the_disk),
         cmocka_unit_test(test_contention_slows_compute),
+        cmocka_unit_test(test_store_cpu_work),
         cmocka_unit_test(test_weight_reads_vertical_vs_horizontal),
         cmocka_unit_test(test_bytes_match_the_executor),
         cmocka_unit_test(test_bytes_match_offload_traffic),

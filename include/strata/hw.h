@@ -19,6 +19,9 @@
  *       "other_gbps": 9.5,             memory-bound passes: LayerNorm, GELU, residual, cross-entropy, bf16 widening
  *       "cores": 2,
  *       "task_overhead_s": 0.0003,     optional: fixed time per compute task (parallel regions, launches); default 0
+       "io_cpu_s_per_gb": 0.12,       optional: host CPU time, on one core, per GB the store moves to or from an
+                                      SSD (the checksum of every chunk, and the kernel's work for the transfer);
+                                      default 0
  *       "matmul_by_rows": [{"rows": 32, "gflops": 60}, {"rows": 1024, "gflops": 128}],
  *                                      optional: sgemm rate by rows (B x T) of the block's products, rising
  *                                      rows; a task's rate is interpolated in log(rows), clamped at the ends;
@@ -102,6 +105,9 @@ typedef struct hw_probe_record {
     int B, T;
     double block_forward_s, block_backward_s, head_s;
     double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
+    /* the parts of io_cpu_s_per_gb: CRC32C on one core over memory not in cache, and the process's CPU
+       time per GB in the timed cycle of the SSD measurement */
+    double checksum_gbps, io_kernel_s_per_gb;
     /* under mpirun: the bytes a rank received per second in an all-gather of shards and in a
        reduce-scatter (the sum included), with every rank at once (strata/probe.h) */
     double ranks_allgather_gbps, ranks_reduce_scatter_gbps;
@@ -116,6 +122,7 @@ typedef struct hw_desc {
     double other_gbps;
     int cores;
     double task_overhead_s;      /* per compute task, >= 0 */
+    double io_cpu_s_per_gb;      /* host CPU seconds per GB of SSD traffic, >= 0 */
     int n_matmul_rows, n_head_rows;
     hw_rate_at matmul_by_rows[HW_MAX_ROWS];   /* rows rising; none: matmul_gflops */
     hw_rate_at head_by_rows[HW_MAX_ROWS];     /* none: head_matmul_gflops (or matmul_gflops) */

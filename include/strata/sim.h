@@ -46,6 +46,13 @@
  *   - CPU backend: compute and AdamW share the cores; while both run,
  *     compute takes hw.compute_slowdown times as long and AdamW
  *     hw.optimizer_slowdown times.
+ *   - The store's CPU work (hw.io_cpu_s_per_gb per GB to or from an SSD:
+ *     its checksums and the kernel's part of a transfer) is the host's: an
+ *     optimizer job does it on the worker, beside AdamW (a read's as it
+ *     arrives, during the reads; a write's before it is queued, between
+ *     the reads and the writes). On a CPU backend compute's thread does a
+ *     save's before its write starts and pays for a load's once it has
+ *     arrived; a GPU computes beside both.
  *   - GPU backend (hw.backend "gpu"): compute runs on the device; AdamW
  *     runs on the host's cores beside it, neither slowing the other. The
  *     device holds one unit's compute weights (and the next one's, read
@@ -112,8 +119,7 @@
  *     end of each iteration sum doubles over the ranks (1 and 2): their
  *     latency, on the compute thread.
  *
- * Everything else (queue limits, buffer pools, I/O submission cost) is
- * free. The run simulates the first list and then `iterations` steady lists
+ * Everything else (queue limits, buffer pools) is free. The run simulates the first list and then `iterations` steady lists
  * back to back (work left running by one list carries into the next), and
  * reports the last one. Deterministic: the same inputs give the same result
  * bit for bit.

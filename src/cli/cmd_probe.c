@@ -41,10 +41,11 @@ static const cli_spec probe_spec = {
              "'strata simulate': sgemm at a GPT block's shapes, the LM head, memory-bound\n"
              "passes and the attention (from a block's forward and backward), AdamW on one\n"
              "thread as the executor's optimizer runs it, how much compute and AdamW slow\n"
-             "each other down on shared cores, and O_DIRECT read and write bandwidth of each\n"
-             "store directory: the test file cycled through in the optimizer's 72 MiB\n"
-             "phases, each read and then overwritten in place (a cycle untimed, the next\n"
-             "timed), and reads and writes both at once. About 10 s with the defaults.\n"
+             "each other down on shared cores, the store's checksum on one core, and\n"
+             "O_DIRECT read and write bandwidth of each store directory: the test file\n"
+             "cycled through in the optimizer's 72 MiB phases, each read and then\n"
+             "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
+             "took), and reads and writes both at once. About 10 s with the defaults.\n"
              "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
              "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
              "node, the rate between them, the latency of a collective); the rest is\n"
@@ -155,6 +156,8 @@ int cmd_probe(int argc, char **argv) {
         printf("ssd[%d] %s: read %.3f GB/s, write %.3f GB/s, both at once %.3f + %.3f GB/s\n", p, hw.ssd[p].path,
                hw.ssd[p].read_gbps, hw.ssd[p].write_gbps, hw.ssd[p].mixed_read_gbps, hw.ssd[p].mixed_write_gbps);
     if (hw.n_ssd == 0) printf("ssd: none measured (--store DIR to add the store's drives)\n");
+    printf("store I/O: %.3f CPU s per GB moved (checksums at %.3g GB/s on one core, %.3f s per GB in the kernel)\n",
+           hw.io_cpu_s_per_gb, hw.probe.checksum_gbps, hw.probe.io_kernel_s_per_gb);
     printf("memory: %s (device and host are the same memory on the CPU backend)\n",
            st_format_bytes((double)hw.host_bytes, mem, sizeof mem));
     if (hw.nodes * hw.ranks_per_node > 1)

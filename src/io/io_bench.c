@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "strata/io.h"
@@ -142,6 +143,13 @@ static st_status open_files(bench *b, io_preflight_path *pre, st_error *err) {
     return ST_OK;
 }
 
+/* CPU seconds (user and system) this process has used so far. */
+static double process_cpu_s(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 /* The cycle pass: the file in phases of cycle_phase bytes, each read and
  * then written back over itself, phase after phase, the way the optimizer
  * streams its state through the store every step (a group of segments
@@ -158,6 +166,7 @@ static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
     const io_bench_config *c = b->cfg;
     for (int k = 0; k <= c->cycle_warm; k++) {
         const int timed = k == c->cycle_warm;
+        const double cpu0 = process_cpu_s();
         for (uint64_t lo = 0; lo < c->size; lo += c->cycle_phase) {
             const uint64_t hi = c->size - lo < c->cycle_phase ? c->size : lo + c->cycle_phase;
             if (c->cycle_idle_us > 0) usleep((useconds_t)c->cycle_idle_us);
@@ -173,6 +182,7 @@ static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
                 *(dir ? &out->cycle_write_total_s : &out->cycle_read_total_s) += sec;
             }
         }
+        if (timed) out->cycle_cpu_s = process_cpu_s() - cpu0;
     }
     return ST_OK;
 }

@@ -97,6 +97,7 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     POSITIVE(hw->other_gbps, "compute.other_gbps");
     if (hw->cores < 1) return bad(err, name, "compute.cores", "must be >= 1");
     NONNEG(hw->task_overhead_s, "compute.task_overhead_s");
+    NONNEG(hw->io_cpu_s_per_gb, "compute.io_cpu_s_per_gb");
     for (int k = 0; k < 2; k++) {
         const int n = k ? hw->n_head_rows : hw->n_matmul_rows;
         const hw_rate_at *t = k ? hw->head_by_rows : hw->matmul_by_rows;
@@ -166,6 +167,8 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(p->adamw_alone_s, "probe.adamw_alone_s");
     NONNEG(p->adamw_beside_compute_s, "probe.adamw_beside_compute_s");
     NONNEG(p->ranks_allgather_gbps, "probe.ranks_allgather_gbps");
+    NONNEG(p->checksum_gbps, "probe.checksum_gbps");
+    NONNEG(p->io_kernel_s_per_gb, "probe.io_kernel_s_per_gb");
     NONNEG(p->ranks_reduce_scatter_gbps, "probe.ranks_reduce_scatter_gbps");
     return ST_OK;
 }
@@ -361,8 +364,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
     if (note && !cJSON_IsString(note)) rfail(&r, "note", "must be a string");
 
     static const char *const compute_keys[] = {"backend", "matmul_gflops", "head_matmul_gflops", "attention_gflops",
-                                               "other_gbps", "cores", "task_overhead_s", "matmul_by_rows",
-                                               "head_by_rows", NULL};
+                                               "other_gbps", "cores", "task_overhead_s", "io_cpu_s_per_gb",
+                                               "matmul_by_rows", "head_by_rows", NULL};
     const cJSON *c = object(&r, root, "", "compute", 1, compute_keys);
     if (c) {
         char backend[8] = "cpu";
@@ -376,6 +379,7 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, c, "compute", "other_gbps", 1, &hw.other_gbps);
         integer(&r, c, "compute", "cores", 1, &hw.cores);
         num(&r, c, "compute", "task_overhead_s", 0, &hw.task_overhead_s);
+        num(&r, c, "compute", "io_cpu_s_per_gb", 0, &hw.io_cpu_s_per_gb);
         rate_table(&r, c, "matmul_by_rows", hw.matmul_by_rows, &hw.n_matmul_rows);
         rate_table(&r, c, "head_by_rows", hw.head_by_rows, &hw.n_head_rows);
     }
@@ -448,7 +452,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
     }
     static const char *const probe_keys[] = {"model", "micro_batch", "seq", "block_forward_s", "block_backward_s",
                                              "head_s", "adamw_alone_s", "adamw_beside_compute_s",
-                                             "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", NULL};
+                                             "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", "checksum_gbps",
+                                             "io_kernel_s_per_gb", NULL};
     const cJSON *pr = object(&r, root, "", "probe", 0, probe_keys);
     if (pr) {
         hw_probe_record *p = &hw.probe;
@@ -462,6 +467,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, pr, "probe", "adamw_beside_compute_s", 0, &p->adamw_beside_compute_s);
         num(&r, pr, "probe", "ranks_allgather_gbps", 0, &p->ranks_allgather_gbps);
         num(&r, pr, "probe", "ranks_reduce_scatter_gbps", 0, &p->ranks_reduce_scatter_gbps);
+        num(&r, pr, "probe", "checksum_gbps", 0, &p->checksum_gbps);
+        num(&r, pr, "probe", "io_kernel_s_per_gb", 0, &p->io_kernel_s_per_gb);
     }
     cJSON_Delete(root);
     if (r.s != ST_OK) return r.s;
@@ -514,6 +521,7 @@ char *hw_to_json(const hw_desc *hw) {
         add_num(c, "other_gbps", hw->other_gbps);
         add_num(c, "cores", hw->cores);
         if (hw->task_overhead_s > 0) add_num(c, "task_overhead_s", hw->task_overhead_s);
+        if (hw->io_cpu_s_per_gb > 0) add_num(c, "io_cpu_s_per_gb", hw->io_cpu_s_per_gb);
         for (int k = 0; k < 2; k++) {
             const int n = k ? hw->n_head_rows : hw->n_matmul_rows;
             const hw_rate_at *t = k ? hw->head_by_rows : hw->matmul_by_rows;
@@ -575,7 +583,7 @@ char *hw_to_json(const hw_desc *hw) {
     const hw_probe_record *p = &hw->probe;
     if (p->model[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
         p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
-        p->ranks_reduce_scatter_gbps > 0) {
+        p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0) {
         cJSON *pr = cJSON_AddObjectToObject(root, "probe");
         if (pr) {
             cJSON_AddStringToObject(pr, "model", p->model);
@@ -588,6 +596,8 @@ char *hw_to_json(const hw_desc *hw) {
             add_num(pr, "adamw_beside_compute_s", p->adamw_beside_compute_s);
             if (p->ranks_allgather_gbps > 0) add_num(pr, "ranks_allgather_gbps", p->ranks_allgather_gbps);
             if (p->ranks_reduce_scatter_gbps > 0) add_num(pr, "ranks_reduce_scatter_gbps", p->ranks_reduce_scatter_gbps);
+            if (p->checksum_gbps > 0) add_num(pr, "checksum_gbps", p->checksum_gbps);
+            if (p->io_kernel_s_per_gb > 0) add_num(pr, "io_kernel_s_per_gb", p->io_kernel_s_per_gb);
         }
     }
     char *text = cJSON_Print(root);

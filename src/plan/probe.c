@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "plan/sim_internal.h"
+#include "strata/checksum.h"
 #include "strata/comm.h"
 #include "strata/io.h"
 #include "strata/layout.h"
@@ -112,13 +113,15 @@ static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err)
 }
 
 /* Timed repetitions of fn: at least `reps`, and enough to last about
- * 50 ms (small shapes are noisy), at most MAX_REPS; the median. */
+ * 250 ms, at most MAX_REPS; the median. On a shared machine a time slice
+ * lost to another process can double one repetition: three of a block's
+ * backward (60 ms) let two such slices set the median. */
 static double timed(void (*fn)(bench *, int, int), bench *b, int arg, int rows, int reps) {
     double t[MAX_REPS];
     double t0 = st_now();
     fn(b, arg, rows);   /* warm-up, and an estimate */
     const double once = st_now() - t0;
-    int n = once > 0 ? (int)(0.05 / once) : MAX_REPS;
+    int n = once > 0 ? (int)(0.25 / once) : MAX_REPS;
     if (n < reps) n = reps;
     if (n > MAX_REPS) n = MAX_REPS;
     for (int r = 0; r < n; r++) {
@@ -221,6 +224,34 @@ static st_status time_stream(int reps, double *gbps, st_error *err) {
     st_free_aligned(f);
     st_free_aligned(h);
     return ST_OK;
+}
+
+/* GB/s of CRC32C (the store's checksum) on this thread over 256 MiB, more
+ * than any cache holds: the store sums chunks that the disk has just
+ * written into memory, or that AdamW wrote long before. */
+static st_status time_checksum(int reps, double *gbps, st_error *err) {
+    const size_t n = 256u << 20;
+    unsigned char *buf = st_alloc_aligned(4096, n);
+    if (!buf) return st_fail(err, ST_ENOMEM, "probe: out of memory for the checksum measurement");
+    memset(buf, 0x5a, n);
+    double t[MAX_REPS];
+    volatile uint32_t sink = 0;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = st_now();
+        sink ^= st_crc32c(0, buf, n);
+        t[r] = st_now() - t0;
+    }
+    (void)sink;
+    *gbps = (double)n / median(t, reps) / 1e9;
+    st_free_aligned(buf);
+    return ST_OK;
+}
+
+/* What moving a GB through the store costs the host's cores: its checksum
+ * and the kernel's work (0 for the part not measured). */
+static void set_io_cpu(hw_desc *hw) {
+    const hw_probe_record *p = &hw->probe;
+    hw->io_cpu_s_per_gb = (p->checksum_gbps > 0 ? 1.0 / p->checksum_gbps : 0) + p->io_kernel_s_per_gb;
 }
 
 /* ---- AdamW on a thread of its own --------------------------------------------------------- */
@@ -352,6 +383,13 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
     }
     say(cfg, "  %.3g GB/s", hw->other_gbps);
 
+    say(cfg, "the store's checksum (CRC32C) on one thread...");
+    if ((s = time_checksum(reps, &hw->probe.checksum_gbps, err)) != ST_OK) {
+        bench_free(&b);
+        return s;
+    }
+    say(cfg, "  %.3g GB/s", hw->probe.checksum_gbps);
+
     /* A block at the probe's shape and at 16 tokens: what the products and
      * the passes do not explain is the attention (which grows with T) and a
      * fixed cost per task (which does not). */
@@ -378,7 +416,9 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
      * the products, o what is left there. */
     double R = rest > rest1 && att > att1 ? (att - att1) / (rest - rest1) / 1e9 : 0;
     double o = R > 0 ? (rest1 - att1 / (R * 1e9)) / 2 : -1;
-    if (!(R > 0 && R <= hw->matmul_gflops && o >= 0 && 2 * o < f1 + k1)) {
+    /* attention's products run at a fair share of sgemm's rate; a rate
+     * twenty times slower is a slow repetition, not the attention */
+    if (!(R >= hw->matmul_gflops / 20 && R <= hw->matmul_gflops && o >= 0 && 2 * o < f1 + k1)) {
         R = hw->matmul_gflops;
         o = (rest - att / (R * 1e9)) / 2;
         if (o < 0) {   /* even at the products' rate the attention explains more than is left */
@@ -480,6 +520,9 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
         d->mixed_read_gbps = (double)r.mixed_read_bytes / r.mixed_read_s[0] / 1e9;
         d->mixed_write_gbps = (double)r.mixed_write_bytes / r.mixed_write_s[0] / 1e9;
         hw->n_ssd = p + 1;
+        /* the timed cycle read and wrote the file once: the host's CPU per GB, the largest of the paths */
+        const double kernel = r.cycle_cpu_s / (2.0 * (double)bc.size / 1e9);
+        if (kernel > hw->probe.io_kernel_s_per_gb) hw->probe.io_kernel_s_per_gb = kernel;
         say(cfg, "  read %.3f GB/s, write %.3f GB/s; together %.3f + %.3f GB/s", d->read_gbps, d->write_gbps,
             d->mixed_read_gbps, d->mixed_write_gbps);
     }
@@ -496,7 +539,9 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
             return st_fail(err, ST_EINVAL, "probe: the SSD test size must be a multiple of 4096 and at least 8192");
         memset(hw.ssd, 0, sizeof hw.ssd);
         hw.n_ssd = 0;
+        hw.probe.io_kernel_s_per_gb = 0;
         st_status s = probe_ssd(cfg, &hw, err);
+        set_io_cpu(&hw);
         if (s == ST_OK) s = hw_check(&hw, "probe", err);
         if (s == ST_OK) *out = hw;
         return s;
@@ -524,6 +569,7 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     hw.devices_per_node = 1;
     st_status s = probe_ssd(cfg, &hw, err);
     if (s == ST_OK) s = probe_compute(cfg, &hw, err);
+    set_io_cpu(&hw);
     if (s == ST_OK) s = hw_check(&hw, "probe", err);
     if (s == ST_OK) *out = hw;
     return s;

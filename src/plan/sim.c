@@ -339,16 +339,20 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
             }
         if (segs % LAYOUT_OPT_SLOTS) exposed += last;
         const double adamw = len / s->adamw_rate;
+        /* the store's CPU work beside AdamW: a read's checksums as its chunks
+         * arrive, a write's before it is queued */
+        const double io_cpu = s->hw->io_cpu_s_per_gb / 1e9;
         if (s->lay.p.opt_io == OPT_IO_PHASED) {
             j.fill_read = read, j.drain_write = write;
             j.adamw_s = segs > 0 ? adamw * exposed / len : adamw;
-            j.fill_adamw_s = adamw - j.adamw_s;
+            j.fill_adamw_s = adamw - j.adamw_s + read * io_cpu;
+            j.adamw_s += write * io_cpu;
         } else {
             j.fill_read = first > 0 ? read * first / len : read;
             j.stream_read = read - j.fill_read;
             j.drain_write = last > 0 ? write * last / len : write;
             j.stream_write = write - j.drain_write;
-            j.adamw_s = adamw;
+            j.adamw_s = adamw + (read + write) * io_cpu;
         }
     }
     s->jobs[s->njobs++] = j;
@@ -413,6 +417,16 @@ static void task_io(const sim *s, const sched_task *t, double *ssd, double *link
     *link = s->gpu ? (double)sim_task_link_bytes(&s->cfg, t, to_device) : 0;
     *ic = s->gpu ? sim_task_interconnect_bytes(&s->cfg, t) : 0;
     if (!s->gpu) *to_device = 1;
+}
+
+/* CPU backend: the host CPU time the store spends on a load's or save's
+ * SSD bytes (compute's cores; a GPU computes beside it). */
+static double store_cpu_s(const sim *s, const sched_task *t) {
+    if (!s->cpu_shared || !(s->hw->io_cpu_s_per_gb > 0)) return 0;
+    double ssd, link, ic;
+    int to_dev;
+    task_io(s, t, &ssd, &link, &to_dev, &ic);
+    return ssd * s->hw->io_cpu_s_per_gb / 1e9;
 }
 
 static int deps_done(const sim *s, const sched_task *t) {
@@ -585,7 +599,8 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
             else snprintf(name, sizeof name, "%s u%d mb%d", task_op_name(t->op), t->unit, t->mb);
             trace_span(s->tr, s->lane_compute, name, s->tbase + s->run_start, s->tbase + s->t);
         }
-        s->done[s->ci] = 1;
+        /* a save is done when its write is */
+        if (t->op != TASK_SAVE_ACT && t->op != TASK_SAVE_GRAD) s->done[s->ci] = 1;
         if ((s->gpu && s->an.grad_leave[s->ci])) {   /* GPU: the unit's gradients leave the device, written behind */
             uint64_t link;
             double ic;
@@ -636,9 +651,10 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
             return 0;
         }
         end_wait(s, kind_name(k));
-        /* loaded: widen bf16 weights on the compute thread */
+        /* loaded: widen bf16 weights on the compute thread, and take the
+         * time the store's checks of what arrived took from the cores */
         sim_work w = sim_task_work_at(&s->cfg, t, first, last);
-        start_running(s, sim_work_seconds(s->hw, &w));
+        start_running(s, sim_work_seconds(s->hw, &w) + store_cpu_s(s, t));
         return 1;
     }
     case TASK_SAVE_ACT: case TASK_SAVE_GRAD: {   /* written behind: compute moves on */
@@ -663,6 +679,12 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
             s->x[x].seq = s->seq;
             s->x[x].task = s->ci;
             if (t->op == TASK_SAVE_GRAD) s->x[x].grad_unit = t->unit, s->grad_write[t->unit] = x;
+        }
+        /* the store checksums what it writes on the thread that queues it */
+        const double cpu = store_cpu_s(s, t);
+        if (cpu > 0) {
+            start_running(s, cpu);
+            return 1;
         }
         *st = next_task(s, lists, n_lists, err);
         return 1;
@@ -1033,7 +1055,12 @@ static st_status list_totals(const hw_desc *hw, const hw_desc *node, const sim_c
             }
             r->link_bytes = r->link_to_device + r->link_from_device;
         }
-        if (t->op == TASK_OPTIMIZE) r->work_adamw_s += (double)layout_share_elements(&lay, t) / hw_adamw_rate(hw);
+        /* the store's CPU work: the worker's for the optimizer's streams, compute's (CPU) for loads and saves */
+        const double io_cpu = (ssd_bytes(rd) + ssd_bytes(wr)) * hw->io_cpu_s_per_gb / 1e9;
+        if (t->op == TASK_OPTIMIZE)
+            r->work_adamw_s += (double)layout_share_elements(&lay, t) / hw_adamw_rate(hw) + io_cpu;
+        else if (hw->backend == HW_BACKEND_CPU)
+            r->work_compute_s += io_cpu;
         if (c->ranks > 1 && (task_op_resource(t->op) == RES_NETWORK || t->op == TASK_GRAD_NORM)) {
             sim_comm cm;
             sim_collective(node, c, t->op == TASK_GRAD_NORM ? NULL : t, 1, &cm);

@@ -31,8 +31,13 @@ check "probe --update: re-measures the store only (no compute measured)" \
 check "  keeps the rest of the description, replaces the SSD list" "$PY" - "$tmp/hw.json" "$tmp/hw2.json" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
+# the store's CPU per GB is the checksum (kept) and the kernel's part (the new drive's)
+io_a, io_b = a["compute"].pop("io_cpu_s_per_gb"), b["compute"].pop("io_cpu_s_per_gb")
 assert a["compute"] == b["compute"] and a["optimizer"] == b["optimizer"] and a["name"] == b["name"]
 assert len(a["ssd"]) == 2 and len(b["ssd"]) == 1 and b["ssd"][0]["path"].endswith("st2") and b["ssd"][0]["read_gbps"] > 0
+pb = b["probe"]
+assert pb["checksum_gbps"] == a["probe"]["checksum_gbps"], (pb, a["probe"])
+assert abs(io_b - (1 / pb["checksum_gbps"] + pb.get("io_kernel_s_per_gb", 0))) < 1e-9 * io_b, (io_b, pb)
 PY
 cp "$tmp/hw.json" "$tmp/hw3.json" && mkdir -p "$tmp/cwd"
 (cd "$tmp/cwd" && "$STRATA" probe --update "$tmp/hw3.json" --store "$tmp/st2" --size 64K >"$tmp/upd3.out" 2>&1) || cat "$tmp/upd3.out"
@@ -54,6 +59,10 @@ assert len(d["ssd"]) == 2 and all(s["read_gbps"] > 0 and s["write_gbps"] > 0 for
 assert d["optimizer"]["adamw_params_per_s_per_thread"] > 0 and d["optimizer"]["threads"] == 1
 assert d["contention"]["compute_slowdown"] >= 1 and d["contention"]["optimizer_slowdown"] >= 1
 assert d["memory"]["host_bytes"] > 0 and d["probe"]["model"] == "gpt2-tiny"
+# the store's CPU per GB moved: the checksum's (measured on one core) and the kernel's (the SSD cycle's CPU time)
+p = d["probe"]
+assert p["checksum_gbps"] > 0.05 and p.get("io_kernel_s_per_gb", 0) >= 0, p
+assert abs(c["io_cpu_s_per_gb"] - (1 / p["checksum_gbps"] + p.get("io_kernel_s_per_gb", 0))) < 1e-9 * c["io_cpu_s_per_gb"]
 PY
 
 # simulate, on the description just written
