@@ -10,6 +10,9 @@
   best FILE                   strata plan's best line: "SCHED B ALPHA OFFLOAD SECONDS"
   json FILE KEY[.KEY...]      one value of a JSON file (strata simulate --json, strata probe)
   steptime RUN_DIR            the mean step time of steps 2.. of RUN_DIR/metrics.jsonl
+  runhw HW LOG OUT            HW with its SSD's rates replaced by the ones the run in LOG saw while busy
+                              ("SSD path P while busy: read R GB/s ..., write W GB/s"; mixed rates scaled
+                              alike), into OUT; HW unchanged when the run moved nothing on the SSD
   report OUT MODEL SEQ STEPS  the markdown report from OUT/sweep.tsv, the runs' logs and metrics
 """
 import json
@@ -87,6 +90,22 @@ def steptime(run_dir):
     print(f"{sum(times) / len(times):.3f}")
 
 
+def runhw(hw_path, log, out_path):
+    hw = json.load(open(hw_path))
+    text = open(log).read()
+    for m in re.finditer(r"^SSD path (\d+) while busy: read ([\d.]+) GB/s .*?, write ([\d.]+) GB/s", text, re.M):
+        p, r, w = int(m.group(1)), float(m.group(2)), float(m.group(3))
+        d = hw["ssd"][p]
+        # a direction the run never used keeps the probe's rate
+        for key, new in (("read_gbps", r), ("write_gbps", w)):
+            if new > 0:
+                mixed = "mixed_" + key
+                if mixed in d:
+                    d[mixed] *= new / d[key]
+                d[key] = new
+    json.dump(hw, open(out_path, "w"), indent=2)
+
+
 # ---------------------------------------------------------------- report
 
 def run(out, name, steps):
@@ -105,6 +124,8 @@ def run(out, name, steps):
     m = re.search(r"compute thread: computing ([\d.]+) s, waiting ([\d.]+) s \(on the SSD ([\d.]+) s, "
                   r"the optimizer ([\d.]+) s\)", text)
     r["wait"] = f"{m.group(1)} / {m.group(3)} / {m.group(4)}" if m else "?"
+    m = re.search(r"^SSD path 0 while busy: read ([\d.]+) GB/s .*?, write ([\d.]+) GB/s", text, re.M)
+    r["busy"] = f"r {m.group(1)}, w {m.group(2)} GB/s" if m else "-"
     return r
 
 
@@ -134,7 +155,8 @@ def report(out, model, seq, steps):
         p = points.setdefault(int(mib), {"half": half == "half", "binary": [], "fractional": None})
         row = {"name": name, "sched": sched, "b": b, "alpha": alpha, "offload": offload,
                "plan_s": float(plan_s) if plan_s != "-" else None, "role": role,
-               "run": run(out, name, steps), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end")}
+               "run": run(out, name, steps), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end"),
+               "pred_run": sim(out, name, "run")}
         if role.startswith("binary"):
             p["binary"].append(row)
         else:
@@ -230,6 +252,11 @@ def report(out, model, seq, steps):
         share = len(within) / len(runs)
         L.append(f"- predictions within 10% of measured: {len(within)} of {len(runs)} executor runs ({100 * share:.0f}%, "
                  f"target >= 80%): {'PASS' if share >= 0.8 else 'FAIL'}")
+    with_run = [r for r in runs if r["pred_run"] is not None]
+    if with_run:
+        ok = [r for r in with_run if abs(r["pred_run"] / r["run"]["step_s"] - 1) <= 0.10]
+        L.append(f"- the model alone (the disk's rates those the run saw while busy, the rest as probed): "
+                 f"{len(ok)} of {len(with_run)} within 10% ({100 * len(ok) / len(with_run):.0f}%)")
     plan_off = [r for r in runs if r["plan_s"] and abs(r["pred"] / r["plan_s"] - 1) > 0.01]
     if plan_off:
         L.append(f"- note: strata simulate and strata plan disagree by more than 1% for "
@@ -237,28 +264,31 @@ def report(out, model, seq, steps):
     L.append("")
 
     # Every run
-    L.append("| run | measured s (steps 2..) | predicted s (disk before the run / machine at the end) | err % (before / after) | "
-             "SSD per step r / w MiB | compute: computing / waiting on SSD / on optimizer s | peak RSS |")
-    L.append("|---|---|---|---|---|---|---|")
+    L.append("| run | measured s (steps 2..) | predicted s (disk before the run / machine at the end / disk the run saw) | "
+             "err % (before / after / run's disk) | SSD per step r / w MiB | the run's disk while busy | "
+             "compute: computing / waiting on SSD / on optimizer s | peak RSS |")
+    L.append("|---|---|---|---|---|---|---|---|")
     failed = [r for mib in sorted(points) for r in points[mib]["binary"] + [points[mib]["fractional"]]
               if r and r["run"] is None and r["name"] not in seen]
     for r in runs + failed:
         m = r["run"]
         if m is None:
-            L.append(f"| {r['name']} | failed | {s(r['pred'])} / {s(r['pred_end'])} | - | - | - | - |")
+            L.append(f"| {r['name']} | failed | {s(r['pred'])} / {s(r['pred_end'])} / - | - | - | - | - | - |")
             continue
         e_end = 100 * (r["pred_end"] - m["step_s"]) / m["step_s"] if r["pred_end"] else None
+        e_run = 100 * (r["pred_run"] - m["step_s"]) / m["step_s"] if r["pred_run"] else None
         per_step = ", ".join(f"{t:.2f}" for t in m["steps"])
         traffic = f"{m['read'] / MIB:.0f} / {m['written'] / MIB:.0f}"
-        L.append(f"| {r['name']} | {s(m['step_s'])} ({per_step}) | {s(r['pred'])} / {s(r['pred_end'])} | "
-                 f"{pct(err(r))} / {pct(e_end)} | {traffic} | {m['wait']} | {m['rss']} |")
+        L.append(f"| {r['name']} | {s(m['step_s'])} ({per_step}) | {s(r['pred'])} / {s(r['pred_end'])} / "
+                 f"{s(r['pred_run'])} | {pct(err(r))} / {pct(e_end)} / {pct(e_run)} | {traffic} | {m['busy']} | "
+                 f"{m['wait']} | {m['rss']} |")
     if mem:
         L.append(f"| memory (in-memory trainer) | {s(mem['step_s'])} ({', '.join(f'{t:.2f}' for t in mem['steps'])}) | - | - | "
-                 f"0 / 0 | - | {mem['rss']} |")
+                 f"0 / 0 | - | - | {mem['rss']} |")
     print("\n".join(L))
 
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "json": get, "steptime": steptime,
-     "report": report}[cmd](*args)
+     "runhw": runhw, "report": report}[cmd](*args)

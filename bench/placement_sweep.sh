@@ -24,7 +24,10 @@
 #   - for every run the simulator's prediction: strata simulate --json with
 #     the same flags, against this machine measured at the start (compute at
 #     the sweep's shape) with the disk re-measured right before the run (and,
-#     for comparison, against the description measured at the end).
+#     for comparison, against the description measured at the end, and
+#     against the one before the run with the disk's rates replaced by those
+#     the run saw while its reads and writes were in flight: the model's
+#     error without the disk's drift).
 # Once: the in-memory trainer (--schedule memory), the bound.
 # Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
 # iteration warms buffers up). The machine is probed (strata probe at the
@@ -184,6 +187,11 @@ while read -r mib half; do
         fi
         predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$offload"
         train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --offload "$offload" --mem-host "${mib}M"
+        # the model alone: the same prediction with the disk's rates those the run itself saw
+        if grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
+            $HELP runhw "$OUT/run-$name.hw.json" "$OUT/run-$name.log" "$OUT/run-$name.hw-run.json"
+            predict "$name" run "$OUT/run-$name.hw-run.json" "$sched" "$mb" "$alpha" "$offload"
+        fi
     done
 done < <($HELP budgets "$small" "$whole" "$POINTS")
 
