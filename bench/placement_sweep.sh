@@ -39,8 +39,8 @@
 # Output: OUT_DIR/placement_sweep.md (also printed), one row per budget and
 # the three target checks, then every run; raw logs in
 # OUT_DIR/run-*.log, plans in OUT_DIR/plan-*.txt, predictions in
-# OUT_DIR/run-*.sim-{start,end}.json. Stores and weights are deleted after
-# each run.
+# OUT_DIR/run-*.sim-{start,end,run}.json (run: against OUT_DIR/run-*.hw-run.json,
+# the run's own disk rates). Stores and weights are deleted after each run.
 set -euo pipefail
 STRATA=${1:-build/strata}
 OUT=${2:-bench/results/placement}

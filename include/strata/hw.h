@@ -19,9 +19,9 @@
  *       "other_gbps": 9.5,             memory-bound passes: LayerNorm, GELU, residual, cross-entropy, bf16 widening
  *       "cores": 2,
  *       "task_overhead_s": 0.0003,     optional: fixed time per compute task (parallel regions, launches); default 0
-       "io_cpu_s_per_gb": 0.12,       optional: host CPU time, on one core, per GB the store moves to or from an
-                                      SSD (the checksum of every chunk, and the kernel's work for the transfer);
-                                      default 0
+ *       "io_cpu_s_per_gb": 0.12,       optional: host CPU time, on one core, per GB the store moves to or from an
+ *                                      SSD (the checksum of every chunk, and the kernel's work for the transfer);
+ *                                      default 0
  *       "matmul_by_rows": [{"rows": 32, "gflops": 60}, {"rows": 1024, "gflops": 128}],
  *                                      optional: sgemm rate by rows (B x T) of the block's products, rising
  *                                      rows; a task's rate is interpolated in log(rows), clamped at the ends;

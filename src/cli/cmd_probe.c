@@ -45,7 +45,7 @@ static const cli_spec probe_spec = {
              "O_DIRECT read and write bandwidth of each store directory: the test file\n"
              "cycled through in the optimizer's 72 MiB phases, each read and then\n"
              "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
-             "took), and reads and writes both at once. About 10 s with the defaults.\n"
+             "took), and reads and writes both at once. About 15 s with the defaults.\n"
              "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
              "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
              "node, the rate between them, the latency of a collective); the rest is\n"
