@@ -51,8 +51,9 @@
  *     optimizer job does it on the worker, beside AdamW (a read's as it
  *     arrives, during the reads; a write's before it is queued, between
  *     the reads and the writes). On a CPU backend compute's thread does a
- *     save's before its write starts and pays for a load's once it has
- *     arrived; a GPU computes beside both.
+ *     save's (the executor sums before it queues the write; the model lets
+ *     the write start at once, so the two overlap) and pays for a load's
+ *     once it has arrived; a GPU computes beside both.
  *   - GPU backend (hw.backend "gpu"): compute runs on the device; AdamW
  *     runs on the host's cores beside it, neither slowing the other. The
  *     device holds one unit's compute weights (and the next one's, read
