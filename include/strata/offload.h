@@ -201,11 +201,12 @@ typedef struct offload_stats {
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out);
 /* Each SSD path's I/O engine counters since training began (strata/io.h):
  * the bytes it moved and the seconds reads, writes, and both, were in
- * flight. Unlike the stats, everything counts (evaluations, commits,
+ * flight; *seconds: the wall time since then, which the busy seconds are a
+ * part of. Unlike the stats, everything counts (evaluations, commits,
  * reading the weights back): bytes over busy seconds are the rates the
  * drive served this run at, what a hardware description's read_gbps and
  * write_gbps stand for. Returns the number of paths (0 without a store). */
-int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS]);
+int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS], double *seconds);
 /* Waits for the optimizer's queued steps and for every save still being
  * written behind: afterwards nothing is in flight. */
 st_status offload_trainer_sync(offload_trainer *t, st_error *err);

@@ -420,13 +420,9 @@ static void task_io(const sim *s, const sched_task *t, double *ssd, double *link
 }
 
 /* CPU backend: the host CPU time the store spends on a load's or save's
- * SSD bytes (compute's cores; a GPU computes beside it). */
-static double store_cpu_s(const sim *s, const sched_task *t) {
-    if (!s->cpu_shared || !(s->hw->io_cpu_s_per_gb > 0)) return 0;
-    double ssd, link, ic;
-    int to_dev;
-    task_io(s, t, &ssd, &link, &to_dev, &ic);
-    return ssd * s->hw->io_cpu_s_per_gb / 1e9;
+ * ssd bytes (compute's cores; a GPU computes beside it). */
+static double store_cpu_s(const sim *s, double ssd) {
+    return s->cpu_shared ? ssd * s->hw->io_cpu_s_per_gb / 1e9 : 0;
 }
 
 static int deps_done(const sim *s, const sched_task *t) {
@@ -653,8 +649,11 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
         end_wait(s, kind_name(k));
         /* loaded: widen bf16 weights on the compute thread, and take the
          * time the store's checks of what arrived took from the cores */
+        double ssd, link, ic;
+        int to_dev;
+        task_io(s, t, &ssd, &link, &to_dev, &ic);
         sim_work w = sim_task_work_at(&s->cfg, t, first, last);
-        start_running(s, sim_work_seconds(s->hw, &w) + store_cpu_s(s, t));
+        start_running(s, sim_work_seconds(s->hw, &w) + store_cpu_s(s, ssd));
         return 1;
     }
     case TASK_SAVE_ACT: case TASK_SAVE_GRAD: {   /* written behind: compute moves on */
@@ -681,7 +680,7 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
             if (t->op == TASK_SAVE_GRAD) s->x[x].grad_unit = t->unit, s->grad_write[t->unit] = x;
         }
         /* the store checksums what it writes on the thread that queues it */
-        const double cpu = store_cpu_s(s, t);
+        const double cpu = store_cpu_s(s, ssd);
         if (cpu > 0) {
             start_running(s, cpu);
             return 1;

@@ -291,6 +291,7 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     t->step = cfg.resume_steps;
     env_traffic(&t->env, t->traffic_base);   /* from here on: training */
     env_path_io(&t->env, t->io_base);
+    t->io_base_t = st_now();
     if ((s = opt_worker_start(&t->worker, &t->env, t->L1, run_job, t, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
@@ -521,9 +522,10 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     }
 }
 
-int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS]) {
+int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS], double *seconds) {
     io_path_counters io[STORE_MAX_PATHS];
     const int n = env_path_io(&t->env, io);
+    *seconds = st_now() - t->io_base_t;
     for (int p = 0; p < n; p++) {
         const io_path_counters *a = &io[p], *b = &t->io_base[p];
         out[p] = (io_path_counters){.bytes_read = a->bytes_read - b->bytes_read,

@@ -399,6 +399,7 @@ struct offload_trainer {
     uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */
     uint64_t traffic_base[2][STORE_KIND_COUNT];    /* store traffic of the set-up (read, written) */
     io_path_counters io_base[STORE_MAX_PATHS];     /* each path's I/O counters when training began */
+    double io_base_t;                              /* and when that was (st_now) */
     uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations, commits and reading the weights back:
                                                       none is training's */
     offload_stats stats;               /* the steps' share of the compute thread's time (bytes and the
