@@ -6,6 +6,7 @@
  * backends are found by name. The death tests run in a forked child with
  * the default signal handlers (ASan's would turn a fault into its own
  * report and abort). */
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -432,6 +433,31 @@ static void test_every_op_is_the_same_with_1_2_and_3_threads(void **state) {
     }
 }
 
+/* sum_sq is the gradient norm's: against the squares summed one by one in
+ * long double, over lengths that end inside a chunk's run of eight and
+ * across several chunks, with magnitudes spread over many decades. */
+static void test_sum_sq_matches_a_plain_sum(void **state) {
+    (void)state;
+    const compute_backend *cpu = compute_backend_cpu();
+    const size_t lens[] = {0, 1, 7, 8, 9, 65535, 65536, 65537, 200003};
+    float *x = malloc(200003 * sizeof(float));
+    assert_non_null(x);
+    uint64_t r = 12345;
+    for (size_t i = 0; i < 200003; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const double u = (double)(r >> 11) / 9007199254740992.0;   /* [0, 1) */
+        x[i] = (float)((u - 0.5) * pow(10.0, (double)(i % 13) - 6.0));
+    }
+    for (size_t k = 0; k < sizeof lens / sizeof lens[0]; k++) {
+        long double want = 0;
+        for (size_t i = 0; i < lens[k]; i++) want += (long double)x[i] * x[i];
+        const double got = cpu->sum_sq(cpu, x, lens[k]);
+        if (fabsl((long double)got - want) > 1e-13L * want)
+            fail_msg("sum_sq of %zu elements: %.17g, the plain sum %.17Lg", lens[k], got, want);
+    }
+    free(x);
+}
+
 /* --- memory the host must not touch, and ops given host memory ---------------------- */
 
 typedef struct device_pair {
@@ -601,6 +627,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_is_bit_identical_to_cpu),
         cmocka_unit_test(test_every_op_is_the_same_with_1_2_and_3_threads),
+        cmocka_unit_test(test_sum_sq_matches_a_plain_sum),
         cmocka_unit_test(test_host_access_to_device_memory_faults),
         cmocka_unit_test(test_misused_pointers_abort),
         cmocka_unit_test(test_empty_allocations_and_null),

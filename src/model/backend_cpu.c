@@ -875,8 +875,15 @@ static double cpu_sum_sq(const compute_backend *be, const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
         for (size_t c = 0; c < nc; c++) {
             size_t lo = (c0 + c) * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
-            double s = 0.0;
-            for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+            /* eight running sums, not one: a single chain of dependent
+             * adds ran at a third of memory speed (5 ms a 12.6M-element
+             * unit against 1.1 ms), and the norm runs once per unit */
+            double a[8] = {0};
+            size_t i = lo;
+            for (; i + 8 <= hi; i += 8)
+                for (int k = 0; k < 8; k++) a[k] += (double)x[i + k] * x[i + k];
+            double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+            for (; i < hi; i++) s += (double)x[i] * x[i];
             part[c] = s;
         }
         for (size_t c = 0; c < nc; c++) total += part[c];
