@@ -39,8 +39,9 @@
 # Output: OUT_DIR/placement_sweep.md (also printed), one row per budget and
 # the three target checks, then every run; raw logs in
 # OUT_DIR/run-*.log, plans in OUT_DIR/plan-*.txt, predictions in
-# OUT_DIR/run-*.sim-{start,end,run}.json (run: against OUT_DIR/run-*.hw-run.json,
-# the run's own disk rates). Stores and weights are deleted after each run.
+# OUT_DIR/run-*.sim-{start,end,run,plan}.json (run: against OUT_DIR/run-*.hw-run.json,
+# the run's own disk rates; plan: against OUT_DIR/hw.json, the description
+# strata plan ranked with, to check that both give the same times). Stores and weights are deleted after each run.
 set -euo pipefail
 STRATA=${1:-build/strata}
 OUT=${2:-bench/results/placement}
@@ -200,6 +201,7 @@ train memory --micro-batch 1 --schedule memory
 probe "$OUT/hw-end.json"
 while IFS=$'\t' read -r mib half role name sched mb alpha offload plan_s; do
     predict "$name" end "$OUT/hw-end.json" "$sched" "$mb" "$alpha" "$offload"
+    predict "$name" plan "$OUT/hw.json" "$sched" "$mb" "$alpha" "$offload"   # strata plan's description
 done <"$OUT/sweep.tsv"
 
 $HELP report "$OUT" "$MODEL" "$SEQ" "$STEPS" >"$OUT/placement_sweep.md"
