@@ -41,7 +41,8 @@
 # OUT_DIR/run-*.log, plans in OUT_DIR/plan-*.txt, predictions in
 # OUT_DIR/run-*.sim-{start,end,run,plan}.json (run: against OUT_DIR/run-*.hw-run.json,
 # the run's own disk rates; plan: against OUT_DIR/hw.json, the description
-# strata plan ranked with, to check that both give the same times). Stores and weights are deleted after each run.
+# strata plan ranked with, to check that both give the same times). Stores
+# and weights are deleted after each run.
 set -euo pipefail
 STRATA=${1:-build/strata}
 OUT=${2:-bench/results/placement}
