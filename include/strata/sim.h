@@ -120,7 +120,8 @@
  *     end of each iteration sum doubles over the ranks (1 and 2): their
  *     latency, on the compute thread.
  *
- * Everything else (queue limits, buffer pools) is free. The run simulates the first list and then `iterations` steady lists
+ * Everything else (queue limits, buffer pools) is free. The run
+ * simulates the first list and then `iterations` steady lists
  * back to back (work left running by one list carries into the next), and
  * reports the last one. Deterministic: the same inputs give the same result
  * bit for bit.

@@ -167,9 +167,9 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(p->adamw_alone_s, "probe.adamw_alone_s");
     NONNEG(p->adamw_beside_compute_s, "probe.adamw_beside_compute_s");
     NONNEG(p->ranks_allgather_gbps, "probe.ranks_allgather_gbps");
+    NONNEG(p->ranks_reduce_scatter_gbps, "probe.ranks_reduce_scatter_gbps");
     NONNEG(p->checksum_gbps, "probe.checksum_gbps");
     NONNEG(p->io_kernel_s_per_gb, "probe.io_kernel_s_per_gb");
-    NONNEG(p->ranks_reduce_scatter_gbps, "probe.ranks_reduce_scatter_gbps");
     return ST_OK;
 }
 
