@@ -9,7 +9,7 @@
 #   defaults: build/strata bench/results/placement 4
 #   env: POINTS (7) budgets evenly spaced; MODEL (gpt2-350m) and SEQ (128) to
 #   try the script on a small model (MODEL=gpt2-mini SEQ=64 POINTS=5);
-#   PROBE_SIZE (2G) the probe's test file per disk measurement; RESUME=1 keeps the
+#   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
 #   runs (and the first disk measurement, so that the plans come out the
 #   same) that finished in OUT_DIR before and runs the rest.
 #
@@ -50,7 +50,7 @@ STEPS=${3:-4}
 POINTS=${POINTS:-7}
 MODEL=${MODEL:-gpt2-350m}
 SEQ=${SEQ:-128}
-PROBE_SIZE=${PROBE_SIZE:-2G}
+PROBE_SIZE=${PROBE_SIZE:-256M}
 BINARY=2                       # binary placements measured per budget
 DATA=data/corpus-gpt2
 PY=/usr/bin/python3

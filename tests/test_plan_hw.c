@@ -78,9 +78,14 @@ static void test_round_trip(void **state) {
     assert_int_equal(parse(VALID, &a, &err), ST_OK);
     a.matmul_gflops = 1.0 / 3.0 * 1e5;   /* a value that needs all 17 digits */
     a.ssd[1].read_gbps = 0.1 + 0.2;
+    a.ssd[1].bench_read_gbps = 1.25;
+    a.ssd[1].bench_write_gbps = 1.5;
+    a.block_factor = 1.0 / 7.0 + 1;
     a.probe = (hw_probe_record){.model = "gpt2-124m", .B = 4, .T = 256, .block_forward_s = 0.1175,
                                 .block_backward_s = 0.3861, .head_s = 1.8, .adamw_alone_s = 1e-3,
-                                .adamw_beside_compute_s = 3e-3, .checksum_gbps = 14.1, .io_kernel_s_per_gb = 0.024};
+                                .adamw_beside_compute_s = 3e-3, .compute_beside_adamw = 2.5, .checksum_gbps = 14.1,
+                                .io_kernel_s_per_gb = 0.024, .trial_layers = 4, .trial_work_s = 0.68,
+                                .trial_predicted_work_s = 0.61, .trial_ssd_step_s = 1.2, .trial_ssd_work_s = 0.75};
     char path[] = "/tmp/strata-test-hw-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -181,6 +186,10 @@ static void test_bad_values_named(void **state) {
     expect_error("compute.backend", "\"tpu\"", "compute.backend: must be \"cpu\" or \"gpu\"");
     expect_error("compute.task_overhead_s", "-1e-6", "compute.task_overhead_s: must be >= 0");
     expect_error("compute.io_cpu_s_per_gb", "-0.1", "compute.io_cpu_s_per_gb: must be >= 0");
+    expect_error("compute.block_factor", "-1", "compute.block_factor: must be >= 0");
+    expect_error("ssd.1.bench_read_gbps", "-1", "ssd[1].bench_read_gbps: must be >= 0");
+    expect_error("probe", "{\"trial_layers\": -2}", "probe.trial_layers: must be >= 0");
+    expect_error("probe", "{\"trial_work_s\": -2}", "probe.trial_work_s: must be >= 0");
     expect_error("compute.matmul_by_rows.1.rows", "64", "compute.matmul_by_rows[1].rows: must be more than the entry before");
     expect_error("compute.matmul_by_rows.0.rows", "0.5", "compute.matmul_by_rows[0].rows: must be >= 1");
     expect_error("compute.head_by_rows.0.gflops", "0", "compute.head_by_rows[0].gflops: must be > 0");

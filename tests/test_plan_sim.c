@@ -122,7 +122,7 @@ static void test_llama_block_flops(void **state) {
 
 /* With a table of rates by rows, a task's products run at its rows' rate,
  * the head's at its chunk's (at most 1024 rows); each compute task pays the
- * fixed overhead. */
+ * fixed overhead; the blocks' tasks are scaled by block_factor. */
 static void test_rates_by_rows(void **state) {
     (void)state;
     hw_desc hw = cpu_machine(1);
@@ -142,6 +142,15 @@ static void test_rates_by_rows(void **state) {
     assert_close(sim_work_seconds(&hw, &h), h.head_flops / 40e9 + h.other_bytes / 10e9 + 1e-4);
     sim_result r = run1(&hw, &c, &l);
     assert_close(r.iter_s, sim_work_seconds(&hw, &f) + sim_work_seconds(&hw, &h));
+    /* block_factor (strata probe's trial of the executor) scales the blocks' tasks, overhead included, and
+       nothing else: the head is timed whole, as the executor runs it */
+    hw_desc slow = hw;
+    slow.block_factor = 1.25;
+    assert_true(f.block && !h.block);
+    assert_close(sim_work_seconds(&slow, &f), 1.25 * sim_work_seconds(&hw, &f));
+    assert_close(sim_work_seconds(&slow, &h), sim_work_seconds(&hw, &h));
+    r = run1(&slow, &c, &l);
+    assert_close(r.iter_s, 1.25 * sim_work_seconds(&hw, &f) + sim_work_seconds(&hw, &h));
     sched_list_free(&l);
 }
 

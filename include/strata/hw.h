@@ -22,6 +22,10 @@
  *       "io_cpu_s_per_gb": 0.12,       optional: host CPU time, on one core, per GB the store moves to or from an
  *                                      SSD (the checksum of every chunk, and the kernel's work for the transfer);
  *                                      default 0
+ *       "block_factor": 1.15,          optional: a block's forward and backward tasks as the executor runs them,
+ *                                      over what the rates above give for them (its bookkeeping between tasks,
+ *                                      and kernels over many units' weights rather than one's repeated: strata
+ *                                      probe's trial run of the executor); default 1
  *       "matmul_by_rows": [{"rows": 32, "gflops": 60}, {"rows": 1024, "gflops": 128}],
  *                                      optional: sgemm rate by rows (B x T) of the block's products, rising
  *                                      rows; a task's rate is interpolated in log(rows), clamped at the ends;
@@ -31,8 +35,11 @@
  *     "host_device_gbps": 0,           optional: host <-> device link; 0: CPU backend (device memory is host memory)
  *     "ssd": [                         one entry per store path; tensors are striped over all of them
  *       {"path": "/nvme0/strata", "read_gbps": 1.2, "write_gbps": 2.5,
- *        "mixed_read_gbps": 0.6, "mixed_write_gbps": 0.5}   mixed: while reads and writes run together;
- *     ],                                                       optional, default half of each alone
+ *        "mixed_read_gbps": 0.6, "mixed_write_gbps": 0.5,   mixed: while reads and writes run together;
+ *                                                            optional, default half of each alone
+ *        "bench_read_gbps": 1.1, "bench_write_gbps": 1.5}   optional, for the record: the probe's own pass
+ *     ],                                                       over a test file, where read_gbps and write_gbps
+ *                                                              are from its trial run of the executor
  *     "optimizer": {"adamw_params_per_s_per_thread": 6.6e8, "threads": 1},
  *     "contention": {"compute_slowdown": 1.5, "optimizer_slowdown": 1.3},
  *                                      optional, default 1: time factors for compute and for AdamW while
@@ -95,6 +102,8 @@ typedef struct hw_ssd {
     double read_gbps, write_gbps;                /* O_DIRECT, each alone (strata probe: the optimizer's
                                                     phases, read then overwritten in place) */
     double mixed_read_gbps, mixed_write_gbps;    /* both at once; 0: half of each alone */
+    double bench_read_gbps, bench_write_gbps;    /* informational (0: absent): the probe's cycle of a test
+                                                    file, when read and write come from its trial run */
 } hw_ssd;
 
 /* What `strata probe` measured to set the compute rates: a block's forward
@@ -105,12 +114,19 @@ typedef struct hw_probe_record {
     int B, T;
     double block_forward_s, block_backward_s, head_s;
     double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
+    double compute_beside_adamw;   /* the block's time beside AdamW looping, over its time alone */
     /* the parts of io_cpu_s_per_gb: CRC32C on one core over memory not in cache, and the process's CPU
        time per GB in the timed cycle of the SSD measurement */
     double checksum_gbps, io_kernel_s_per_gb;
     /* under mpirun: the bytes a rank received per second in an all-gather of shards and in a
        reduce-scatter (the sum included), with every rank at once (strata/probe.h) */
     double ranks_allgather_gbps, ranks_reduce_scatter_gbps;
+    /* the trial run of the executor (strata/probe.h): the slice's blocks, and per step its compute thread's
+       work with all state in memory (the time not spent waiting), what the rates without block_factor
+       predict for that work, and the step and the work with the optimizer's state on the store directories
+       (0: none) */
+    int trial_layers;
+    double trial_work_s, trial_predicted_work_s, trial_ssd_step_s, trial_ssd_work_s;
 } hw_probe_record;
 
 typedef struct hw_desc {
@@ -123,6 +139,7 @@ typedef struct hw_desc {
     int cores;
     double task_overhead_s;      /* per compute task, >= 0 */
     double io_cpu_s_per_gb;      /* host CPU seconds per GB of SSD traffic, >= 0 */
+    double block_factor;         /* blocks' tasks as the executor runs them over the rates' time; 0 (absent): 1 */
     int n_matmul_rows, n_head_rows;
     hw_rate_at matmul_by_rows[HW_MAX_ROWS];   /* rows rising; none: matmul_gflops */
     hw_rate_at head_by_rows[HW_MAX_ROWS];     /* none: head_matmul_gflops (or matmul_gflops) */

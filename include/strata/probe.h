@@ -27,6 +27,19 @@
  *                cycle untimed and the next timed -> read_gbps, write_gbps
  *                (bytes over the sum of each direction's phases); then
  *                reads and writes at once -> mixed_read/write_gbps
+ *   trial        the executor itself (strata/offload.h) on a slice of the
+ *                model (its first trial_layers blocks, the embedding and the
+ *                head; fewer when they would take more than a quarter of
+ *                memory) at the probe's shape, mixed precision, vertical,
+ *                trial_steps steps, the first untimed: with all state in
+ *                memory -> block_factor, the compute thread's work (its
+ *                time not waiting) over what the rates above predict for it
+ *                (the executor's bookkeeping between tasks, and kernels run
+ *                in turn rather than one repeated); then with the optimizer's
+ *                state in a store under each directory -> read_gbps and
+ *                write_gbps, the bytes over the seconds its transfers were
+ *                in flight (the store's pattern, in bursts beside compute;
+ *                the test file's cycle is kept as bench_read/write_gbps)
  *   memory       physical memory (device = host on the CPU backend), cores
  *   ranks        under mpirun with 2 or more ranks (hw_probe_ranks, every
  *                rank calls it; the rest runs on rank 0 alone while the
@@ -70,14 +83,19 @@ typedef struct hw_probe_config {
     int reps;                         /* timed repetitions per measurement (median) */
     uint64_t adamw_elements;          /* the optimizer measurement's size */
     const hw_desc *base;              /* non-NULL: measure the SSD paths only and keep the rest of base
-                                         (disks drift; compute does not) */
+                                         (disks drift; compute does not); with base's trial record, the
+                                         trial's SSD run again at its shape */
+    int trial_steps;                  /* steps of each trial run of the executor, >= 2 (the first untimed);
+                                         0: no trial */
+    int trial_layers;                 /* the trial's slice of the model: its first blocks, at most this many */
     /* called before each step with a line saying what is measured (and after
      * the SSD with its result); may be NULL */
     void (*progress)(void *arg, const char *line);
     void *progress_arg;
 } hw_probe_config;
 
-/* gpt2-124m at 4 x 256, 3 repetitions, 256 MiB per SSD path, 4M AdamW elements. */
+/* gpt2-124m at 4 x 256, 3 repetitions, 256 MiB per SSD path, 4M AdamW
+ * elements, trial runs of 4 steps on 4 blocks. */
 hw_probe_config hw_probe_defaults(void);
 
 st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err);

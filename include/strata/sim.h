@@ -265,6 +265,7 @@ typedef struct sim_work {
     double other_bytes;       /* memory-bound passes */
     double rows;              /* rows of the products (B x T; the head's chunk is at most 1024 of them) */
     int tasks;                /* compute tasks in it, each paying hw.task_overhead_s */
+    int block;                /* a block's forward or backward: its time is scaled by hw.block_factor */
 } sim_work;
 /* Task i of list l. Includes the extras the executor does around it:
  * bf16 widening after a weight load, gradient zeroing before a unit's

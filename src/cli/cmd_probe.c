@@ -14,7 +14,7 @@
 typedef struct probe_opts {
     const char *store, *out, *name, *model, *update;
     uint64_t size;
-    long micro_batch, seq, reps;
+    long micro_batch, seq, reps, trial_steps, trial_layers;
 } probe_opts;
 
 #define O(field) offsetof(probe_opts, field)
@@ -27,6 +27,10 @@ static const cli_flag probe_flags[] = {
     CLI_INT("micro-batch", O(micro_batch), 1, 1 << 16, "B", "sequences per micro-batch at that shape (default 4)"),
     CLI_SEQ_FLAG(O(seq)),
     CLI_INT("reps", O(reps), 1, 32, "N", "timed repetitions per measurement, median (default 3)"),
+    CLI_INT("trial-steps", O(trial_steps), 0, 1000, "N",
+            "steps of each trial run of the executor, the first untimed (default 4;\n"
+            "0: no trial: the kernels' rates and the test file's pass stand)"),
+    CLI_INT("trial-layers", O(trial_layers), 1, 1 << 16, "N", "blocks of the model the trial runs (default 4)"),
     CLI_STRING("update", O(update), "FILE",
                "measure only the store directories again, keep the rest of FILE,\n"
                "and write the result back to FILE (or to --out if given)\n"
@@ -36,7 +40,8 @@ static const cli_flag probe_flags[] = {
 static const cli_spec probe_spec = {
     .command = "probe",
     .usage = "usage: strata probe [--store DIR[,DIR...]] [--out FILE] [--size BYTES] [--name NAME]\n"
-             "                    [--model NAME] [--micro-batch B] [--seq T] [--reps N]",
+             "                    [--model NAME] [--micro-batch B] [--seq T] [--reps N]\n"
+             "                    [--trial-steps N] [--trial-layers N] [--update FILE]",
     .about = "Measures this machine and writes a hardware description (JSON) for\n"
              "'strata simulate': sgemm at a GPT block's shapes, the LM head, memory-bound\n"
              "passes and the attention (from a block's forward and backward), AdamW on one\n"
@@ -45,7 +50,12 @@ static const cli_spec probe_spec = {
              "O_DIRECT read and write bandwidth of each store directory: the test file\n"
              "cycled through in the optimizer's 72 MiB phases, each read and then\n"
              "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
-             "took), and reads and writes both at once. About 15 s with the defaults.\n"
+             "took), and reads and writes both at once. Then a trial: the executor itself\n"
+             "on the model's first blocks at that shape, with all state in memory (how\n"
+             "much longer its compute thread works than the kernels' rates predict: the\n"
+             "executor factor) and with the optimizer's state on the store directories\n"
+             "(the disks' read and write rates, as the store moved its bytes beside\n"
+             "compute). About 30 s with the defaults.\n"
              "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
              "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
              "node, the rate between them, the latency of a collective); the rest is\n"
@@ -72,7 +82,7 @@ static int end_probe(comm *cm, int rc) {
 int cmd_probe(int argc, char **argv) {
     hw_probe_config pc = hw_probe_defaults();
     probe_opts o = {.out = "hw.json", .size = pc.ssd_bytes, .name = pc.name, .model = pc.model, .micro_batch = pc.B,
-                    .seq = pc.T, .reps = pc.reps};
+                    .seq = pc.T, .reps = pc.reps, .trial_steps = pc.trial_steps, .trial_layers = pc.trial_layers};
     cli_parsed flags;
     int parsed = cli_parse_flags(&probe_spec, argc, argv, &o, &flags);
     if (parsed != CLI_PARSED) return parsed;
@@ -89,6 +99,9 @@ int cmd_probe(int argc, char **argv) {
     pc.B = (int)o.micro_batch;
     pc.T = (int)o.seq;
     pc.reps = (int)o.reps;
+    pc.trial_steps = (int)o.trial_steps;
+    pc.trial_layers = (int)o.trial_layers;
+    if (pc.trial_steps == 1) return cli_usage_error("probe", "--trial-steps must be 0 (no trial) or at least 2");
     store_dirs dirs;
     if (store_arg) {
         if (store_dirs_parse(store_arg, &dirs, &err) != ST_OK) return cli_usage_error("probe", "--store: %s", err.msg);
@@ -152,10 +165,23 @@ int cmd_probe(int argc, char **argv) {
            hw.probe.block_backward_s, hw.probe.head_s);
     printf("optimizer: AdamW %.0f M parameters/s on %d thread; side by side, compute %.2fx and AdamW %.2fx slower\n",
            hw.adamw_params_per_s / 1e6, hw.adamw_threads, hw.compute_slowdown, hw.optimizer_slowdown);
-    for (int p = 0; p < hw.n_ssd; p++)
-        printf("ssd[%d] %s: read %.3f GB/s, write %.3f GB/s, both at once %.3f + %.3f GB/s\n", p, hw.ssd[p].path,
-               hw.ssd[p].read_gbps, hw.ssd[p].write_gbps, hw.ssd[p].mixed_read_gbps, hw.ssd[p].mixed_write_gbps);
+    for (int p = 0; p < hw.n_ssd; p++) {
+        const hw_ssd *d = &hw.ssd[p];
+        printf("ssd[%d] %s: read %.3f GB/s, write %.3f GB/s, both at once %.3f + %.3f GB/s", p, d->path, d->read_gbps,
+               d->write_gbps, d->mixed_read_gbps, d->mixed_write_gbps);
+        if (d->bench_read_gbps > 0)
+            printf(" (read and write: the trial run; the test file's cycle: %.3f, %.3f)", d->bench_read_gbps,
+                   d->bench_write_gbps);
+        printf("\n");
+    }
     if (hw.n_ssd == 0) printf("ssd: none measured (--store DIR to add the store's drives)\n");
+    if (hw.probe.trial_layers > 0)
+        printf("trial: the executor on %d block%s of %s: compute thread %.3f s a step, %.3f s predicted from the "
+               "kernels: the blocks' tasks %.3fx the rates'%s\n",
+               hw.probe.trial_layers, hw.probe.trial_layers == 1 ? "" : "s", hw.probe.model, hw.probe.trial_work_s,
+               hw.probe.trial_predicted_work_s, hw.block_factor > 0 ? hw.block_factor : 1.0,
+               hw.probe.trial_ssd_step_s > 0 ? "; the disks' rates are from its run with the optimizer's state on them"
+                                             : "");
     printf("store I/O: %.3f CPU s per GB moved (checksums at %.3g GB/s on one core, %.3f s per GB in the kernel)\n",
            hw.io_cpu_s_per_gb, hw.probe.checksum_gbps, hw.probe.io_kernel_s_per_gb);
     printf("memory: %s (device and host are the same memory on the CPU backend)\n",

@@ -98,6 +98,7 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     if (hw->cores < 1) return bad(err, name, "compute.cores", "must be >= 1");
     NONNEG(hw->task_overhead_s, "compute.task_overhead_s");
     NONNEG(hw->io_cpu_s_per_gb, "compute.io_cpu_s_per_gb");
+    NONNEG(hw->block_factor, "compute.block_factor");
     for (int k = 0; k < 2; k++) {
         const int n = k ? hw->n_head_rows : hw->n_matmul_rows;
         const hw_rate_at *t = k ? hw->head_by_rows : hw->matmul_by_rows;
@@ -129,6 +130,10 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
         NONNEG(d->mixed_read_gbps, f);
         snprintf(f, sizeof f, "ssd[%d].mixed_write_gbps", i);
         NONNEG(d->mixed_write_gbps, f);
+        snprintf(f, sizeof f, "ssd[%d].bench_read_gbps", i);
+        NONNEG(d->bench_read_gbps, f);
+        snprintf(f, sizeof f, "ssd[%d].bench_write_gbps", i);
+        NONNEG(d->bench_write_gbps, f);
     }
     POSITIVE(hw->adamw_params_per_s, "optimizer.adamw_params_per_s_per_thread");
     if (hw->adamw_threads < 1) return bad(err, name, "optimizer.threads", "must be >= 1");
@@ -166,10 +171,16 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(p->head_s, "probe.head_s");
     NONNEG(p->adamw_alone_s, "probe.adamw_alone_s");
     NONNEG(p->adamw_beside_compute_s, "probe.adamw_beside_compute_s");
+    NONNEG(p->compute_beside_adamw, "probe.compute_beside_adamw");
     NONNEG(p->ranks_allgather_gbps, "probe.ranks_allgather_gbps");
     NONNEG(p->ranks_reduce_scatter_gbps, "probe.ranks_reduce_scatter_gbps");
     NONNEG(p->checksum_gbps, "probe.checksum_gbps");
     NONNEG(p->io_kernel_s_per_gb, "probe.io_kernel_s_per_gb");
+    if (p->trial_layers < 0) return bad(err, name, "probe.trial_layers", "must be >= 0");
+    NONNEG(p->trial_work_s, "probe.trial_work_s");
+    NONNEG(p->trial_predicted_work_s, "probe.trial_predicted_work_s");
+    NONNEG(p->trial_ssd_step_s, "probe.trial_ssd_step_s");
+    NONNEG(p->trial_ssd_work_s, "probe.trial_ssd_work_s");
     return ST_OK;
 }
 
@@ -365,7 +376,7 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
 
     static const char *const compute_keys[] = {"backend", "matmul_gflops", "head_matmul_gflops", "attention_gflops",
                                                "other_gbps", "cores", "task_overhead_s", "io_cpu_s_per_gb",
-                                               "matmul_by_rows", "head_by_rows", NULL};
+                                               "block_factor", "matmul_by_rows", "head_by_rows", NULL};
     const cJSON *c = object(&r, root, "", "compute", 1, compute_keys);
     if (c) {
         char backend[8] = "cpu";
@@ -380,6 +391,7 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         integer(&r, c, "compute", "cores", 1, &hw.cores);
         num(&r, c, "compute", "task_overhead_s", 0, &hw.task_overhead_s);
         num(&r, c, "compute", "io_cpu_s_per_gb", 0, &hw.io_cpu_s_per_gb);
+        num(&r, c, "compute", "block_factor", 0, &hw.block_factor);
         rate_table(&r, c, "matmul_by_rows", hw.matmul_by_rows, &hw.n_matmul_rows);
         rate_table(&r, c, "head_by_rows", hw.head_by_rows, &hw.n_head_rows);
     }
@@ -389,7 +401,7 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
     if (ssd && !cJSON_IsArray(ssd)) rfail(&r, "ssd", "must be an array (of paths)");
     if (ssd && r.s == ST_OK) {
         static const char *const ssd_keys[] = {"path", "read_gbps", "write_gbps", "mixed_read_gbps",
-                                               "mixed_write_gbps", NULL};
+                                               "mixed_write_gbps", "bench_read_gbps", "bench_write_gbps", NULL};
         int i = 0;
         for (const cJSON *it = ssd->child; it && r.s == ST_OK; it = it->next, i++) {
             char f[32];
@@ -409,6 +421,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
             num(&r, it, f, "write_gbps", 1, &d->write_gbps);
             num(&r, it, f, "mixed_read_gbps", 0, &d->mixed_read_gbps);
             num(&r, it, f, "mixed_write_gbps", 0, &d->mixed_write_gbps);
+            num(&r, it, f, "bench_read_gbps", 0, &d->bench_read_gbps);
+            num(&r, it, f, "bench_write_gbps", 0, &d->bench_write_gbps);
             hw.n_ssd = i + 1;
         }
     }
@@ -451,9 +465,10 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, cl, "cluster", "network_latency_s", 0, &hw.network_latency_s);
     }
     static const char *const probe_keys[] = {"model", "micro_batch", "seq", "block_forward_s", "block_backward_s",
-                                             "head_s", "adamw_alone_s", "adamw_beside_compute_s",
+                                             "head_s", "adamw_alone_s", "adamw_beside_compute_s", "compute_beside_adamw",
                                              "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", "checksum_gbps",
-                                             "io_kernel_s_per_gb", NULL};
+                                             "io_kernel_s_per_gb", "trial_layers", "trial_work_s",
+                                             "trial_predicted_work_s", "trial_ssd_step_s", "trial_ssd_work_s", NULL};
     const cJSON *pr = object(&r, root, "", "probe", 0, probe_keys);
     if (pr) {
         hw_probe_record *p = &hw.probe;
@@ -465,10 +480,16 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, pr, "probe", "head_s", 0, &p->head_s);
         num(&r, pr, "probe", "adamw_alone_s", 0, &p->adamw_alone_s);
         num(&r, pr, "probe", "adamw_beside_compute_s", 0, &p->adamw_beside_compute_s);
+        num(&r, pr, "probe", "compute_beside_adamw", 0, &p->compute_beside_adamw);
         num(&r, pr, "probe", "ranks_allgather_gbps", 0, &p->ranks_allgather_gbps);
         num(&r, pr, "probe", "ranks_reduce_scatter_gbps", 0, &p->ranks_reduce_scatter_gbps);
         num(&r, pr, "probe", "checksum_gbps", 0, &p->checksum_gbps);
         num(&r, pr, "probe", "io_kernel_s_per_gb", 0, &p->io_kernel_s_per_gb);
+        integer(&r, pr, "probe", "trial_layers", 0, &p->trial_layers);
+        num(&r, pr, "probe", "trial_work_s", 0, &p->trial_work_s);
+        num(&r, pr, "probe", "trial_predicted_work_s", 0, &p->trial_predicted_work_s);
+        num(&r, pr, "probe", "trial_ssd_step_s", 0, &p->trial_ssd_step_s);
+        num(&r, pr, "probe", "trial_ssd_work_s", 0, &p->trial_ssd_work_s);
     }
     cJSON_Delete(root);
     if (r.s != ST_OK) return r.s;
@@ -522,6 +543,7 @@ char *hw_to_json(const hw_desc *hw) {
         add_num(c, "cores", hw->cores);
         if (hw->task_overhead_s > 0) add_num(c, "task_overhead_s", hw->task_overhead_s);
         if (hw->io_cpu_s_per_gb > 0) add_num(c, "io_cpu_s_per_gb", hw->io_cpu_s_per_gb);
+        if (hw->block_factor > 0) add_num(c, "block_factor", hw->block_factor);
         for (int k = 0; k < 2; k++) {
             const int n = k ? hw->n_head_rows : hw->n_matmul_rows;
             const hw_rate_at *t = k ? hw->head_by_rows : hw->matmul_by_rows;
@@ -546,6 +568,8 @@ char *hw_to_json(const hw_desc *hw) {
         add_num(d, "write_gbps", hw->ssd[i].write_gbps);
         if (hw->ssd[i].mixed_read_gbps > 0) add_num(d, "mixed_read_gbps", hw->ssd[i].mixed_read_gbps);
         if (hw->ssd[i].mixed_write_gbps > 0) add_num(d, "mixed_write_gbps", hw->ssd[i].mixed_write_gbps);
+        if (hw->ssd[i].bench_read_gbps > 0) add_num(d, "bench_read_gbps", hw->ssd[i].bench_read_gbps);
+        if (hw->ssd[i].bench_write_gbps > 0) add_num(d, "bench_write_gbps", hw->ssd[i].bench_write_gbps);
         cJSON_AddItemToArray(ssd, d);
     }
     cJSON *o = cJSON_AddObjectToObject(root, "optimizer");
@@ -583,7 +607,7 @@ char *hw_to_json(const hw_desc *hw) {
     const hw_probe_record *p = &hw->probe;
     if (p->model[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
         p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
-        p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0) {
+        p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0 || p->trial_layers > 0) {
         cJSON *pr = cJSON_AddObjectToObject(root, "probe");
         if (pr) {
             cJSON_AddStringToObject(pr, "model", p->model);
@@ -594,10 +618,18 @@ char *hw_to_json(const hw_desc *hw) {
             add_num(pr, "head_s", p->head_s);
             add_num(pr, "adamw_alone_s", p->adamw_alone_s);
             add_num(pr, "adamw_beside_compute_s", p->adamw_beside_compute_s);
+            if (p->compute_beside_adamw > 0) add_num(pr, "compute_beside_adamw", p->compute_beside_adamw);
             if (p->ranks_allgather_gbps > 0) add_num(pr, "ranks_allgather_gbps", p->ranks_allgather_gbps);
             if (p->ranks_reduce_scatter_gbps > 0) add_num(pr, "ranks_reduce_scatter_gbps", p->ranks_reduce_scatter_gbps);
             if (p->checksum_gbps > 0) add_num(pr, "checksum_gbps", p->checksum_gbps);
             if (p->io_kernel_s_per_gb > 0) add_num(pr, "io_kernel_s_per_gb", p->io_kernel_s_per_gb);
+            if (p->trial_layers > 0) {
+                add_num(pr, "trial_layers", p->trial_layers);
+                add_num(pr, "trial_work_s", p->trial_work_s);
+                add_num(pr, "trial_predicted_work_s", p->trial_predicted_work_s);
+                if (p->trial_ssd_step_s > 0) add_num(pr, "trial_ssd_step_s", p->trial_ssd_step_s);
+                if (p->trial_ssd_work_s > 0) add_num(pr, "trial_ssd_work_s", p->trial_ssd_work_s);
+            }
         }
     }
     char *text = cJSON_Print(root);

@@ -2,6 +2,7 @@
  * (strata/probe.h): the model's own kernels at a GPT shape, through the CPU
  * backend's table (strata/backend.h), AdamW on a worker-like thread, both at
  * once, and the store directories through the I/O engine. */
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -15,13 +16,16 @@
 #include "strata/checksum.h"
 #include "strata/comm.h"
 #include "strata/io.h"
+#include "strata/fs.h"
 #include "strata/layout.h"
+#include "strata/offload.h"
 #include "strata/optim.h"
 #include "strata/probe.h"
+#include "strata/store.h"
 
 hw_probe_config hw_probe_defaults(void) {
     return (hw_probe_config){.ssd_bytes = 256u << 20, .model = "gpt2-124m", .B = 4, .T = 256, .reps = 3,
-                             .adamw_elements = 4u << 20};
+                             .adamw_elements = 4u << 20, .trial_steps = 8, .trial_layers = 4};
 }
 
 static void say(const hw_probe_config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -471,11 +475,20 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
     s = adamw_run(&a, 0, contended_block, &cb, err);
     if (s == ST_OK) {
         const double slow = (cb.fwd + cb.bwd) / (f + k);
-        hw->compute_slowdown = slow > 1 ? slow : 1.0;
         const double beside = a.steps > 0 ? a.busy / (double)a.steps / (double)a.n : alone;
         hw->optimizer_slowdown = beside > alone ? beside / alone : 1.0;
         hw->probe.adamw_beside_compute_s = beside * 1e6;
-        say(cfg, "  compute %.2fx slower, AdamW %.2fx slower", hw->compute_slowdown, hw->optimizer_slowdown);
+        hw->probe.compute_beside_adamw = slow > 1 ? slow : 1.0;
+        /* Compute's threads fill every core and wait for each other at the end of each parallel region, so the
+           one that shares its core with the worker sets their pace: while AdamW runs at 1/os of its speed,
+           compute gets the rest of that core, 1 - 1/os. The executor's runs lose about that (the worker's
+           every CPU second, one second of compute); the block timed beside AdamW looping without a pause
+           loses less and varies more from one probe to the next, so it is kept for the record. When AdamW
+           hardly slows (a core of its own), the timed slowdown stands. */
+        const double os = hw->optimizer_slowdown;
+        hw->compute_slowdown = os >= 1.05 ? os / (os - 1) : hw->probe.compute_beside_adamw;
+        say(cfg, "  compute %.2fx slower, AdamW %.2fx slower: sharing a core, compute %.2fx", slow,
+            hw->optimizer_slowdown, hw->compute_slowdown);
     }
     adamw_free(&a);
     bench_free(&b);
@@ -529,6 +542,206 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
     return ST_OK;
 }
 
+/* ---- the executor itself, on a slice of the model ------------------------------------------- */
+
+/* Steps of a trial run: the first warms buffers up (and, on the SSD, reads
+ * what creation wrote); the rest are timed. */
+#define TRIAL_MIN_STEPS 2
+
+typedef struct trial_result {
+    double step_s;    /* per timed step */
+    double work_s;    /* per timed step: the compute thread not waiting (its tasks and its work between them) */
+    int n_paths;
+    io_path_counters io[STORE_MAX_PATHS];   /* over the timed steps */
+} trial_result;
+
+/* The trial's configuration: the probe's shape cut to its first `layers`
+ * blocks (with the embedding and the head), mixed precision, vertical,
+ * alpha 0, no clipping, one micro-batch. */
+static st_status trial_config(const hw_probe_config *cfg, int layers, sim_config *sc, st_error *err) {
+    *sc = sim_default_config();
+    st_status s = gpt_config_from_name(&sc->model, cfg->model, err);
+    if (s == ST_OK && layers < sc->model.n_layer) sc->model.n_layer = layers;
+    sc->B = cfg->B;
+    sc->T = cfg->T;
+    return s;
+}
+
+/* The blocks a trial runs: cfg->trial_layers, at most the model's, and few
+ * enough that the in-memory run's buffers take at most a quarter of memory
+ * (*layers 0 when one block is already too many). */
+static st_status trial_blocks(const hw_probe_config *cfg, const hw_desc *hw, int *layers, st_error *err) {
+    sim_config sc;
+    st_status s = trial_config(cfg, cfg->trial_layers, &sc, err);
+    if (s != ST_OK) return s;
+    for (*layers = sc.model.n_layer; *layers > 0; (*layers)--) {
+        sc.model.n_layer = *layers;
+        offload_config oc = sim_offload_config(&sc);
+        layout_memory m;
+        offload_memory_need(&oc, &m);
+        if (m.host + m.device <= hw->host_bytes / 4) break;
+    }
+    return ST_OK;
+}
+
+/* One trial run of sc: in memory (dirs NULL), or with what sc places on the
+ * SSD in a store in a directory of its own under each of dirs (removed
+ * afterwards). */
+static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, const char *const *dirs, int n_dirs,
+                           trial_result *out, st_error *err) {
+    memset(out, 0, sizeof *out);
+    offload_config oc = sim_offload_config(sc);
+    char sub[STORE_MAX_PATHS][4200];
+    const char *paths[STORE_MAX_PATHS];
+    store_dirs sd = {.n = 0};
+    oc.n_store_paths = 0;
+    st_status s = ST_OK;
+    if (n_dirs > STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "probe: at most %d store directories", STORE_MAX_PATHS);
+    for (int p = 0; p < n_dirs && s == ST_OK; p++) {
+        if (snprintf(sub[p], sizeof sub[p], "%s/strata-probe-trial", dirs[p]) >= (int)sizeof sub[p])
+            return st_fail(err, ST_EINVAL, "probe: store directory name too long: %s", dirs[p]);
+        paths[p] = sd.paths[p] = sub[p];
+        sd.n = p + 1;
+        s = st_mkdir_p(sub[p], err);
+    }
+    if (s == ST_OK && sd.n > 0) s = store_remove(&sd, err);   /* what an interrupted probe left */
+    if (s != ST_OK) return s;
+    if (n_dirs > 0) {
+        oc.store_paths = paths;
+        oc.n_store_paths = n_dirs;
+    }
+    const size_t n_tok = (size_t)sc->micro_batches * (size_t)sc->B * (size_t)(sc->T + 1);
+    int32_t *tokens = malloc(n_tok * sizeof *tokens);
+    if (!tokens) return st_fail(err, ST_ENOMEM, "probe: out of memory for the trial's tokens");
+    st_rng r;
+    st_rng_seed(&r, 11);
+    for (size_t i = 0; i < n_tok; i++) tokens[i] = (int32_t)(st_rng_next(&r) % (uint64_t)sc->model.vocab_size);
+    offload_trainer *t = NULL;
+    s = offload_trainer_create(&t, &oc, NULL, err);
+    train_step_stats ss;
+    offload_stats a, b;
+    io_path_counters io0[STORE_MAX_PATHS], io1[STORE_MAX_PATHS];
+    double secs;
+    if (s == ST_OK) s = offload_trainer_step(t, tokens, &ss, err);
+    if (s == ST_OK) {
+        offload_trainer_stats(t, &a);
+        offload_trainer_path_io(t, io0, &secs);
+        for (int i = 1; i < cfg->trial_steps && s == ST_OK; i++) s = offload_trainer_step(t, tokens, &ss, err);
+    }
+    if (s == ST_OK) {
+        offload_trainer_stats(t, &b);
+        out->n_paths = offload_trainer_path_io(t, io1, &secs);
+        const double n = cfg->trial_steps - 1;
+        out->step_s = (b.step_s - a.step_s) / n;
+        const double waits = (b.compute_io_s - a.compute_io_s) + (b.optimizer_wait_s - a.optimizer_wait_s) +
+                             (b.comm_s - a.comm_s);
+        out->work_s = (b.step_s - a.step_s - waits) / n;
+        for (int p = 0; p < out->n_paths; p++)
+            out->io[p] = (io_path_counters){.bytes_read = io1[p].bytes_read - io0[p].bytes_read,
+                                            .bytes_written = io1[p].bytes_written - io0[p].bytes_written,
+                                            .read_busy_s = io1[p].read_busy_s - io0[p].read_busy_s,
+                                            .write_busy_s = io1[p].write_busy_s - io0[p].write_busy_s};
+    }
+    offload_trainer_free(t);
+    free(tokens);
+    if (sd.n > 0) {
+        st_error e2 = {0};
+        st_status rs = store_remove(&sd, &e2);
+        for (int p = 0; p < sd.n; p++) rmdir(sub[p]);
+        if (s == ST_OK && rs != ST_OK) s = st_fail(err, rs, "%s", e2.msg);
+    }
+    return s;
+}
+
+/* The executor itself on a slice of the probe's model, twice: all state in
+ * memory, which sets block_factor (the blocks' share of the compute
+ * thread's measured work over what the rates predict for them: the
+ * bookkeeping between tasks and kernels over many units' weights, which
+ * timing one block leaves out), then,
+ * with store directories, the blocks' optimizer state on them: each path's
+ * read and write rates while its transfers were in flight, into disk (0
+ * where not measured; use_trial_disk puts them in the description). With
+ * ssd_only, the second alone. */
+static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_only, hw_ssd disk[HW_MAX_SSD],
+                             st_error *err) {
+    memset(disk, 0, HW_MAX_SSD * sizeof *disk);
+    int layers;
+    st_status s = trial_blocks(cfg, hw, &layers, err);
+    if (s != ST_OK) return s;
+    if (layers < 1) {
+        say(cfg, "the executor's trial run: skipped (one block of %s needs more than a quarter of memory)", cfg->model);
+        return ST_OK;
+    }
+    sim_config sc;
+    if ((s = trial_config(cfg, layers, &sc, err)) != ST_OK) return s;
+    trial_result tr;
+    if (!ssd_only) {
+        say(cfg, "the executor itself on %d block%s of %s at %d x %d, %d steps, all state in memory...", layers,
+            layers == 1 ? "" : "s", cfg->model, cfg->B, cfg->T, cfg->trial_steps);
+        if ((s = trial_run(cfg, &sc, NULL, 0, &tr, err)) != ST_OK) return s;
+        /* block_factor: what makes the simulator's work on the compute thread the measured one. The blocks'
+           tasks scale with it and the rest (the head, the embedding, timed as the executor runs them) does
+           not; the contention with AdamW beside them follows it only roughly, so a few rounds. */
+        hw_desc h = *hw;
+        double predicted = 0, f = 1;
+        for (int round = 0; round < 3; round++) {
+            sim_result r1, r2;
+            h.block_factor = f;
+            if ((s = sim_run(&h, &sc, &r1, err)) != ST_OK) return s;
+            h.block_factor = f + 1;
+            if ((s = sim_run(&h, &sc, &r2, err)) != ST_OK) return s;
+            const double blocks = r2.compute_s - r1.compute_s, rest = r1.compute_s - f * blocks;
+            if (round == 0) predicted = r1.compute_s + r1.contention_s;
+            f = blocks > 0 ? (tr.work_s - r1.contention_s - rest) / blocks : 1;
+            f = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
+        }
+        hw->block_factor = f;
+        hw->probe.trial_layers = layers;
+        hw->probe.trial_work_s = tr.work_s;
+        hw->probe.trial_predicted_work_s = predicted;
+        say(cfg, "  %.3f s a step of work on the compute thread, %.3f s predicted from the rates above: "
+            "the blocks' tasks %.3fx the rates'", tr.work_s, predicted, hw->block_factor);
+    }
+    if (cfg->n_ssd < 1) return ST_OK;
+    /* The optimizer's state of every unit but the embedding on the drives: the embedding's is the largest
+       unit's and takes little compute, so in a slice of a few blocks it would make the drives, not compute,
+       set the pace; without it the slice streams about as many bytes per second of compute as the whole
+       model does, and the drives serve bursts beside compute as in most runs that stream the optimizer. */
+    sim_config ssd = sc;
+    const int units = gpt_num_units(&sc.model);
+    ssd.place.optim = (double)(units - 1) / units;
+    say(cfg, "the executor again with the blocks' optimizer state on the store director%s...",
+        cfg->n_ssd == 1 ? "y" : "ies");
+    if ((s = trial_run(cfg, &ssd, cfg->ssd_dirs, cfg->n_ssd, &tr, err)) != ST_OK) return s;
+    hw->probe.trial_layers = layers;
+    hw->probe.trial_ssd_step_s = tr.step_s;
+    hw->probe.trial_ssd_work_s = tr.work_s;
+    for (int p = 0; p < tr.n_paths && p < HW_MAX_SSD; p++) {
+        const io_path_counters *c = &tr.io[p];
+        /* a rate from less than 10 ms of transfers says little: the test file's pass stands then */
+        if (c->read_busy_s < 0.01 || c->write_busy_s < 0.01 || !c->bytes_read || !c->bytes_written) continue;
+        disk[p].read_gbps = (double)c->bytes_read / c->read_busy_s / 1e9;
+        disk[p].write_gbps = (double)c->bytes_written / c->write_busy_s / 1e9;
+        say(cfg, "  %s: read %.3f GB/s, write %.3f GB/s while busy; %.3f s a step", cfg->ssd_dirs[p], disk[p].read_gbps,
+            disk[p].write_gbps, tr.step_s);
+    }
+    return ST_OK;
+}
+
+/* The trial's rates as each path's read and write, the test file's cycle kept as bench_*. */
+static void use_trial_disk(const hw_probe_config *cfg, hw_desc *hw, const hw_ssd disk[HW_MAX_SSD]) {
+    for (int p = 0; p < hw->n_ssd; p++) {
+        hw_ssd *d = &hw->ssd[p];
+        if (!(disk[p].read_gbps > 0 && disk[p].write_gbps > 0)) continue;
+        d->bench_read_gbps = d->read_gbps;
+        d->bench_write_gbps = d->write_gbps;
+        d->read_gbps = disk[p].read_gbps;
+        d->write_gbps = disk[p].write_gbps;
+        say(cfg, "%s: read %.3f GB/s, write %.3f GB/s as the trial's store moved its bytes (the test file's cycle: "
+            "%.3f, %.3f)", d->path, d->read_gbps, d->write_gbps, d->bench_read_gbps, d->bench_write_gbps);
+    }
+}
+
 st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     hw_desc hw;
     memset(&hw, 0, sizeof hw);
@@ -540,7 +753,20 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
         memset(hw.ssd, 0, sizeof hw.ssd);
         hw.n_ssd = 0;
         hw.probe.io_kernel_s_per_gb = 0;
+        /* the test file's pass, then the trial's run on the SSD again at the shape and slice the
+           description's was run at */
+        hw_ssd disk[HW_MAX_SSD];
+        memset(disk, 0, sizeof disk);
         st_status s = probe_ssd(cfg, &hw, err);
+        if (s == ST_OK && cfg->trial_steps > 0 && hw.probe.trial_layers > 0 && hw.probe.model[0]) {
+            hw_probe_config tc = *cfg;
+            tc.model = hw.probe.model;
+            tc.B = hw.probe.B;
+            tc.T = hw.probe.T;
+            tc.trial_layers = hw.probe.trial_layers;
+            s = probe_trial(&tc, &hw, 1, disk, err);
+        }
+        use_trial_disk(cfg, &hw, disk);
         set_io_cpu(&hw);
         if (s == ST_OK) s = hw_check(&hw, "probe", err);
         if (s == ST_OK) *out = hw;
@@ -548,6 +774,9 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     }
     if (cfg->n_ssd > 0 && (cfg->ssd_bytes < 8192 || cfg->ssd_bytes % 4096))
         return st_fail(err, ST_EINVAL, "probe: the SSD test size must be a multiple of 4096 and at least 8192");
+    if (cfg->trial_steps != 0 && (cfg->trial_steps < TRIAL_MIN_STEPS || cfg->trial_layers < 1))
+        return st_fail(err, ST_EINVAL, "probe: a trial run needs at least %d steps and 1 block (0 steps: none)",
+                       TRIAL_MIN_STEPS);
     if (cfg->adamw_elements < 1024 || cfg->adamw_elements > (1ull << 32))
         return st_fail(err, ST_EINVAL, "probe: AdamW elements %llu not in [1024, 2^32]",
                        (unsigned long long)cfg->adamw_elements);
@@ -567,8 +796,15 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     hw.host_bytes = hw.device_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
     hw.devices_per_node = 1;
+    /* the test file's pass over each drive, compute, then the trial of the executor (whose fit needs
+       compute's rates and whose store lands where the test file was, as a run's lands where the run before
+       it kept its state) */
+    hw_ssd disk[HW_MAX_SSD];
+    memset(disk, 0, sizeof disk);
     st_status s = probe_ssd(cfg, &hw, err);
     if (s == ST_OK) s = probe_compute(cfg, &hw, err);
+    if (s == ST_OK && cfg->trial_steps > 0) s = probe_trial(cfg, &hw, 0, disk, err);
+    use_trial_disk(cfg, &hw, disk);
     set_io_cpu(&hw);
     if (s == ST_OK) s = hw_check(&hw, "probe", err);
     if (s == ST_OK) *out = hw;

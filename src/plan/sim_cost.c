@@ -252,11 +252,13 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
         w.other_bytes = (llama ? 8 : 12) * N * C;   /* token (and position) rows read, sum written */
         break;
     case TASK_BLOCK_FORWARD:
+        w.block = 1;
         w.matmul_flops = block_flops;   /* GPT-2: qkv 3C^2, proj C^2, fc 4C^2, fcproj 4C^2 per row, x2 */
         w.attention_flops = att;
         w.other_bytes = fwd_other;
         break;
     case TASK_BLOCK_BACKWARD:
+        w.block = 1;
         /* the recomputed forward, then backward: two products per forward product */
         w.matmul_flops = 3 * block_flops;
         w.attention_flops = 3 * att;
@@ -312,5 +314,5 @@ double sim_work_seconds(const hw_desc *hw, const sim_work *w) {
     if (w->head_flops > 0) s += w->head_flops / (hw_head_gflops_at(hw, rows < GPT_HEAD_CHUNK_ROWS ? rows : (double)GPT_HEAD_CHUNK_ROWS) * 1e9);
     if (w->attention_flops > 0)
         s += w->attention_flops / ((hw->attention_gflops > 0 ? hw->attention_gflops : hw->matmul_gflops) * 1e9);
-    return s;
+    return w->block && hw->block_factor > 0 ? s * hw->block_factor : s;
 }

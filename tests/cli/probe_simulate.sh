@@ -19,15 +19,51 @@ check "probe: nothing written for failed probes" test ! -e "$tmp/x.json"
 # an untied Llama: the head it times is the head unit's (the embedding unit holds no head)
 check "probe: an untied Llama's head" "$STRATA" probe --model llama-tiny --micro-batch 2 --seq 32 --reps 1 \
   --out "$tmp/llama-tiny.json"
-"$STRATA" probe --store "$tmp/st1,$tmp/st2" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 \
+# (enough trial steps that the drives are busy long enough for a rate)
+"$STRATA" probe --store "$tmp/st1,$tmp/st2" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --trial-steps 40 \
   --name tiny-probe --out "$tmp/hw.json" >"$tmp/probe.out" 2>"$tmp/probe.err"
 check "probe: small run succeeds" test $? -eq 0
 check "probe: progress on stderr" grep -q "AdamW on the optimizer thread" "$tmp/probe.err"
 check "probe: summary on stdout" grep -Eq "^ssd\[1\] .*st2: read [0-9.]+ GB/s" "$tmp/probe.out"
 check "probe: test files removed" bash -c "[ -z \"\$(find '$tmp/st1' '$tmp/st2' -mindepth 1)\" ]"
+check "probe: the executor's trial runs, in memory and on the drives" bash -c \
+  "grep -q 'the executor itself on 2 blocks of gpt2-tiny' '$tmp/probe.err' &&
+   grep -q \"the blocks' optimizer state on the store directories\" '$tmp/probe.err' &&
+   grep -Eq '^trial: the executor on 2 blocks of gpt2-tiny: .* [0-9.]+x the rates' '$tmp/probe.out'"
+check "probe: the trial's store removed" bash -c "[ ! -e '$tmp/st1/strata-probe-trial' ] && [ ! -e '$tmp/st2/strata-probe-trial' ]"
+check "  its record: the blocks' factor, each drive's rates (the test file's kept), compute sharing a core" \
+  "$PY" - "$tmp/hw.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p, c, ct = d["probe"], d["compute"], d["contention"]
+assert p["trial_layers"] == 2 and p["trial_work_s"] > 0 and p["trial_predicted_work_s"] > 0, p
+assert p["trial_ssd_step_s"] > 0 and p["trial_ssd_work_s"] > 0, p
+assert 0.25 <= c["block_factor"] <= 4, c
+# a tiny model's state fits in one stripe: the trial moves it through the first drive only, and a drive it
+# did not keep busy keeps the test file's rates
+s0 = d["ssd"][0]
+assert s0["bench_read_gbps"] > 0 and s0["bench_write_gbps"] > 0 and s0["read_gbps"] != s0["bench_read_gbps"], s0
+assert all(("bench_read_gbps" in s) == ("bench_write_gbps" in s) for s in d["ssd"]), d["ssd"]
+# while AdamW runs at 1/os of its speed, compute gets the rest of the core it shares: 1/cs = 1 - 1/os
+os_, cs = ct["optimizer_slowdown"], ct["compute_slowdown"]
+assert p["compute_beside_adamw"] >= 1
+if os_ >= 1.05: assert abs(1 / cs + 1 / os_ - 1) < 1e-9, ct
+else: assert cs == p["compute_beside_adamw"], (ct, p)
+PY
+"$STRATA" probe --store "$tmp/st1" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --trial-steps 0 \
+  --out "$tmp/notrial.json" >"$tmp/notrial.out" 2>"$tmp/notrial.err"
+check "probe --trial-steps 0: no trial, the test file's rates stand" "$PY" - "$tmp/notrial.json" "$tmp/notrial.err" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert "block_factor" not in d["compute"] and "trial_layers" not in d["probe"], d
+assert "bench_read_gbps" not in d["ssd"][0] and d["ssd"][0]["read_gbps"] > 0
+assert "executor itself" not in open(sys.argv[2]).read()
+PY
+expect_rc "probe --trial-steps 1: usage error" 2 "--trial-steps" "$STRATA" probe --trial-steps 1 --out "$tmp/x.json"
 "$STRATA" probe --update "$tmp/hw.json" --store "$tmp/st2" --size 64K --out "$tmp/hw2.json" >"$tmp/upd.out" 2>"$tmp/upd.err"
-check "probe --update: re-measures the store only (no compute measured)" \
-  bash -c "[ $? -eq 0 ] && ! grep -q 'AdamW on the optimizer thread' '$tmp/upd.err'"
+check "probe --update: re-measures the store only (no compute measured; the trial on the drive again)" \
+  bash -c "[ $? -eq 0 ] && ! grep -q 'AdamW on the optimizer thread' '$tmp/upd.err' &&
+           ! grep -q 'the executor itself' '$tmp/upd.err' && grep -q \"the blocks' optimizer state\" '$tmp/upd.err'"
 check "  keeps the rest of the description, replaces the SSD list" "$PY" - "$tmp/hw.json" "$tmp/hw2.json" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
