@@ -18,28 +18,37 @@
  *                head_matmul_gflops
  *   optimizer    AdamW on a thread of its own with 1 OpenMP thread, as the
  *                executor's worker runs it -> adamw_params_per_s_per_thread
- *   contention   the block again while AdamW runs beside it -> compute_slowdown,
- *                and AdamW's rate meanwhile -> optimizer_slowdown
+ *   contention   the block again while AdamW runs beside it -> AdamW's rate
+ *                meanwhile, optimizer_slowdown (os), and compute_slowdown =
+ *                os / (os - 1): compute's threads fill the cores and wait
+ *                for each other, so the one sharing its core with the
+ *                worker sets their pace, 1 - 1/os (the block's own timed
+ *                slowdown, noisier, -> probe.compute_beside_adamw; it
+ *                stands when AdamW hardly slows, os < 1.05)
  *   ssd          each store directory alone through io_bench (strata/io.h),
  *                O_DIRECT: the test file laid down, then cycled through in
  *                the optimizer's phases (3 segments of master weights and
  *                moments, 72 MiB, read then overwritten in place), one
  *                cycle untimed and the next timed -> read_gbps, write_gbps
- *                (bytes over the sum of each direction's phases); then
+ *                (bytes over the sum of each direction's phases; where the
+ *                trial below measures a path, bench_read/write_gbps); then
  *                reads and writes at once -> mixed_read/write_gbps
  *   trial        the executor itself (strata/offload.h) on a slice of the
  *                model (its first trial_layers blocks, the embedding and the
  *                head; fewer when they would take more than a quarter of
  *                memory) at the probe's shape, mixed precision, vertical,
  *                trial_steps steps, the first untimed: with all state in
- *                memory -> block_factor, the compute thread's work (its
- *                time not waiting) over what the rates above predict for it
- *                (the executor's bookkeeping between tasks, and kernels run
- *                in turn rather than one repeated); then with the optimizer's
- *                state in a store under each directory -> read_gbps and
- *                write_gbps, the bytes over the seconds its transfers were
- *                in flight (the store's pattern, in bursts beside compute;
- *                the test file's cycle is kept as bench_read/write_gbps)
+ *                memory -> block_factor, what the blocks' tasks must be
+ *                scaled by for the simulator's compute-thread work (its
+ *                time not waiting) to be the measured one (the executor's
+ *                bookkeeping between tasks, and kernels over many units'
+ *                weights rather than one's repeated); then with the
+ *                optimizer's state of every unit but the embedding in a
+ *                store under each directory (the embedding's would make a
+ *                slice of a few blocks wait on the drives, where a whole
+ *                model computes beside them) -> read_gbps and write_gbps,
+ *                the bytes over the seconds its transfers were in flight
+ *                (the store's pattern, in bursts beside compute)
  *   memory       physical memory (device = host on the CPU backend), cores
  *   ranks        under mpirun with 2 or more ranks (hw_probe_ranks, every
  *                rank calls it; the rest runs on rank 0 alone while the
@@ -56,7 +65,8 @@
  *
  * Each timing is the median of a few repetitions (more for short ones);
  * the whole probe takes about 15 s on 2 cores at the default shape
- * (gpt2-124m, 4 x 256) and 256 MiB per path. A busy machine measures
+ * (gpt2-124m, 4 x 256) and 256 MiB per path, and the trial 10-20 s more
+ * (about 30 s at gpt2-350m's shape, 1 x 128). A busy machine measures
  * itself busy: probe it idle.
  *
  *     hw_probe_config pc = hw_probe_defaults();
