@@ -105,7 +105,7 @@ typedef struct hw_probe_config {
 } hw_probe_config;
 
 /* gpt2-124m at 4 x 256, 3 repetitions, 256 MiB per SSD path, 4M AdamW
- * elements, trial runs of 4 steps on 4 blocks. */
+ * elements, trial runs of 8 steps on 4 blocks. */
 hw_probe_config hw_probe_defaults(void);
 
 st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err);

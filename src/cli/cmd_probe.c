@@ -28,7 +28,7 @@ static const cli_flag probe_flags[] = {
     CLI_SEQ_FLAG(O(seq)),
     CLI_INT("reps", O(reps), 1, 32, "N", "timed repetitions per measurement, median (default 3)"),
     CLI_INT("trial-steps", O(trial_steps), 0, 1000, "N",
-            "steps of each trial run of the executor, the first untimed (default 4;\n"
+            "steps of each trial run of the executor, the first untimed (default 8;\n"
             "0: no trial: the kernels' rates and the test file's pass stand)"),
     CLI_INT("trial-layers", O(trial_layers), 1, 1 << 16, "N", "blocks of the model the trial runs (default 4)"),
     CLI_STRING("update", O(update), "FILE",
@@ -52,10 +52,10 @@ static const cli_spec probe_spec = {
              "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
              "took), and reads and writes both at once. Then a trial: the executor itself\n"
              "on the model's first blocks at that shape, with all state in memory (how\n"
-             "much longer its compute thread works than the kernels' rates predict: the\n"
-             "executor factor) and with the optimizer's state on the store directories\n"
-             "(the disks' read and write rates, as the store moved its bytes beside\n"
-             "compute). About 30 s with the defaults.\n"
+             "much longer its blocks' tasks take than the kernels' rates predict: the\n"
+             "blocks' factor) and with the blocks' optimizer state on the store\n"
+             "directories (each drive's read and write rates, as the store moved its\n"
+             "bytes beside compute). About 30 s with the defaults.\n"
              "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
              "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
              "node, the rate between them, the latency of a collective); the rest is\n"

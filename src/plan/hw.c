@@ -465,7 +465,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, cl, "cluster", "network_latency_s", 0, &hw.network_latency_s);
     }
     static const char *const probe_keys[] = {"model", "micro_batch", "seq", "block_forward_s", "block_backward_s",
-                                             "head_s", "adamw_alone_s", "adamw_beside_compute_s", "compute_beside_adamw",
+                                             "head_s", "adamw_alone_s", "adamw_beside_compute_s",
+                                             "compute_beside_adamw",
                                              "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", "checksum_gbps",
                                              "io_kernel_s_per_gb", "trial_layers", "trial_work_s",
                                              "trial_predicted_work_s", "trial_ssd_step_s", "trial_ssd_work_s", NULL};

@@ -596,7 +596,8 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
     store_dirs sd = {.n = 0};
     oc.n_store_paths = 0;
     st_status s = ST_OK;
-    if (n_dirs > STORE_MAX_PATHS) return st_fail(err, ST_EINVAL, "probe: at most %d store directories", STORE_MAX_PATHS);
+    if (n_dirs > STORE_MAX_PATHS)
+        return st_fail(err, ST_EINVAL, "probe: at most %d store directories", STORE_MAX_PATHS);
     for (int p = 0; p < n_dirs && s == ST_OK; p++) {
         if (snprintf(sub[p], sizeof sub[p], "%s/strata-probe-trial", dirs[p]) >= (int)sizeof sub[p])
             return st_fail(err, ST_EINVAL, "probe: store directory name too long: %s", dirs[p]);
@@ -745,6 +746,9 @@ static void use_trial_disk(const hw_probe_config *cfg, hw_desc *hw, const hw_ssd
 st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     hw_desc hw;
     memset(&hw, 0, sizeof hw);
+    if (cfg->trial_steps != 0 && (cfg->trial_steps < TRIAL_MIN_STEPS || cfg->trial_layers < 1))
+        return st_fail(err, ST_EINVAL, "probe: a trial run needs at least %d steps and 1 block (0 steps: none)",
+                       TRIAL_MIN_STEPS);
     if (cfg->base) {   /* the SSD paths again, everything else as it was */
         hw = *cfg->base;
         if (cfg->n_ssd < 1) return st_fail(err, ST_EINVAL, "probe: updating a description needs store directories");
@@ -774,9 +778,6 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     }
     if (cfg->n_ssd > 0 && (cfg->ssd_bytes < 8192 || cfg->ssd_bytes % 4096))
         return st_fail(err, ST_EINVAL, "probe: the SSD test size must be a multiple of 4096 and at least 8192");
-    if (cfg->trial_steps != 0 && (cfg->trial_steps < TRIAL_MIN_STEPS || cfg->trial_layers < 1))
-        return st_fail(err, ST_EINVAL, "probe: a trial run needs at least %d steps and 1 block (0 steps: none)",
-                       TRIAL_MIN_STEPS);
     if (cfg->adamw_elements < 1024 || cfg->adamw_elements > (1ull << 32))
         return st_fail(err, ST_EINVAL, "probe: AdamW elements %llu not in [1024, 2^32]",
                        (unsigned long long)cfg->adamw_elements);
