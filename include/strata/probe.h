@@ -65,8 +65,9 @@
  *
  * Each timing is the median of a few repetitions (more for short ones);
  * the whole probe takes about 15 s on 2 cores at the default shape
- * (gpt2-124m, 4 x 256) and 256 MiB per path, and the trial 10-20 s more
- * (about 30 s at gpt2-350m's shape, 1 x 128). A busy machine measures
+ * (gpt2-124m, 4 x 256) and 256 MiB per path without the trial, which adds
+ * about 60 s there (8 steps of 4 blocks, twice) and 25-30 s at gpt2-350m's
+ * 1 x 128. A busy machine measures
  * itself busy: probe it idle.
  *
  *     hw_probe_config pc = hw_probe_defaults();
