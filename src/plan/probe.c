@@ -2,7 +2,6 @@
  * (strata/probe.h): the model's own kernels at a GPT shape, through the CPU
  * backend's table (strata/backend.h), AdamW on a worker-like thread, both at
  * once, and the store directories through the I/O engine. */
-#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -660,12 +659,11 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
  * bookkeeping between tasks and kernels over many units' weights, which
  * timing one block leaves out), then,
  * with store directories, the blocks' optimizer state on them: each path's
- * read and write rates while its transfers were in flight, into disk (0
- * where not measured; use_trial_disk puts them in the description). With
- * ssd_only, the second alone. */
+ * read and write rates while its transfers were in flight, into disk (which
+ * the caller zeroes: 0 stays where nothing was measured; use_trial_disk puts
+ * them in the description). With ssd_only, the second alone. */
 static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_only, hw_ssd disk[HW_MAX_SSD],
                              st_error *err) {
-    memset(disk, 0, HW_MAX_SSD * sizeof *disk);
     int layers;
     st_status s = trial_blocks(cfg, hw, &layers, err);
     if (s != ST_OK) return s;
@@ -759,8 +757,7 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
         hw.probe.io_kernel_s_per_gb = 0;
         /* the test file's pass, then the trial's run on the SSD again at the shape and slice the
            description's was run at */
-        hw_ssd disk[HW_MAX_SSD];
-        memset(disk, 0, sizeof disk);
+        hw_ssd disk[HW_MAX_SSD] = {0};
         st_status s = probe_ssd(cfg, &hw, err);
         if (s == ST_OK && cfg->trial_steps > 0 && hw.probe.trial_layers > 0 && hw.probe.model[0]) {
             hw_probe_config tc = *cfg;
@@ -800,8 +797,7 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     /* the test file's pass over each drive, compute, then the trial of the executor (whose fit needs
        compute's rates and whose store lands where the test file was, as a run's lands where the run before
        it kept its state) */
-    hw_ssd disk[HW_MAX_SSD];
-    memset(disk, 0, sizeof disk);
+    hw_ssd disk[HW_MAX_SSD] = {0};
     st_status s = probe_ssd(cfg, &hw, err);
     if (s == ST_OK) s = probe_compute(cfg, &hw, err);
     if (s == ST_OK && cfg->trial_steps > 0) s = probe_trial(cfg, &hw, 0, disk, err);
