@@ -608,7 +608,9 @@ char *hw_to_json(const hw_desc *hw) {
     const hw_probe_record *p = &hw->probe;
     if (p->model[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
         p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
-        p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0 || p->trial_layers > 0) {
+        p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0 ||
+        p->compute_beside_adamw > 0 || p->trial_layers > 0 || p->trial_work_s > 0 || p->trial_predicted_work_s > 0 ||
+        p->trial_ssd_step_s > 0 || p->trial_ssd_work_s > 0) {
         cJSON *pr = cJSON_AddObjectToObject(root, "probe");
         if (pr) {
             cJSON_AddStringToObject(pr, "model", p->model);
@@ -624,13 +626,11 @@ char *hw_to_json(const hw_desc *hw) {
             if (p->ranks_reduce_scatter_gbps > 0) add_num(pr, "ranks_reduce_scatter_gbps", p->ranks_reduce_scatter_gbps);
             if (p->checksum_gbps > 0) add_num(pr, "checksum_gbps", p->checksum_gbps);
             if (p->io_kernel_s_per_gb > 0) add_num(pr, "io_kernel_s_per_gb", p->io_kernel_s_per_gb);
-            if (p->trial_layers > 0) {
-                add_num(pr, "trial_layers", p->trial_layers);
-                add_num(pr, "trial_work_s", p->trial_work_s);
-                add_num(pr, "trial_predicted_work_s", p->trial_predicted_work_s);
-                if (p->trial_ssd_step_s > 0) add_num(pr, "trial_ssd_step_s", p->trial_ssd_step_s);
-                if (p->trial_ssd_work_s > 0) add_num(pr, "trial_ssd_work_s", p->trial_ssd_work_s);
-            }
+            if (p->trial_layers > 0) add_num(pr, "trial_layers", p->trial_layers);
+            if (p->trial_work_s > 0) add_num(pr, "trial_work_s", p->trial_work_s);
+            if (p->trial_predicted_work_s > 0) add_num(pr, "trial_predicted_work_s", p->trial_predicted_work_s);
+            if (p->trial_ssd_step_s > 0) add_num(pr, "trial_ssd_step_s", p->trial_ssd_step_s);
+            if (p->trial_ssd_work_s > 0) add_num(pr, "trial_ssd_work_s", p->trial_ssd_work_s);
         }
     }
     char *text = cJSON_Print(root);
