@@ -7,7 +7,15 @@
 # tokens makes the weight gradients' products reduce over 400 rows, where
 # OpenBLAS's threaded sgemm cut the sum into other blocks than its one-thread
 # sgemm (the weights differed from --threads 2 to --threads 1 by up to 4e-6).
+# Also: strata's OpenMP threads wait passively unless the user set a policy.
 . "$(dirname "$0")/common.bash" "$@"
+
+# src/cli/main.c sets OMP_WAIT_POLICY before libgomp reads it (which
+# OMP_DISPLAY_ENV shows as libgomp starts), and keeps one the user set.
+check "OpenMP's threads wait passively by default" \
+  bash -c "OMP_DISPLAY_ENV=true '$STRATA' version 2>&1 | grep -q \"OMP_WAIT_POLICY = 'PASSIVE'\""
+check "  a wait policy the user set is kept" \
+  bash -c "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=true '$STRATA' version 2>&1 | grep -q \"OMP_WAIT_POLICY = 'ACTIVE'\""
 "$PY" -c "
 import array, random
 random.seed(5)
