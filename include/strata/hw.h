@@ -115,8 +115,9 @@ typedef struct hw_probe_record {
     double block_forward_s, block_backward_s, head_s;
     double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
     double compute_beside_adamw;   /* the block's time beside AdamW looping, over its time alone */
-    /* the parts of io_cpu_s_per_gb: CRC32C on one core over memory not in cache, and the process's CPU
-       time per GB in the timed cycle of the SSD measurement */
+    /* the parts of io_cpu_s_per_gb: CRC32C on one core over memory not in cache, and the CPU time per GB
+       in the timed cycle of the SSD measurement: every processor's busy time (/proc/stat), which holds the
+       kernel's work outside the process, or the process's own where that cannot be read */
     double checksum_gbps, io_kernel_s_per_gb;
     /* under mpirun: the bytes a rank received per second in an all-gather of shards and in a
        reduce-scatter (the sum included), with every rank at once (strata/probe.h) */

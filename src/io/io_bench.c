@@ -150,6 +150,22 @@ static double process_cpu_s(void) {
     return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* CPU seconds every processor of the machine has been busy so far (user,
+ * system, interrupts; not idle or waiting on I/O), from /proc/stat; -1 when
+ * it cannot be read. Moving bytes costs the kernel work outside this
+ * process's own time too: completions in interrupts, on whichever core. */
+static double machine_cpu_s(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long user, nice, sys, idle, iowait, irq, softirq, steal = 0;
+    const int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait, &irq,
+                         &softirq, &steal);
+    fclose(f);
+    const long hz = sysconf(_SC_CLK_TCK);
+    if (n < 7 || hz <= 0) return -1;
+    return (double)(user + nice + sys + irq + softirq + steal) / (double)hz;
+}
+
 /* The cycle pass: the file in phases of cycle_phase bytes, each read and
  * then written back over itself, phase after phase, the way the optimizer
  * streams its state through the store every step (a group of segments
@@ -166,7 +182,7 @@ static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
     const io_bench_config *c = b->cfg;
     for (int k = 0; k <= c->cycle_warm; k++) {
         const int timed = k == c->cycle_warm;
-        const double cpu0 = process_cpu_s();
+        const double cpu0 = process_cpu_s(), machine0 = machine_cpu_s();
         for (uint64_t lo = 0; lo < c->size; lo += c->cycle_phase) {
             const uint64_t hi = c->size - lo < c->cycle_phase ? c->size : lo + c->cycle_phase;
             if (c->cycle_idle_us > 0) usleep((useconds_t)c->cycle_idle_us);
@@ -182,7 +198,11 @@ static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
                 *(dir ? &out->cycle_write_total_s : &out->cycle_read_total_s) += sec;
             }
         }
-        if (timed) out->cycle_cpu_s = process_cpu_s() - cpu0;
+        if (timed) {
+            out->cycle_cpu_s = process_cpu_s() - cpu0;
+            const double machine1 = machine_cpu_s();
+            out->cycle_machine_cpu_s = machine0 >= 0 && machine1 >= machine0 ? machine1 - machine0 : -1;
+        }
     }
     return ST_OK;
 }
