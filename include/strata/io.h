@@ -309,8 +309,9 @@ typedef struct io_bench_result {
     double cycle_read_total_s, cycle_write_total_s;   /* every directory together */
     double cycle_cpu_s;        /* the process's CPU time (user and system) during the timed cycle: what moving
                                   its bytes costs the host (the engine's threads, the kernel's work) */
-    double cycle_machine_cpu_s;   /* every processor's busy time meanwhile (/proc/stat; -1: unknown): also the
-                                     kernel's work outside the process, and whatever else ran */
+    double cycle_machine_cpu_s;   /* every processor's busy time during a cycle (/proc/stat; -1: unknown), the
+                                     mean over the cycles, warm ones included: also the kernel's work
+                                     outside the process, and whatever else ran */
     double write_total_s, read_total_s, mixed_total_s;   /* every directory together */
     io_engine_info engine;
     char warning[512];         /* from the preflight (buffered paths), or "" */

@@ -31,13 +31,19 @@
  *                moments, 72 MiB, read then overwritten in place), one
  *                cycle untimed and the next timed -> read_gbps, write_gbps
  *                (bytes over the sum of each direction's phases; where the
- *                trial below measures a path, bench_read/write_gbps); then
- *                reads and writes at once -> mixed_read/write_gbps
+ *                trial below measures a path, bench_read/write_gbps), and
+ *                the whole machine's busy CPU time meanwhile (/proc/stat:
+ *                the kernel's work outside the process too) per GB ->
+ *                probe.io_kernel_s_per_gb, with the checksum's cost ->
+ *                io_cpu_s_per_gb; then reads and writes at once ->
+ *                mixed_read/write_gbps
  *   trial        the executor itself (strata/offload.h) on a slice of the
  *                model (its first trial_layers blocks, the embedding and the
  *                head; fewer when they would take more than a quarter of
  *                memory) at the probe's shape, mixed precision, vertical,
- *                trial_steps steps, the first untimed: with all state in
+ *                trial_steps steps, the first untimed (the medians of the
+ *                others' time and work, so that one stalled step does not
+ *                count): with all state in
  *                memory -> block_factor, what the blocks' tasks must be
  *                scaled by for the simulator's compute-thread work (its
  *                time not waiting) to be the measured one (the executor's

@@ -180,6 +180,8 @@ static double machine_cpu_s(void) {
  * slow phases take most of the time). */
 static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
     const io_bench_config *c = b->cfg;
+    double machine_sum = 0;
+    int machine_ok = 1;
     for (int k = 0; k <= c->cycle_warm; k++) {
         const int timed = k == c->cycle_warm;
         const double cpu0 = process_cpu_s(), machine0 = machine_cpu_s();
@@ -198,10 +200,14 @@ static st_status run_cycles(bench *b, io_bench_result *out, st_error *err) {
                 *(dir ? &out->cycle_write_total_s : &out->cycle_read_total_s) += sec;
             }
         }
+        /* the machine's: the mean over the cycles, warm ones too (the same bytes), since /proc/stat counts
+           in ticks and the probe's 256 MiB cycle lasts a few dozen of them */
+        const double machine1 = machine_cpu_s();
+        if (machine0 < 0 || machine1 < machine0) machine_ok = 0;
+        else machine_sum += machine1 - machine0;
         if (timed) {
             out->cycle_cpu_s = process_cpu_s() - cpu0;
-            const double machine1 = machine_cpu_s();
-            out->cycle_machine_cpu_s = machine0 >= 0 && machine1 >= machine0 ? machine1 - machine0 : -1;
+            out->cycle_machine_cpu_s = machine_ok ? machine_sum / (double)(k + 1) : -1;
         }
     }
     return ST_OK;
