@@ -116,7 +116,7 @@ typedef struct hw_probe_record {
     double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
     double compute_beside_adamw;   /* the block's time beside AdamW looping, over its time alone */
     /* the parts of io_cpu_s_per_gb: CRC32C on one core over memory not in cache, and the CPU time per GB
-       in the timed cycle of the SSD measurement: every processor's busy time (/proc/stat), which holds the
+       in the cycles of the SSD measurement: every processor's busy time (/proc/stat), which holds the
        kernel's work outside the process, or the process's own where that cannot be read */
     double checksum_gbps, io_kernel_s_per_gb;
     /* under mpirun: the bytes a rank received per second in an all-gather of shards and in a

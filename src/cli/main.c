@@ -39,9 +39,9 @@ static const cli_command commands[] = {
 /* OpenMP threads that wait for the next parallel region spin by default
  * (libgomp: some 300k turns), and on a machine whose cores the optimizer
  * worker and the store's threads share with compute that spinning is time
- * taken from them: passive waiting made an iteration with the optimizer's
- * state on the SSD 7% faster, and one with it in memory no slower
- * (docs/BENCHMARKS.md). libgomp reads OMP_WAIT_POLICY in its constructor,
+ * taken from them: passive waiting made iterations that stream the
+ * optimizer's state 1-15% faster, and none more than 3% slower
+ * (bench/omp_wait.sh, docs/BENCHMARKS.md). libgomp reads OMP_WAIT_POLICY in its constructor,
  * before main; an executable's preinit functions run before any shared
  * library's constructors, so the default is set there. A policy the user
  * set is kept. */

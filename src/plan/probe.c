@@ -532,9 +532,9 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
         d->mixed_read_gbps = (double)r.mixed_read_bytes / r.mixed_read_s[0] / 1e9;
         d->mixed_write_gbps = (double)r.mixed_write_bytes / r.mixed_write_s[0] / 1e9;
         hw->n_ssd = p + 1;
-        /* the timed cycle read and wrote the file once: the host's CPU per GB, the largest of the paths.
-           The whole machine's busy time where it can be read: it also holds the kernel's work outside the
-           process (completions, interrupts), 3-5x the process's own on this machine's virtual disk */
+        /* a cycle reads and writes the file once: the host's CPU per GB, the largest of the paths. The
+           whole machine's busy time where it can be read: it also holds the kernel's work outside the
+           process (completions, interrupts), 3-6x the process's own on this machine's virtual disk */
         const double cpu = r.cycle_machine_cpu_s > r.cycle_cpu_s ? r.cycle_machine_cpu_s : r.cycle_cpu_s;
         const double kernel = cpu / (2.0 * (double)bc.size / 1e9);
         if (kernel > hw->probe.io_kernel_s_per_gb) hw->probe.io_kernel_s_per_gb = kernel;
