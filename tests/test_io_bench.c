@@ -90,6 +90,8 @@ static void test_cycle(void **state) {
     }
     assert_true(r.cycle_read_total_s >= r.cycle_read_s[0] && r.cycle_read_total_s >= r.cycle_read_s[1]);
     assert_true(r.cycle_write_total_s >= r.cycle_write_s[0] && r.cycle_write_total_s >= r.cycle_write_s[1]);
+    /* the whole machine's busy CPU over the cycles was read (/proc/stat): -1 would mean it was not */
+    assert_true(r.cycle_machine_cpu_s >= 0 && r.cycle_cpu_s >= 0);
     char f[300];
     snprintf(f, sizeof f, "%s/strata-iobench.dat", a);
     assert_int_equal(access(f, F_OK), -1);   /* removed */

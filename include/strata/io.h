@@ -307,8 +307,8 @@ typedef struct io_bench_result {
     double cycle_read_s[IO_BENCH_MAX_PATHS];   /* the timed cycle: the sum of its read phases / write phases */
     double cycle_write_s[IO_BENCH_MAX_PATHS];
     double cycle_read_total_s, cycle_write_total_s;   /* every directory together */
-    double cycle_cpu_s;        /* the process's CPU time (user and system) during the timed cycle: what moving
-                                  its bytes costs the host (the engine's threads, the kernel's work) */
+    double cycle_cpu_s;        /* the process's CPU time (user and system) during the timed cycle: the engine's
+                                  threads and the kernel's work done in them */
     double cycle_machine_cpu_s;   /* every processor's busy time during a cycle (/proc/stat; -1: unknown), the
                                      mean over the cycles, warm ones included: also the kernel's work
                                      outside the process, and whatever else ran */
