@@ -85,7 +85,8 @@ static void test_round_trip(void **state) {
                                 .block_backward_s = 0.3861, .head_s = 1.8, .adamw_alone_s = 1e-3,
                                 .adamw_beside_compute_s = 3e-3, .compute_beside_adamw = 2.5, .checksum_gbps = 14.1,
                                 .io_kernel_s_per_gb = 0.024, .trial_layers = 4, .trial_work_s = 0.68,
-                                .trial_predicted_work_s = 0.61, .trial_ssd_step_s = 1.2, .trial_ssd_work_s = 0.75};
+                                .trial_predicted_work_s = 0.61, .trial_ssd_step_s = 1.2, .trial_ssd_work_s = 0.75,
+                                .trial_long_layers = 12, .trial_long_work_s = 1.93};
     char path[] = "/tmp/strata-test-hw-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -102,6 +103,12 @@ static void test_round_trip(void **state) {
     free(text);
     /* a record with only some of its fields (the fuzzer's find: trial fields without trial_layers) */
     a.probe = (hw_probe_record){.trial_ssd_work_s = 0.3861, .compute_beside_adamw = 3.5};
+    text = hw_to_json(&a);
+    assert_non_null(text);
+    assert_int_equal(parse(text, &b, &err), ST_OK);
+    assert_memory_equal(&a, &b, sizeof a);
+    free(text);
+    a.probe = (hw_probe_record){.trial_long_work_s = 0.5};
     text = hw_to_json(&a);
     assert_non_null(text);
     assert_int_equal(parse(text, &b, &err), ST_OK);
@@ -197,6 +204,8 @@ static void test_bad_values_named(void **state) {
     expect_error("ssd.1.bench_read_gbps", "-1", "ssd[1].bench_read_gbps: must be >= 0");
     expect_error("probe", "{\"trial_layers\": -2}", "probe.trial_layers: must be >= 0");
     expect_error("probe", "{\"trial_work_s\": -2}", "probe.trial_work_s: must be >= 0");
+    expect_error("probe", "{\"trial_long_layers\": -1}", "probe.trial_long_layers: must be >= 0");
+    expect_error("probe", "{\"trial_long_work_s\": -0.5}", "probe.trial_long_work_s: must be >= 0");
     expect_error("compute.matmul_by_rows.1.rows", "64", "compute.matmul_by_rows[1].rows: must be more than the entry before");
     expect_error("compute.matmul_by_rows.0.rows", "0.5", "compute.matmul_by_rows[0].rows: must be >= 1");
     expect_error("compute.head_by_rows.0.gflops", "0", "compute.head_by_rows[0].gflops: must be > 0");

@@ -125,9 +125,10 @@ typedef struct hw_probe_record {
     /* the trial run of the executor (strata/probe.h): the slice's blocks, and per step its compute thread's
        work with all state in memory (the time not spent waiting), what the rates without block_factor
        predict for that work, and the step and the work with the optimizer's state on the store directories
-       (0: none) */
-    int trial_layers;
-    double trial_work_s, trial_predicted_work_s, trial_ssd_step_s, trial_ssd_work_s;
+       (0: none); then the longer slice in memory, its blocks and its work (0: none), whose difference from
+       the first gives a block's work apart from the fixed part (the head, the embedding) */
+    int trial_layers, trial_long_layers;
+    double trial_work_s, trial_predicted_work_s, trial_ssd_step_s, trial_ssd_work_s, trial_long_work_s;
 } hw_probe_record;
 
 typedef struct hw_desc {

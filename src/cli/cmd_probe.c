@@ -177,13 +177,17 @@ int cmd_probe(int argc, char **argv) {
         printf("\n");
     }
     if (hw.n_ssd == 0) printf("ssd: none measured (--store DIR to add the store's drives)\n");
-    if (hw.probe.trial_layers > 0)
+    if (hw.probe.trial_layers > 0) {
         printf("trial: the executor on %d block%s of %s: compute thread %.3f s a step, %.3f s predicted from the "
-               "kernels: the blocks' tasks %.3fx the rates'%s\n",
+               "kernels",
                hw.probe.trial_layers, hw.probe.trial_layers == 1 ? "" : "s", hw.probe.model, hw.probe.trial_work_s,
-               hw.probe.trial_predicted_work_s, hw.block_factor > 0 ? hw.block_factor : 1.0,
+               hw.probe.trial_predicted_work_s);
+        if (hw.probe.trial_long_layers > 0)
+            printf("; on %d blocks %.3f s", hw.probe.trial_long_layers, hw.probe.trial_long_work_s);
+        printf(": the blocks' tasks %.3fx the rates'%s\n", hw.block_factor > 0 ? hw.block_factor : 1.0,
                hw.probe.trial_ssd_step_s > 0 ? "; the disks' rates are from its run with the optimizer's state on them"
                                              : "");
+    }
     printf("store I/O: %.3f CPU s per GB moved (checksums at %.3g GB/s on one core, %.3f s per GB in the kernel)\n",
            hw.io_cpu_s_per_gb, hw.probe.checksum_gbps, hw.probe.io_kernel_s_per_gb);
     printf("memory: %s (device and host are the same memory on the CPU backend)\n",

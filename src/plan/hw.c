@@ -181,6 +181,8 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(p->trial_predicted_work_s, "probe.trial_predicted_work_s");
     NONNEG(p->trial_ssd_step_s, "probe.trial_ssd_step_s");
     NONNEG(p->trial_ssd_work_s, "probe.trial_ssd_work_s");
+    if (p->trial_long_layers < 0) return bad(err, name, "probe.trial_long_layers", "must be >= 0");
+    NONNEG(p->trial_long_work_s, "probe.trial_long_work_s");
     return ST_OK;
 }
 
@@ -469,7 +471,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
                                              "compute_beside_adamw",
                                              "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", "checksum_gbps",
                                              "io_kernel_s_per_gb", "trial_layers", "trial_work_s",
-                                             "trial_predicted_work_s", "trial_ssd_step_s", "trial_ssd_work_s", NULL};
+                                             "trial_predicted_work_s", "trial_ssd_step_s", "trial_ssd_work_s",
+                                             "trial_long_layers", "trial_long_work_s", NULL};
     const cJSON *pr = object(&r, root, "", "probe", 0, probe_keys);
     if (pr) {
         hw_probe_record *p = &hw.probe;
@@ -491,6 +494,8 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, pr, "probe", "trial_predicted_work_s", 0, &p->trial_predicted_work_s);
         num(&r, pr, "probe", "trial_ssd_step_s", 0, &p->trial_ssd_step_s);
         num(&r, pr, "probe", "trial_ssd_work_s", 0, &p->trial_ssd_work_s);
+        integer(&r, pr, "probe", "trial_long_layers", 0, &p->trial_long_layers);
+        num(&r, pr, "probe", "trial_long_work_s", 0, &p->trial_long_work_s);
     }
     cJSON_Delete(root);
     if (r.s != ST_OK) return r.s;
@@ -610,7 +615,7 @@ char *hw_to_json(const hw_desc *hw) {
         p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
         p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0 ||
         p->compute_beside_adamw > 0 || p->trial_layers > 0 || p->trial_work_s > 0 || p->trial_predicted_work_s > 0 ||
-        p->trial_ssd_step_s > 0 || p->trial_ssd_work_s > 0) {
+        p->trial_ssd_step_s > 0 || p->trial_ssd_work_s > 0 || p->trial_long_layers > 0 || p->trial_long_work_s > 0) {
         cJSON *pr = cJSON_AddObjectToObject(root, "probe");
         if (pr) {
             cJSON_AddStringToObject(pr, "model", p->model);
@@ -631,6 +636,8 @@ char *hw_to_json(const hw_desc *hw) {
             if (p->trial_predicted_work_s > 0) add_num(pr, "trial_predicted_work_s", p->trial_predicted_work_s);
             if (p->trial_ssd_step_s > 0) add_num(pr, "trial_ssd_step_s", p->trial_ssd_step_s);
             if (p->trial_ssd_work_s > 0) add_num(pr, "trial_ssd_work_s", p->trial_ssd_work_s);
+            if (p->trial_long_layers > 0) add_num(pr, "trial_long_layers", p->trial_long_layers);
+            if (p->trial_long_work_s > 0) add_num(pr, "trial_long_work_s", p->trial_long_work_s);
         }
     }
     char *text = cJSON_Print(root);

@@ -2,6 +2,7 @@
  * (strata/probe.h): the model's own kernels at a GPT shape, through the CPU
  * backend's table (strata/backend.h), AdamW on a worker-like thread, both at
  * once, and the store directories through the I/O engine. */
+#include <limits.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -569,12 +570,13 @@ static st_status trial_config(const hw_probe_config *cfg, int layers, sim_config
     return s;
 }
 
-/* The blocks a trial runs: cfg->trial_layers, at most the model's, and few
+/* The blocks a trial runs: at most max_layers, at most the model's, and few
  * enough that the in-memory run's buffers take at most a quarter of memory
  * (*layers 0 when one block is already too many). */
-static st_status trial_blocks(const hw_probe_config *cfg, const hw_desc *hw, int *layers, st_error *err) {
+static st_status trial_blocks(const hw_probe_config *cfg, const hw_desc *hw, int max_layers, int *layers,
+                              st_error *err) {
     sim_config sc;
-    st_status s = trial_config(cfg, cfg->trial_layers, &sc, err);
+    st_status s = trial_config(cfg, max_layers, &sc, err);
     if (s != ST_OK) return s;
     for (*layers = sc.model.n_layer; *layers > 0; (*layers)--) {
         sc.model.n_layer = *layers;
@@ -667,19 +669,99 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
     return s;
 }
 
-/* The executor itself on a slice of the probe's model, twice: all state in
- * memory, which sets block_factor (the blocks' share of the compute
- * thread's measured work over what the rates predict for them: the
+/* The longer in-memory slice: up to this many times the first's blocks (its time grows with them). */
+#define TRIAL_LONG_TIMES 4
+
+/* block_factor: what makes the simulator's work on the compute thread for sc the given work. The blocks'
+ * tasks scale with it and the rest (the head, the embedding, timed as the executor runs them) does not;
+ * the contention with AdamW beside them follows it only roughly, so a few rounds. */
+static st_status fit_block_factor(const hw_desc *hw, const sim_config *sc, double work, double *factor,
+                                  st_error *err) {
+    hw_desc h = *hw;
+    double f = 1;
+    for (int round = 0; round < 3; round++) {
+        sim_result r1, r2;
+        st_status s;
+        h.block_factor = f;
+        if ((s = sim_run(&h, sc, &r1, err)) != ST_OK) return s;
+        h.block_factor = f + 1;
+        if ((s = sim_run(&h, sc, &r2, err)) != ST_OK) return s;
+        const double blocks = r2.compute_s - r1.compute_s, rest = r1.compute_s - f * blocks;
+        f = blocks > 0 ? (work - r1.contention_s - rest) / blocks : 1;
+        f = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
+    }
+    *factor = f;
+    return ST_OK;
+}
+
+/* The in-memory trials, which set block_factor: the slice sc, then a longer one where a quarter of memory
+ * holds it. One slice's work is its blocks' and a fixed part (the head, the embedding, AdamW's contention
+ * on them); fitting the factor to one short slice charges every error in the fixed part to its few
+ * blocks, which the whole model then repeats many times (gpt2-350m at 1 x 64: 4 blocks overstated the
+ * whole model's work by 15%). The two slices' difference is the work per block, and the factor is fitted to
+ * the whole model's work that it extrapolates to. */
+static st_status fit_trial_in_memory(const hw_probe_config *cfg, hw_desc *hw, const sim_config *sc,
+                                     st_error *err) {
+    const int layers = sc->model.n_layer;
+    say(cfg, "the executor itself on %d block%s of %s at %d x %d, %d steps, all state in memory...", layers,
+        layers == 1 ? "" : "s", cfg->model, cfg->B, cfg->T, cfg->trial_steps);
+    trial_result tr;
+    st_status s = trial_run(cfg, sc, NULL, 0, &tr, err);
+    hw_desc rates = *hw;
+    rates.block_factor = 1;
+    sim_result r;
+    if (s == ST_OK) s = sim_run(&rates, sc, &r, err);
+    if (s != ST_OK) return s;
+    hw->probe.trial_layers = layers;
+    hw->probe.trial_work_s = tr.work_s;
+    hw->probe.trial_predicted_work_s = r.compute_s + r.contention_s;
+    say(cfg, "  %.3f s a step of work on the compute thread, %.3f s predicted from the rates above", tr.work_s,
+        hw->probe.trial_predicted_work_s);
+
+    sim_config whole, fit = *sc;
+    double work = tr.work_s;
+    int long_layers;
+    if ((s = trial_config(cfg, INT_MAX, &whole, err)) != ST_OK ||
+        (s = trial_blocks(cfg, hw, layers * TRIAL_LONG_TIMES, &long_layers, err)) != ST_OK)
+        return s;
+    if (long_layers > layers) {
+        sim_config lc;
+        trial_result tl;
+        if ((s = trial_config(cfg, long_layers, &lc, err)) != ST_OK) return s;
+        say(cfg, "the executor on %d blocks, all state in memory...", long_layers);
+        if ((s = trial_run(cfg, &lc, NULL, 0, &tl, err)) != ST_OK) return s;
+        hw->probe.trial_long_layers = long_layers;
+        hw->probe.trial_long_work_s = tl.work_s;
+        const double per_block = (tl.work_s - tr.work_s) / (long_layers - layers);
+        if (per_block > 0) {
+            fit = whole;
+            work = tr.work_s + (whole.model.n_layer - layers) * per_block;
+            say(cfg, "  %.3f s a step: %.4f s per block, %.3f s for the whole model's %d", tl.work_s, per_block, work,
+                whole.model.n_layer);
+        } else {   /* noise larger than the blocks' difference: the longer slice alone */
+            fit = lc;
+            work = tl.work_s;
+            say(cfg, "  %.3f s a step, no more than the shorter slice's: the factor from this slice alone", tl.work_s);
+        }
+    }
+    if ((s = fit_block_factor(hw, &fit, work, &hw->block_factor, err)) != ST_OK) return s;
+    say(cfg, "  the blocks' tasks %.3fx the rates'", hw->block_factor);
+    return ST_OK;
+}
+
+/* The executor itself on a slice of the probe's model: all state in memory
+ * (and on a longer slice), which sets block_factor (the blocks' share of the
+ * compute thread's measured work over what the rates predict for them: the
  * bookkeeping between tasks and kernels over many units' weights, which
- * timing one block leaves out), then,
- * with store directories, the blocks' optimizer state on them: each path's
+ * timing one block leaves out; fit_trial_in_memory), then, with store
+ * directories, the blocks' optimizer state on them: each path's
  * read and write rates while its transfers were in flight, into disk (which
  * the caller zeroes: 0 stays where nothing was measured; use_trial_disk puts
  * them in the description). With ssd_only, the second alone. */
 static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_only, hw_ssd disk[HW_MAX_SSD],
                              st_error *err) {
     int layers;
-    st_status s = trial_blocks(cfg, hw, &layers, err);
+    st_status s = trial_blocks(cfg, hw, cfg->trial_layers, &layers, err);
     if (s != ST_OK) return s;
     if (layers < 1) {
         say(cfg, "the executor's trial run: skipped (one block of %s needs more than a quarter of memory)", cfg->model);
@@ -688,33 +770,7 @@ static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_on
     sim_config sc;
     if ((s = trial_config(cfg, layers, &sc, err)) != ST_OK) return s;
     trial_result tr;
-    if (!ssd_only) {
-        say(cfg, "the executor itself on %d block%s of %s at %d x %d, %d steps, all state in memory...", layers,
-            layers == 1 ? "" : "s", cfg->model, cfg->B, cfg->T, cfg->trial_steps);
-        if ((s = trial_run(cfg, &sc, NULL, 0, &tr, err)) != ST_OK) return s;
-        /* block_factor: what makes the simulator's work on the compute thread the measured one. The blocks'
-           tasks scale with it and the rest (the head, the embedding, timed as the executor runs them) does
-           not; the contention with AdamW beside them follows it only roughly, so a few rounds. */
-        hw_desc h = *hw;
-        double predicted = 0, f = 1;
-        for (int round = 0; round < 3; round++) {
-            sim_result r1, r2;
-            h.block_factor = f;
-            if ((s = sim_run(&h, &sc, &r1, err)) != ST_OK) return s;
-            h.block_factor = f + 1;
-            if ((s = sim_run(&h, &sc, &r2, err)) != ST_OK) return s;
-            const double blocks = r2.compute_s - r1.compute_s, rest = r1.compute_s - f * blocks;
-            if (round == 0) predicted = r1.compute_s + r1.contention_s;
-            f = blocks > 0 ? (tr.work_s - r1.contention_s - rest) / blocks : 1;
-            f = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
-        }
-        hw->block_factor = f;
-        hw->probe.trial_layers = layers;
-        hw->probe.trial_work_s = tr.work_s;
-        hw->probe.trial_predicted_work_s = predicted;
-        say(cfg, "  %.3f s a step of work on the compute thread, %.3f s predicted from the rates above: "
-            "the blocks' tasks %.3fx the rates'", tr.work_s, predicted, hw->block_factor);
-    }
+    if (!ssd_only && (s = fit_trial_in_memory(cfg, hw, &sc, err)) != ST_OK) return s;
     if (cfg->n_ssd < 1) return ST_OK;
     /* The optimizer's state of every unit but the embedding on the drives: the embedding's is the largest
        unit's and takes little compute, so in a slice of a few blocks it would make the drives, not compute,

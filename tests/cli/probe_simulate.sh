@@ -37,6 +37,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 p, c, ct = d["probe"], d["compute"], d["contention"]
 assert p["trial_layers"] == 2 and p["trial_work_s"] > 0 and p["trial_predicted_work_s"] > 0, p
+assert "trial_long_layers" not in p, p   # the slice is the whole model already: no longer one
 assert p["trial_ssd_step_s"] > 0 and p["trial_ssd_work_s"] > 0, p
 assert 0.25 <= c["block_factor"] <= 4, c
 # a tiny model's state fits in one stripe: the trial moves it through the first drive only, and a drive it
@@ -50,6 +51,21 @@ assert p["compute_beside_adamw"] >= 1
 if os_ >= 1.05: assert abs(1 / cs + 1 / os_ - 1) < 1e-9, ct
 else: assert cs == p["compute_beside_adamw"], (ct, p)
 PY
+# one block, then a longer slice: gpt2-tiny's two, the whole model
+"$STRATA" probe --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --trial-steps 4 --trial-layers 1 \
+  --out "$tmp/long.json" >"$tmp/long.out" 2>"$tmp/long.err"
+check "probe --trial-layers 1: the trial on 1 block, then on the model's 2" "$PY" - "$tmp/long.json" "$tmp/long.err" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["probe"]
+assert p["trial_layers"] == 1 and p["trial_long_layers"] == 2 and p["trial_long_work_s"] > 0, p
+assert 0.25 <= d["compute"]["block_factor"] <= 4, d["compute"]
+err = open(sys.argv[2]).read()
+assert "the executor on 2 blocks, all state in memory" in err, err
+assert "for the whole model's 2" in err or "no more than the shorter slice's" in err, err
+PY
+check "  its summary names both slices" grep -Eq "^trial: the executor on 1 block of gpt2-tiny: .*; on 2 blocks [0-9.]+ s" \
+  "$tmp/long.out"
 "$STRATA" probe --store "$tmp/st1" --size 64K --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --trial-steps 0 \
   --out "$tmp/notrial.json" >"$tmp/notrial.out" 2>"$tmp/notrial.err"
 check "probe --trial-steps 0: no trial, the test file's rates stand" "$PY" - "$tmp/notrial.json" "$tmp/notrial.err" <<'PY'
