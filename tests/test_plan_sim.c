@@ -3,7 +3,8 @@
  * bandwidth, spread over the paths; a prefetch hides a read shorter than the
  * compute before it and no more; saves are written behind; a weight load
  * waits for its unit's optimizer job, whose I/O streams in segments beside
- * AdamW; AdamW beside compute slows it by the configured factor; vertical
+ * AdamW; with gradients on the SSD the backward runs at most the executor's
+ * gradient buffers ahead of the optimizer's jobs; AdamW beside compute slows it by the configured factor; vertical
  * reads each unit's weights twice per iteration whatever the number of
  * micro-batches while horizontal reads them 2M times; the bytes it predicts
  * are the bytes the executor moves (measured, and by its own count); and a
@@ -301,6 +302,49 @@ static void test_weight_load_waits_for_the_optimizer(void **state) {
     assert_true(n / A / 2 < rd4 / R);   /* the stepping beside the reads hides under them */
     r = run1(&hw, &c, &l);
     assert_close(r.iter_s, rd4 / R + (seg + last) / A + wr4 / W + load);
+    sched_list_free(&l);
+}
+
+/* With gradients on the SSD (one rank) a unit's backward takes one of the
+ * executor's LAYOUT_GRAD_BUFFERS - 1 block gradient buffers, and each
+ * optimizer job of the unit holds it until the job is done: the backward
+ * runs at most that many blocks ahead of a slow worker. Blocks 6..1 go
+ * backward, each then stepped (its optimizer state on the SSD: a job of J
+ * seconds, far longer than a backward), then block 6 is loaded (its job the
+ * first) and goes forward. */
+static void test_backward_waits_for_a_gradient_buffer(void **state) {
+    (void)state;
+    assert_int_equal(LAYOUT_GRAD_BUFFERS - 1, 3);   /* the times below count three */
+    sim_config c = config("gpt2-tiny", 1, 16, 1);
+    c.model.n_layer = 6;
+    c.place.optim = 1;
+    hw_desc hw = cpu_machine(1);
+    hw.compute_slowdown = hw.optimizer_slowdown = 1;
+    hw.ssd[0].read_gbps = hw.ssd[0].write_gbps = 0.05;
+    sched_list l = {0};
+    int step6 = -1;
+    for (int u = 6; u >= 1; u--) {
+        const int b = add(&l, TASK_BLOCK_BACKWARD, u, 0, -1);
+        const int k = add(&l, TASK_OPTIMIZE, u, -1, b);
+        if (u == 6) step6 = k;
+    }
+    const int load = add(&l, TASK_LOAD_WEIGHTS, 6, -1, step6);
+    add(&l, TASK_BLOCK_FORWARD, 6, 0, load);
+    const double b = task_s(&hw, &c, &l, 0), w = task_s(&hw, &c, &l, load), f = task_s(&hw, &c, &l, load + 1);
+    sched_list one = {0};   /* a job alone, and the load that waits for it: what the job takes */
+    add(&one, TASK_LOAD_WEIGHTS, 6, -1, add(&one, TASK_OPTIMIZE, 6, -1, -1));
+    for (int grads = 0; grads < 2; grads++) {
+        c.place.grads = grads;
+        const double J = run1(&hw, &c, &one).iter_s - w;
+        assert_true(J > 6 * b);
+        const double t = run1(&hw, &c, &l).iter_s;
+        printf("  gradients %s: backward %.5f s, job %.4f s: %.4f s\n", grads ? "on the SSD" : "in memory", b, J, t);
+        if (!grads) /* the backward runs ahead; the load waits for the first job */
+            assert_close(t, b + J + w + f);
+        else /* blocks 3, 2 and 1 wait for the jobs of 6, 5 and 4 to give their buffers back */
+            assert_close(t, 2 * b + 3 * J + w + f);
+    }
+    sched_list_free(&one);
     sched_list_free(&l);
 }
 
@@ -686,6 +730,7 @@ int main(void) {
         cmocka_unit_test(test_prefetch_hides_a_shorter_read),
         cmocka_unit_test(test_saves_are_written_behind),
         cmocka_unit_test(test_weight_load_waits_for_the_optimizer),
+        cmocka_unit_test(test_backward_waits_for_a_gradient_buffer),
         cmocka_unit_test(test_optimizer_io_order_follows_the_disk),
         cmocka_unit_test(test_contention_slows_compute),
         cmocka_unit_test(test_store_cpu_work),

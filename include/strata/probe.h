@@ -44,11 +44,16 @@
  *                trial_steps steps, the first untimed (the medians of the
  *                others' time and work, so that one stalled step does not
  *                count): with all state in
- *                memory -> block_factor, what the blocks' tasks must be
- *                scaled by for the simulator's compute-thread work (its
- *                time not waiting) to be the measured one (the executor's
- *                bookkeeping between tasks, and kernels over many units'
- *                weights rather than one's repeated); then with the
+ *                memory, and again on a longer slice (up to 4x the blocks,
+ *                as a quarter of memory allows; probe.trial_long_layers)
+ *                -> block_factor, what the blocks' tasks must be scaled by
+ *                for the simulator's compute-thread work (its time not
+ *                waiting) on the whole model to be what the two slices
+ *                extrapolate to: their difference is a block's work, apart
+ *                from the fixed part (the head, the embedding), which one
+ *                short slice would charge to its few blocks (the
+ *                executor's bookkeeping between tasks, and kernels over
+ *                many units' weights rather than one's repeated); then with the
  *                optimizer's state of every unit but the embedding in a
  *                store under each directory (the embedding's would make a
  *                slice of a few blocks wait on the drives, where a whole

@@ -47,6 +47,7 @@ typedef struct xfer {
 typedef struct job {
     int seq, task, unit, deferred;
     int after;                     /* the transfer bringing its gradients to the host (GPU backend), or -1 */
+    int gbuf;                      /* the gradient buffer it reads (held until it is done), or -1 */
     double lo, hi;
     double fill_read, stream_read, stream_write, drain_write;   /* SSD bytes per phase */
     double fill_adamw_s, adamw_s;  /* AdamW beside the first read, and in the stream: at full speed */
@@ -88,6 +89,13 @@ typedef struct sim {
     int *grad_write;               /* [L+1] transfer of a gradient save still moving, or -1 */
     int *grad_off;                 /* [L+1] GPU: the last transfer taking the unit's gradients off the device, or -1 */
     int *reduce_x;                 /* [L+1] CPU ranks: the unit's last reduce-scatter, or -1 */
+    /* CPU, one rank: the executor's gradient buffers for units whose gradients are on the SSD
+       (offload_grads.c): a unit takes a free one at its first gradient task or its gradient load, the
+       compute thread gives it back at grad_release, and each optimizer job of the unit holds it until the
+       job is done; so the backward runs at most LAYOUT_GRAD_BUFFERS - 1 blocks ahead of the worker */
+    int grad_pool;                 /* 1: modelled */
+    int gbuf_held[LAYOUT_GRAD_BUFFERS], gbuf_jobs[LAYOUT_GRAD_BUFFERS], gbuf_wr[LAYOUT_GRAD_BUFFERS];
+    int *gbuf_of;                  /* [L+1] the unit's buffer, or -1 */
     int reduce_order[LAYOUT_REDUCE_SLOTS + 1], n_reduce;   /* reduce-scatters started, oldest first, not known done */
     int gather_task, gather_x;     /* CPU ranks: a gather started ahead of its task, or -1 */
     int tail;                      /* CPU ranks, after the list's last task: 0 wait for the reduce-scatters, 1 the sums */
@@ -283,6 +291,40 @@ static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const
 
 static int adamw_active(const sim *s) { return (s->wphase == W_FILL || s->wphase == W_STREAM) && s->adamw_left > 0; }
 
+/* ---- the gradient buffers (CPU, one rank) ------------------------------------------------ */
+
+static int grads_on_ssd(const sim *s, int u) {
+    return s->grad_pool && u >= 0 && u < s->L1 && layout_on_ssd(&s->lay, PLACE_GRADS, u);
+}
+
+/* Takes a buffer for unit u as the executor's acquire does (the end units' one, or one of the blocks'; a
+ * read ahead only while another stays free), one whose last save has left; 0 when none can be had now. */
+static int gbuf_take(sim *s, int u, int ahead) {
+    const int block = gpt_unit_is_block(&s->cfg.model, u), lo = block ? 1 : 0, hi = block ? LAYOUT_GRAD_BUFFERS : 1;
+    int pick = -1, n_free = 0;
+    for (int b = lo; b < hi; b++)
+        if (!s->gbuf_held[b] && s->gbuf_jobs[b] == 0 && xfer_done(s, s->gbuf_wr[b])) {
+            if (pick < 0) pick = b;
+            n_free++;
+        }
+    if (pick < 0 || (ahead && hi - lo > 1 && n_free < 2)) return 0;
+    s->gbuf_held[pick] = 1;
+    s->gbuf_of[u] = pick;
+    return 1;
+}
+
+/* Unit u needs a buffer before its task runs: 1 when it has one (taken now, or before). */
+static int gbuf_ready(sim *s, int u) {
+    return !grads_on_ssd(s, u) || s->gbuf_of[u] >= 0 || gbuf_take(s, u, 0);
+}
+
+/* The compute thread is done with unit u's buffer (grad_release); its jobs may still hold it. */
+static void gbuf_release(sim *s, int u) {
+    if (!grads_on_ssd(s, u) || s->gbuf_of[u] < 0) return;
+    s->gbuf_held[s->gbuf_of[u]] = 0;
+    s->gbuf_of[u] = -1;
+}
+
 /* What the worker's current job waits on now. */
 static sim_resource worker_blame(const sim *s, const int *nr, const int *nw, const int *nl, double adamw_rate) {
     double io = 0, t;
@@ -311,7 +353,9 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
     sim_task_bytes(&s->lay, &s->cfg, t, rd, wr);
     const double len = (double)layout_share_elements(&s->lay, t), read = ssd_bytes(rd), write = ssd_bytes(wr);
     job j = {.seq = s->seq, .task = task, .unit = t->unit, .deferred = t->deferred, .lo = t->lo, .hi = t->hi,
-             .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1};
+             .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1,
+             .gbuf = grads_on_ssd(s, t->unit) ? s->gbuf_of[t->unit] : -1};
+    if (j.gbuf >= 0) s->gbuf_jobs[j.gbuf]++;
     /* CPU ranks: the step waits for the unit's reduce-scatter (the worker finishes it) */
     if (s->ranks > 1 && t->unit >= 0 && t->unit < s->L1) j.after = s->reduce_x[t->unit];
     if (len > 0) {
@@ -400,6 +444,7 @@ static int step_worker(sim *s) {
         trace_span(s->tr, s->lane_optimizer, name, s->tbase + s->job_start, s->tbase + s->t);
     }
     s->unit_jobs[j->unit]--;
+    if (j->gbuf >= 0) s->gbuf_jobs[j->gbuf]--;
     if (j->seq == s->seq) s->done[j->task] = 1;
     s->job_head++;
     s->wphase = W_IDLE;
@@ -510,6 +555,7 @@ static int oldest_reduce(sim *s) {
 }
 
 static st_status next_task(sim *s, const sched_list *const *lists, int n_lists, st_error *err) {
+    if (s->ci < s->l->n && s->an.grad_release[s->ci]) gbuf_release(s, sched_grad_unit(&s->l->tasks[s->ci]));
     arm_after(s, s->ci);
     gather_ahead(s, s->ci);
     s->ci++;
@@ -610,6 +656,14 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
     }
     const sched_task *t = &s->l->tasks[s->ci];
     const int first = s->an.first_grad[s->ci], last = s->an.last_grad[s->ci];
+    /* a unit's first gradient task, or its gradient load, takes a buffer: waiting for the worker's jobs */
+    if ((first || t->op == TASK_LOAD_GRAD) && s->lphase == 0) {
+        if (!gbuf_ready(s, sched_grad_unit(t))) {
+            set_waiting(s);
+            return 0;
+        }
+        end_wait(s, "a gradient buffer");
+    }
     switch (t->op) {
     case TASK_LOAD_WEIGHTS: case TASK_LOAD_ACT: case TASK_LOAD_GRAD: {
         const int k = load_kind(t->op);
@@ -678,6 +732,8 @@ static int step_compute(sim *s, const sched_list *const *lists, int n_lists, st_
             s->x[x].seq = s->seq;
             s->x[x].task = s->ci;
             if (t->op == TASK_SAVE_GRAD) s->x[x].grad_unit = t->unit, s->grad_write[t->unit] = x;
+            if (t->op == TASK_SAVE_GRAD && grads_on_ssd(s, t->unit) && s->gbuf_of[t->unit] >= 0)
+                s->gbuf_wr[s->gbuf_of[t->unit]] = x;
         }
         /* the store checksums what it writes on the thread that queues it */
         const double cpu = store_cpu_s(s, ssd);
@@ -759,6 +815,8 @@ static int step_prefetch(sim *s) {
         if (!deps_done(s, t)) continue;
         if (s->cfg.prefetch_eager && t->op == TASK_LOAD_WEIGHTS && s->unit_jobs[t->unit] > 0) continue;
         if (t->op == TASK_LOAD_GRAD && s->grad_write[t->unit] >= 0) continue;
+        if (t->op == TASK_LOAD_GRAD && grads_on_ssd(s, t->unit) && s->gbuf_of[t->unit] < 0 && !gbuf_take(s, t->unit, 1))
+            continue;
         int x = xfer_start_after(s, ssd, 0, link, to_dev, ic, -1);
         xfer_label(s, x, kind_name(k), t->unit, t->mb);
         s->pf_task[k] = j;
@@ -1013,6 +1071,7 @@ static void teardown(sim *s) {
     free(s->unit_jobs);
     free(s->grad_write);
     free(s->grad_off);
+    free(s->gbuf_of);
     free(s->reduce_x);
     free(s->done);
     sched_analysis_free(&s->an);
@@ -1102,11 +1161,14 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     s.grad_write = malloc(sizeof(int) * (size_t)s.L1);
     s.grad_off = malloc(sizeof(int) * (size_t)s.L1);
     s.reduce_x = malloc(sizeof(int) * (size_t)s.L1);
-    if (!s.unit_jobs || !s.grad_write || !s.grad_off || !s.reduce_x) {
+    s.gbuf_of = malloc(sizeof(int) * (size_t)s.L1);
+    if (!s.unit_jobs || !s.grad_write || !s.grad_off || !s.reduce_x || !s.gbuf_of) {
         teardown(&s);
         return st_fail(err, ST_ENOMEM, "simulator: out of memory");
     }
-    for (int u = 0; u < s.L1; u++) s.grad_write[u] = s.grad_off[u] = s.reduce_x[u] = -1;
+    for (int u = 0; u < s.L1; u++) s.grad_write[u] = s.grad_off[u] = s.reduce_x[u] = s.gbuf_of[u] = -1;
+    for (int b = 0; b < LAYOUT_GRAD_BUFFERS; b++) s.gbuf_wr[b] = -1;
+    s.grad_pool = s.cpu_shared && s.ranks == 1;
     st = begin_list(&s, lists[0], 0, err);
     while (st == ST_OK && s.cstate != C_DONE) {
         int progress;
