@@ -77,8 +77,10 @@
  * Each timing is the median of a few repetitions (more for short ones);
  * the whole probe takes about 15 s on 2 cores at the default shape
  * (gpt2-124m, 4 x 256) and 256 MiB per path without the trial, which adds
- * about 60 s there (8 steps of 4 blocks, twice) and 25-30 s at gpt2-350m's
- * 1 x 128. A busy machine measures
+ * about 60 s there (8 steps each: of 4 blocks in memory, of the whole
+ * model's 12 in memory, of 4 blocks with their optimizer state on the
+ * drive); the whole probe takes about 50 s at gpt2-350m's 1 x 128 (16
+ * blocks the longer slice). A busy machine measures
  * itself busy: probe it idle.
  *
  *     hw_probe_config pc = hw_probe_defaults();
