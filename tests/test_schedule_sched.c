@@ -1,7 +1,8 @@
 /* test_schedule_sched.c - the task lists: what each schedule moves, that
  * every piece of work appears exactly once, that dependencies point
  * backwards and reach each input's producer, the snake order, and that the
- * optimizer's shares of each unit add up to exactly one step. */
+ * optimizer's shares of each unit add up to exactly one step; and how
+ * placement_fills fills a budget with the kinds' parts. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -558,6 +559,48 @@ static void test_ranks(void **state) {
                     }
 }
 
+/* placement_fills on a budget in made-up units: a weight part takes 3, an
+ * optimizer part 5, 12 of them in all. Each kind filled first takes all the
+ * room it can (4 weight parts, or 2 optimizer parts); one part short, it
+ * leaves room for the other (1 optimizer part and 2 weight parts), a split
+ * no order of whole fills reaches. When the rest fits whole beside the
+ * first, nothing is tried short. */
+typedef struct budget_ctx {
+    int parts[PLACE_KINDS];
+    int budget, calls;
+} budget_ctx;
+
+static int fits_budget(placement p, void *ctx) {
+    budget_ctx *b = ctx;
+    b->calls++;
+    return 3 * placement_memory_units(p, PLACE_WEIGHTS, b->parts[PLACE_WEIGHTS]) +
+               5 * placement_memory_units(p, PLACE_OPTIM, b->parts[PLACE_OPTIM]) <=
+           b->budget;
+}
+
+static int has(const placement *out, int n, double weights, double optim) {
+    for (int i = 0; i < n; i++)
+        if (out[i].weights == weights && out[i].optim == optim && out[i].acts == 0 && out[i].grads == 0) return 1;
+    return 0;
+}
+
+static void test_placement_fills(void **state) {
+    (void)state;
+    budget_ctx b = {.parts = {10, 10, 1, 1}, .budget = 12};
+    placement p = {.weights = 1, .optim = 1}, out[PLACEMENT_FILLS];
+    int n = placement_fills(p, b.parts, fits_budget, &b, out);
+    assert_true(n >= 3 && n <= PLACEMENT_FILLS);
+    assert_true(has(out, n, 0.6, 1.0));   /* weights first: 4 parts in memory */
+    assert_true(has(out, n, 1.0, 0.8));   /* optimizer first: 2 parts */
+    assert_true(has(out, n, 0.8, 0.9));   /* optimizer one part short, then 2 weight parts */
+    for (int i = 0; i < n; i++) assert_true(fits_budget(out[i], &b));
+    /* room for everything: every order ends with all in memory, and nothing is tried short */
+    b.budget = 80;
+    n = placement_fills(p, b.parts, fits_budget, &b, out);
+    assert_int_equal(n, 1);
+    assert_true(has(out, n, 0, 0));
+}
+
 static void test_bad_params(void **state) {
     (void)state;
     st_error err = {0};
@@ -580,6 +623,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_shares),
         cmocka_unit_test(test_gradients_on_ssd),
         cmocka_unit_test(test_separate_head),
+        cmocka_unit_test(test_placement_fills),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_device_copies),
         cmocka_unit_test(test_ranks),

@@ -150,12 +150,13 @@ int placement_within(placement a, placement b);
  * turn keeps as many more of its n parts in memory as `fits` still
  * accepts (whole parts; the search assumes memory grows with each part
  * kept), the other kinds as they are; in every order of the kinds, since
- * the first to fill takes the room. Writes the distinct placements found
- * to out (at most PLACEMENT_FILLS; p itself when nothing is on the SSD)
- * and returns their count. parts: each kind's number of parts
- * (sched_parts_all). */
+ * the first to fill takes the room, and in each order also with the first
+ * kind one part short of its most (the others then share the room it
+ * leaves). Writes the distinct placements found to out (at most
+ * PLACEMENT_FILLS; p itself when nothing is on the SSD) and returns their
+ * count. parts: each kind's number of parts (sched_parts_all). */
 typedef int (*placement_fit_fn)(placement p, void *ctx);
-#define PLACEMENT_FILLS 24   /* 4! orders */
+#define PLACEMENT_FILLS 48   /* 4! orders, each also with its first kind one part short */
 int placement_fills(placement p, const int parts[PLACE_KINDS], placement_fit_fn fits, void *ctx,
                     placement out[PLACEMENT_FILLS]);
 

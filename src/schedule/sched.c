@@ -656,7 +656,12 @@ static placement fill_kind(placement p, place_kind k, int n, placement_fit_fn fi
 }
 
 /* The fills of p in every order of the kinds in left[0..n_left): each kind
- * in turn first, then the orders of the rest. */
+ * in turn first, then the orders of the rest; with `first`, also each kind
+ * one part short of its most, the rest then filling the room it leaves
+ * (the first kind to fill takes all the room, which leaves the splits
+ * between two kinds untried: at gpt2-350m with 4.5 GiB the fastest keeps
+ * 92% of the optimizer's state and 8% of the weights in memory, which no
+ * order of whole fills reaches). */
 typedef struct fills {
     const int *parts;   /* [PLACE_KINDS] */
     placement_fit_fn fits;
@@ -665,7 +670,7 @@ typedef struct fills {
     int count;
 } fills;
 
-static void fill_orders(fills *f, placement p, const place_kind *left, int n_left) {
+static void fill_orders(fills *f, placement p, const place_kind *left, int n_left, int first) {
     if (n_left == 0) {
         for (int i = 0; i < f->count; i++)
             if (!memcmp(&f->out[i], &p, sizeof p)) return;
@@ -677,7 +682,16 @@ static void fill_orders(fills *f, placement p, const place_kind *left, int n_lef
         int r = 0;
         for (int j = 0; j < n_left; j++)
             if (j != i) rest[r++] = left[j];
-        fill_orders(f, fill_kind(p, left[i], f->parts[left[i]], f->fits, f->ctx), rest, r);
+        const int n = f->parts[left[i]];
+        placement q = fill_kind(p, left[i], n, f->fits, f->ctx);
+        fill_orders(f, q, rest, r, 0);
+        const int on_ssd = placement_units(q, left[i], n);
+        if (!first || r == 0 || on_ssd >= placement_units(p, left[i], n)) continue;
+        placement all = q;   /* when the rest fit whole beside it, a part less of it gains nothing */
+        for (int j = 0; j < r; j++) placement_set_share(&all, rest[j], 0);
+        if (f->fits(all, f->ctx)) continue;
+        placement_set_share(&q, left[i], (double)(on_ssd + 1) / n);
+        fill_orders(f, q, rest, r, 0);
     }
 }
 
@@ -688,6 +702,6 @@ int placement_fills(placement p, const int parts[PLACE_KINDS], placement_fit_fn 
     for (int k = 0; k < PLACE_KINDS; k++)
         if (placement_share(p, (place_kind)k) > 0) kinds[n_kinds++] = (place_kind)k;
     fills f = {.parts = parts, .fits = fits, .ctx = ctx, .out = out, .count = 0};
-    fill_orders(&f, p, kinds, n_kinds);
+    fill_orders(&f, p, kinds, n_kinds, 1);
     return f.count;
 }
