@@ -567,12 +567,11 @@ static void test_ranks(void **state) {
  * first, nothing is tried short. */
 typedef struct budget_ctx {
     int parts[PLACE_KINDS];
-    int budget, calls;
+    int budget;
 } budget_ctx;
 
 static int fits_budget(placement p, void *ctx) {
-    budget_ctx *b = ctx;
-    b->calls++;
+    const budget_ctx *b = ctx;
     return 3 * placement_memory_units(p, PLACE_WEIGHTS, b->parts[PLACE_WEIGHTS]) +
                5 * placement_memory_units(p, PLACE_OPTIM, b->parts[PLACE_OPTIM]) <=
            b->budget;
