@@ -3,8 +3,9 @@
  * bandwidth, spread over the paths; a prefetch hides a read shorter than the
  * compute before it and no more; saves are written behind; a weight load
  * waits for its unit's optimizer job, whose I/O streams in segments beside
- * AdamW; with gradients on the SSD the backward runs at most the executor's
- * gradient buffers ahead of the optimizer's jobs; AdamW beside compute slows it by the configured factor; vertical
+ * AdamW; with gradients on the SSD the backward runs at most the
+ * executor's gradient buffers ahead of the optimizer's jobs; AdamW beside
+ * compute slows it by the configured factor; vertical
  * reads each unit's weights twice per iteration whatever the number of
  * micro-batches while horizontal reads them 2M times; the bytes it predicts
  * are the bytes the executor moves (measured, and by its own count); and a
