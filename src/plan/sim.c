@@ -22,7 +22,6 @@ enum { W_IDLE, W_FILL, W_STREAM, W_DRAIN };
 #define IC (HW_MAX_SSD + 1)     /* index of the interconnect (data-parallel collectives; CPU ranks: shared memory) */
 #define NET (HW_MAX_SSD + 2)    /* CPU ranks: the network between nodes */
 #define N_PARTS (HW_MAX_SSD + 3)
-#define IS_PART(s, p) ((p) < (s)->n_paths || (p) == LINK || (p) == IC || (p) == NET)
 #define BYTES_EPS 1e-6    /* a transfer part this close to done is done */
 #define SECONDS_EPS 1e-15
 #define MAX_EVENTS 50000000L
@@ -53,6 +52,13 @@ typedef struct job {
     double fill_adamw_s, adamw_s;  /* AdamW beside the first read, and in the stream: at full speed */
 } job;
 
+/* What a task moves: SSD bytes, link bytes (to the device or from it),
+ * interconnect bytes. */
+typedef struct task_io_bytes {
+    double ssd, link, ic;
+    int to_device;
+} task_io_bytes;
+
 typedef struct list_stats {
     double start, end;
     double compute_s, contention_s, wait_s, wait_on[SIM_RESOURCE_COUNT];
@@ -66,6 +72,7 @@ typedef struct sim {
     run_layout lay;                /* the executor's layout of this configuration */
     sched_analysis an;             /* of the list being run */
     int L1, n_paths, cpu_shared, gpu;
+    int part[N_PARTS], n_part;     /* a transfer's parts on this machine: its SSD paths, LINK, IC, NET */
     int ranks;                     /* CPU ranks (1: one process) */
     double share[HW_MAX_SSD];
     double rd_bw[HW_MAX_SSD], wr_bw[HW_MAX_SSD], mrd_bw[HW_MAX_SSD], mwr_bw[HW_MAX_SSD], link_bw, ic_bw, net_bw;
@@ -105,6 +112,7 @@ typedef struct sim {
     int seq, ci, cstate, lphase, wait_x;
     double compute_left;
     char *done;                    /* [n] the task has completed */
+    task_io_bytes *tio;            /* [n] what the task moves (the search looks them up at every event) */
     int last_loaded[N_KINDS], pf_task[N_KINDS], pf_x[N_KINDS];
     int arm[N_KINDS];              /* executor's policy: the load chosen for a prefetch, or -1 */
     list_stats cur, first, last;
@@ -236,13 +244,33 @@ static void trace_xfer(sim *s, const xfer *x) {
 
 static int xfer_done(const sim *s, int id) { return id < 0 || s->x[id].done; }
 
-/* The rate one part of transfer x moves at now, bytes/s. */
-static double part_rate(const sim *s, const int *nr, const int *nw, const int *nl, const xfer *x, int p) {
-    if (p == LINK) return s->link_bw / nl[x->to_device];
+/* The rate one flow of part p moves at now, bytes/s, in direction dir (SSD
+ * paths: 1 a write; the link: 1 to the device) while nr, nw, nl flows share
+ * the resources. */
+static double part_rate(const sim *s, const int *nr, const int *nw, const int *nl, int dir, int p) {
+    if (p == LINK) return s->link_bw / nl[dir];
     if (p == IC) return s->ic_bw / nl[2];
     if (p == NET) return s->net_bw / nl[3];
-    if (nr[p] && nw[p]) return x->write ? s->mwr_bw[p] / nw[p] : s->mrd_bw[p] / nr[p];
-    return x->write ? s->wr_bw[p] / nw[p] : s->rd_bw[p] / nr[p];
+    if (nr[p] && nw[p]) return dir ? s->mwr_bw[p] / nw[p] : s->mrd_bw[p] / nr[p];
+    return dir ? s->wr_bw[p] / nw[p] : s->rd_bw[p] / nr[p];
+}
+
+static int xfer_dir(const xfer *x, int p) { return p == LINK ? x->to_device : x->write; }
+
+/* Every flowing part's rate now, [dir][part], looked up per transfer by
+ * the event loop (which visits every active transfer's parts several
+ * times an event: computed once, the planner's searches run faster). */
+typedef struct flow_rates {
+    double r[2][N_PARTS];
+} flow_rates;
+
+static void flow_rates_now(const sim *s, const int *nr, const int *nw, const int *nl, flow_rates *f) {
+    for (int i = 0; i < s->n_part; i++) {
+        const int p = s->part[i];
+        const int flows[2] = {p == LINK ? nl[0] : p == IC ? nl[2] : p == NET ? nl[3] : nr[p],
+                              p == LINK ? nl[1] : p == IC ? nl[2] : p == NET ? nl[3] : nw[p]};
+        for (int dir = 0; dir < 2; dir++) f->r[dir][p] = flows[dir] ? part_rate(s, nr, nw, nl, dir, p) : 0;
+    }
 }
 
 static void count_flows(const sim *s, int *nr, int *nw, int *nl) {
@@ -271,12 +299,12 @@ static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const
         if (eta) *eta = before;
         return r;
     }
-    for (int p = 0; p < N_PARTS; p++) {
-        if (!IS_PART(s, p)) continue;
+    for (int i = 0; i < s->n_part; i++) {
+        const int p = s->part[i];
         if (x->left[p] <= 0) continue;
         /* a part not flowing yet (behind its latency) moves at the rate it would have alone */
         int one[4] = {1, 1, 1, 1};
-        double t = x->left[p] / part_rate(s, nr, nw, x->fixed > 0 ? one : nl, x, p);
+        double t = x->left[p] / part_rate(s, nr, nw, x->fixed > 0 ? one : nl, xfer_dir(x, p), p);
         if (t > worst) worst = t, r = p == LINK ? SIM_LINK : p == IC || p == NET ? SIM_INTERCONNECT : SIM_SSD;
     }
     if (x->comm) {   /* its latency; the network holds up a collective */
@@ -455,13 +483,19 @@ static int step_worker(sim *s) {
 /* ---- the compute thread ------------------------------------------------------------------ */
 
 /* SSD, link and interconnect bytes of a load or save. */
-static void task_io(const sim *s, const sched_task *t, double *ssd, double *link, int *to_device, double *ic) {
+static void task_io_of(const sim *s, const sched_task *t, task_io_bytes *b) {
     uint64_t rd[STORE_KIND_COUNT], wr[STORE_KIND_COUNT];
     sim_task_bytes(&s->lay, &s->cfg, t, rd, wr);
-    *ssd = ssd_bytes(rd) + ssd_bytes(wr);
-    *link = s->gpu ? (double)sim_task_link_bytes(&s->cfg, t, to_device) : 0;
-    *ic = s->gpu ? sim_task_interconnect_bytes(&s->cfg, t) : 0;
-    if (!s->gpu) *to_device = 1;
+    b->ssd = ssd_bytes(rd) + ssd_bytes(wr);
+    b->link = s->gpu ? (double)sim_task_link_bytes(&s->cfg, t, &b->to_device) : 0;
+    b->ic = s->gpu ? sim_task_interconnect_bytes(&s->cfg, t) : 0;
+    if (!s->gpu) b->to_device = 1;
+}
+
+/* Task t of the current list's bytes, as begin_list worked them out. */
+static void task_io(const sim *s, const sched_task *t, double *ssd, double *link, int *to_device, double *ic) {
+    const task_io_bytes *b = &s->tio[t - s->l->tasks];
+    *ssd = b->ssd, *link = b->link, *to_device = b->to_device, *ic = b->ic;
 }
 
 /* CPU backend: the host CPU time the store spends on a load's or save's
@@ -484,10 +518,14 @@ static st_status begin_list(sim *s, const sched_list *l, int seq, st_error *err)
     s->cstate = C_READY;
     s->lphase = 0;
     free(s->done);
+    free(s->tio);
+    s->tio = NULL;
     sched_analysis_free(&s->an);
     st_status st = sched_analyze(l, s->L1, &s->an, err);
     if (st != ST_OK) return st;
-    if (!(s->done = calloc((size_t)l->n + 1, 1))) return st_fail(err, ST_ENOMEM, "simulator: out of memory");
+    if (!(s->done = calloc((size_t)l->n + 1, 1)) || !(s->tio = malloc(sizeof *s->tio * ((size_t)l->n + 1))))
+        return st_fail(err, ST_ENOMEM, "simulator: out of memory");
+    for (int i = 0; i < l->n; i++) task_io_of(s, &l->tasks[i], &s->tio[i]);
     for (int k = 0; k < N_KINDS; k++) s->last_loaded[k] = s->pf_task[k] = s->pf_x[k] = s->arm[k] = -1;
     s->gather_task = s->gather_x = -1;
     s->tail = 0;
@@ -851,6 +889,8 @@ static sim_resource compute_blame(const sim *s, const int *nr, const int *nw, co
 static st_status advance(sim *s, st_error *err) {
     int nr[HW_MAX_SSD], nw[HW_MAX_SSD], nl[4];   /* nl: link from / to the device, the interconnect, the network */
     count_flows(s, nr, nw, nl);
+    flow_rates fr;
+    flow_rates_now(s, nr, nw, nl, &fr);
     const int running = s->cstate == C_RUNNING, stepping = adamw_active(s);
     const double cs = s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0;
     const double os = s->cpu_shared && running ? s->hw->optimizer_slowdown : 1.0;
@@ -866,11 +906,13 @@ static st_status advance(sim *s, st_error *err) {
             if (x->fixed < dt) dt = x->fixed;
             continue;
         }
-        for (int p = 0; p < N_PARTS; p++)
-            if (IS_PART(s, p) && x->left[p] > 0) {
-                double t = x->left[p] / part_rate(s, nr, nw, nl, x, p);
+        for (int i = 0; i < s->n_part; i++) {
+            const int p = s->part[i];
+            if (x->left[p] > 0) {
+                double t = x->left[p] / fr.r[xfer_dir(x, p)][p];
                 if (t < dt) dt = t;
             }
+        }
     }
     if (!isfinite(dt)) {
         const sched_task *t = &s->l->tasks[s->ci < s->l->n ? s->ci : s->l->n - 1];
@@ -914,12 +956,14 @@ static st_status advance(sim *s, st_error *err) {
             if (x->fixed < SECONDS_EPS) x->fixed = 0;
             continue;
         }
-        for (int p = 0; p < N_PARTS; p++)
-            if (IS_PART(s, p) && x->left[p] > 0) {
-                double rate = part_rate(s, nr, nw, nl, x, p);
+        for (int i = 0; i < s->n_part; i++) {
+            const int p = s->part[i];
+            if (x->left[p] > 0) {
+                double rate = fr.r[xfer_dir(x, p)][p];
                 x->left[p] = x->left[p] / rate <= dt ? 0 : x->left[p] - rate * dt;
                 if (x->left[p] < BYTES_EPS) x->left[p] = 0;
             }
+        }
     }
     s->t += dt;
     /* transfers that finished */
@@ -928,7 +972,7 @@ static st_status advance(sim *s, st_error *err) {
         const int id = s->active[a];
         xfer *x = &s->x[id];
         int moving = x->fixed > 0;
-        for (int p = 0; p < N_PARTS; p++) moving |= x->left[p] > 0;
+        for (int i = 0; i < s->n_part; i++) moving |= x->left[s->part[i]] > 0;
         if (moving) {
             s->active[keep++] = id;
             continue;
@@ -1025,6 +1069,8 @@ static void setup(sim *s, const hw_desc *hw, const hw_desc *node, const sim_conf
     s->cfg = *c;
     s->L1 = gpt_num_units(&c->model);
     s->n_paths = hw->n_ssd;
+    for (int p = 0; p < s->n_paths; p++) s->part[s->n_part++] = p;
+    s->part[s->n_part++] = LINK, s->part[s->n_part++] = IC, s->part[s->n_part++] = NET;
     s->cpu_shared = hw->backend == HW_BACKEND_CPU;
     s->gpu = hw->backend == HW_BACKEND_GPU;
     double total = 0;
@@ -1074,6 +1120,7 @@ static void teardown(sim *s) {
     free(s->gbuf_of);
     free(s->reduce_x);
     free(s->done);
+    free(s->tio);
     sched_analysis_free(&s->an);
     layout_free(&s->lay);
 }
