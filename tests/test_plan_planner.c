@@ -3,13 +3,14 @@
  * state in memory when memory allows and moves it to the SSD when budgets
  * demand, it prefers the vertical schedule where horizontal is I/O-bound,
  * and a request nothing fits, or a malformed one, is refused with what is
- * wrong. */
+ * wrong; the search on several threads finds what it finds on one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
+#include <omp.h>
 
 #include "strata/planner.h"
 
@@ -182,6 +183,32 @@ static void test_vertical_wins_when_io_bound(void **state) {
     assert_true(r.best[0].result.iter_s < horizontal);
 }
 
+/* The candidates are simulated on all the cores and ranked in the search's
+ * order: the result is the one a single thread gets, to the byte. */
+static void test_threads_change_nothing(void **state) {
+    (void)state;
+    hw_desc hw = machine();
+    plan_request q = request("gpt2-124m", 32, 4);
+    q.mem_host = 1536ull << 20;   /* fractions: many fills, so the threads share real work */
+    q.max_micro_batches = 4;
+    q.clipping = 0;
+    plan_result one, many;
+    st_error err = {0};
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    assert_int_equal(plan_search(&hw, &q, &one, &err), ST_OK);
+    omp_set_num_threads(4);   /* more than this machine's cores: the order the threads finish in varies */
+    assert_int_equal(plan_search(&hw, &q, &many, &err), ST_OK);
+    omp_set_num_threads(threads);
+    assert_true(one.simulated > 20);
+    assert_int_equal(one.simulated, many.simulated);
+    assert_int_equal(one.considered, many.considered);
+    assert_int_equal(one.n_best, many.n_best);
+    assert_memory_equal(one.best, many.best, sizeof one.best[0] * (size_t)one.n_best);
+    assert_int_equal(one.has_runner_up, many.has_runner_up);
+    if (one.has_runner_up) assert_memory_equal(&one.runner_up, &many.runner_up, sizeof one.runner_up);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     hw_desc hw = machine();
@@ -209,6 +236,7 @@ int main(void) {
         cmocka_unit_test(test_placement_follows_the_budget),
         cmocka_unit_test(test_fractions_fill_the_budget),
         cmocka_unit_test(test_vertical_wins_when_io_bound),
+        cmocka_unit_test(test_threads_change_nothing),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

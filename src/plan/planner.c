@@ -1,5 +1,6 @@
 /* planner.c - searches configurations by simulating them (strata/planner.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "strata/planner.h"
@@ -93,10 +94,60 @@ static void keep(plan_result *out, int n_best, const plan_choice *c) {
     if (out->n_best < n_best) out->n_best++;
 }
 
+/* The candidates to simulate, in the search's order. */
+typedef struct candidates {
+    plan_choice *c;
+    int n, cap;
+} candidates;
+
+static st_status add_candidate(candidates *cs, const sim_config *c, st_error *err) {
+    if (cs->n == cs->cap) {
+        const int cap = cs->cap ? 2 * cs->cap : 256;
+        plan_choice *m = realloc(cs->c, sizeof *m * (size_t)cap);
+        if (!m) return st_fail(err, ST_ENOMEM, "plan: out of memory for %d candidates", cap);
+        cs->c = m, cs->cap = cap;
+    }
+    memset(&cs->c[cs->n], 0, sizeof cs->c[cs->n]);
+    cs->c[cs->n++].config = *c;
+    return ST_OK;
+}
+
+/* Simulates every candidate, on all the cores (each simulation is a pure
+ * function of its configuration), then ranks them in the search's order:
+ * the same result as one after another. The first failure in that order
+ * is the error. */
+static st_status simulate_all(const hw_desc *hw, const plan_request *q, candidates *cs, plan_result *out,
+                              st_error *err) {
+    st_status *status = malloc(sizeof *status * (size_t)(cs->n ? cs->n : 1));
+    st_error *errs = calloc((size_t)(cs->n ? cs->n : 1), sizeof *errs);
+    if (!status || !errs) {
+        free(status), free(errs);
+        return st_fail(err, ST_ENOMEM, "plan: out of memory for %d candidates' results", cs->n);
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < cs->n; i++) {
+        plan_choice *ch = &cs->c[i];
+        status[i] = sim_run(hw, &ch->config, &ch->result, &errs[i]);
+        if (status[i] == ST_OK) status[i] = sim_roofline_bound(hw, &ch->config, &ch->roofline, &errs[i]);
+    }
+    st_status s = ST_OK;
+    for (int i = 0; i < cs->n && s == ST_OK; i++) {
+        if ((s = status[i]) != ST_OK) {
+            if (err) *err = errs[i];
+            break;
+        }
+        out->simulated++;
+        keep(out, q->n_best, &cs->c[i]);
+    }
+    free(status), free(errs);
+    return s;
+}
+
 st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out, st_error *err) {
     memset(out, 0, sizeof *out);
     st_status s = check_request(hw, q, err);
     if (s != ST_OK) return s;
+    candidates cs = {0};
     static const double alphas[] = {0.0, 0.25, 0.5, 1.0};
     uint64_t least_device = UINT64_MAX, least_host = UINT64_MAX;
     const int placements = hw->n_ssd > 0 ? PLACEMENT_COUNT : 1;
@@ -141,23 +192,26 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                                                              : placement_fills(c.place, parts, placement_fits, &fc,
                                                                                filled);
                     for (int r = 0; r < n_filled; r++) {
-                        plan_choice ch = {.config = c};
-                        ch.config.place = filled[r];
-                        int seen = !minimal && !memcmp(&ch.config.place, &c.place, sizeof(placement));
+                        sim_config cand = c;
+                        cand.place = filled[r];
+                        int seen = !minimal && !memcmp(&cand.place, &c.place, sizeof(placement));
                         for (int t = 0; t < n_tried && !seen; t++)
-                            seen = !memcmp(&tried[t], &ch.config.place, sizeof(placement));
+                            seen = !memcmp(&tried[t], &cand.place, sizeof(placement));
                         if (seen) continue;
-                        out->considered += memcmp(&ch.config.place, &c.place, sizeof(placement)) != 0;   /* a fill */
-                        tried[n_tried++] = ch.config.place;
-                        if ((s = sim_run(hw, &ch.config, &ch.result, err)) != ST_OK) return s;
-                        if ((s = sim_roofline_bound(hw, &ch.config, &ch.roofline, err)) != ST_OK) return s;
-                        out->simulated++;
-                        keep(out, q->n_best, &ch);
+                        out->considered += memcmp(&cand.place, &c.place, sizeof(placement)) != 0;   /* a fill */
+                        tried[n_tried++] = cand.place;
+                        if ((s = add_candidate(&cs, &cand, err)) != ST_OK) {
+                            free(cs.c);
+                            return s;
+                        }
                     }
                 }
             }
         }
     }
+    s = simulate_all(hw, q, &cs, out, err);
+    free(cs.c);
+    if (s != ST_OK) return s;
     if (out->n_best == 0) {
         char d[32], h[32];
         return st_fail(err, ST_ENOMEM,
