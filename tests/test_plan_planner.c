@@ -183,8 +183,24 @@ static void test_vertical_wins_when_io_bound(void **state) {
     assert_true(r.best[0].result.iter_s < horizontal);
 }
 
+/* The progress callback: called once per candidate, one call at a time,
+ * done counting up to total. */
+typedef struct progress_seen {
+    int calls, last_done, total, in_call, overlapped;
+} progress_seen;
+
+static void on_progress(void *ctx, int done, int total) {
+    progress_seen *p = ctx;
+    if (p->in_call++) p->overlapped = 1;
+    p->calls++;
+    if (done != p->last_done + 1) p->overlapped = 1;
+    p->last_done = done, p->total = total;
+    p->in_call--;
+}
+
 /* The candidates are simulated on all the cores and ranked in the search's
- * order: the result is the one a single thread gets, to the byte. */
+ * order: the result is the one a single thread gets, to the byte; the
+ * progress callback hears of each. */
 static void test_threads_change_nothing(void **state) {
     (void)state;
     hw_desc hw = machine();
@@ -198,8 +214,14 @@ static void test_threads_change_nothing(void **state) {
     omp_set_num_threads(1);
     assert_int_equal(plan_search(&hw, &q, &one, &err), ST_OK);
     omp_set_num_threads(4);   /* more than this machine's cores: the order the threads finish in varies */
+    progress_seen seen = {0};
+    q.progress = on_progress, q.progress_ctx = &seen;
     assert_int_equal(plan_search(&hw, &q, &many, &err), ST_OK);
     omp_set_num_threads(threads);
+    assert_int_equal(seen.calls, many.simulated);
+    assert_int_equal(seen.total, many.simulated);
+    assert_int_equal(seen.last_done, many.simulated);
+    assert_false(seen.overlapped);
     assert_true(one.simulated > 20);
     assert_int_equal(one.simulated, many.simulated);
     assert_int_equal(one.considered, many.considered);

@@ -55,6 +55,10 @@ typedef struct plan_request {
     int n_best;                 /* how many to keep, at most PLAN_MAX_BEST (default 5) */
     int whole_placements;       /* only whole placements (each kind all in memory or all on the SSD), the
                                    minimal fitting ones: what the best binary split achieves */
+    /* optional: called as candidates finish simulating (done of total), one call at a time, from
+       whichever thread finished one; NULL: none */
+    void (*progress)(void *ctx, int done, int total);
+    void *progress_ctx;
 } plan_request;
 
 /* Both schedules, every M up to 64 and alpha, mixed precision, clipping on, the machine's memory, 5 kept. */

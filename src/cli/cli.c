@@ -111,6 +111,33 @@ st_status cli_parse_size(const char *flag, const char *s, uint64_t *out, st_erro
 
 int cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
 
+void cli_plan_progress_start(cli_plan_progress *p) {
+    *p = (cli_plan_progress){.t0 = st_now(), .tty = isatty(STDERR_FILENO), .last_quarter = 0};
+}
+
+void cli_plan_progress_show(void *ctx, int done, int total) {
+    cli_plan_progress *p = ctx;
+    const double now = st_now(), el = now - p->t0;
+    if (el < 1.0) return;
+    if (p->tty) {
+        if (done == total) {
+            if (p->drawn) fputs("\r\033[K", stderr);
+            return;
+        }
+        if (now - p->last_draw < 0.1) return;
+        p->last_draw = now;
+        p->drawn = 1;
+        /* no time left: the candidates' costs differ, and the costlier (more micro-batches, longer
+           lists) come later */
+        fprintf(stderr, "\rplan: %d of %d candidates simulated, %.0f s\033[K", done, total, el);
+        return;
+    }
+    const int quarter = (int)(4.0 * done / total);
+    if (quarter <= p->last_quarter) return;
+    p->last_quarter = quarter;
+    fprintf(stderr, "plan: %d of %d candidates simulated in %.1f s\n", done, total, el);
+}
+
 st_status cli_parse_schedule(const char *s, sched_kind *out, st_error *err) {
     if (!strcmp(s, "vertical")) *out = SCHED_VERTICAL;
     else if (!strcmp(s, "horizontal")) *out = SCHED_HORIZONTAL;

@@ -102,4 +102,16 @@ st_status cli_commit_read(store *st, ckpt_record *out, st_error *err);
 /* True when stdout is a terminal (live status lines) rather than a log. */
 int cli_stdout_is_tty(void);
 
+/* The planner's progress (plan_request.progress = cli_plan_progress_show,
+ * progress_ctx a cli_plan_progress from cli_plan_progress_start) on
+ * stderr, once a search has taken a second: a line redrawn in place on a
+ * terminal, at most ten times a second and erased when the search ends;
+ * in a log, a line at each quarter. A quick search says nothing. */
+typedef struct cli_plan_progress {
+    double t0, last_draw;
+    int tty, last_quarter, drawn;
+} cli_plan_progress;
+void cli_plan_progress_start(cli_plan_progress *p);
+void cli_plan_progress_show(void *ctx, int done, int total);
+
 #endif

@@ -82,6 +82,9 @@ int cmd_plan(int argc, char **argv) {
     q.whole_placements = o.whole;
     hw_desc hw;
     if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
+    cli_plan_progress progress;
+    cli_plan_progress_start(&progress);
+    q.progress = cli_plan_progress_show, q.progress_ctx = &progress;
     plan_result r;
     if (plan_search(&hw, &q, &r, &err) != ST_OK) return cli_fail(&err);
 

@@ -509,7 +509,8 @@ static st_status build_train_config(session *s, st_error *err) {
 
 /* What the planner is asked for this run: its model, batch, precision,
  * clipping and budgets, the best candidate only. */
-static plan_request run_plan_request(const session *s) {
+/* (progress: the search's, on stderr) */
+static plan_request run_plan_request(const session *s, cli_plan_progress *progress) {
     const train_run_config *rc = &s->rc;
     plan_request q = plan_default_request();
     q.model = rc->train.model;
@@ -520,6 +521,8 @@ static plan_request run_plan_request(const session *s) {
     q.mem_device = rc->mem_device;
     q.mem_host = rc->mem_host;
     q.n_best = 1;
+    cli_plan_progress_start(progress);
+    q.progress = cli_plan_progress_show, q.progress_ctx = progress;
     return q;
 }
 
@@ -535,7 +538,8 @@ static st_status plan_auto(session *s, st_error *err) {
     hw_desc hw;
     st_status st = hw_load_json(o->hw, &hw, err);
     if (st != ST_OK) return st;
-    const plan_request q = run_plan_request(s);
+    cli_plan_progress progress;
+    plan_request q = run_plan_request(s, &progress);
     plan_result pr;
     if ((st = plan_search(&hw, &q, &pr, err)) != ST_OK) return st;
     const plan_choice *best = &pr.best[0];
@@ -564,7 +568,8 @@ static st_status offload_auto_by_time(session *s, st_error *err) {
     hw_desc hw;
     st_status st = hw_load_json(o->hw, &hw, err);
     if (st != ST_OK) return st;
-    plan_request q = run_plan_request(s);
+    cli_plan_progress progress;
+    plan_request q = run_plan_request(s, &progress);
     q.micro_batches = q.max_micro_batches = rc->train.micro_batches;
     q.schedule = (int)rc->schedule;
     q.alpha = rc->alpha;

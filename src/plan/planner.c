@@ -124,11 +124,16 @@ static st_status simulate_all(const hw_desc *hw, const plan_request *q, candidat
         free(status), free(errs);
         return st_fail(err, ST_ENOMEM, "plan: out of memory for %d candidates' results", cs->n);
     }
+    int done = 0;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < cs->n; i++) {
         plan_choice *ch = &cs->c[i];
         status[i] = sim_run(hw, &ch->config, &ch->result, &errs[i]);
         if (status[i] == ST_OK) status[i] = sim_roofline_bound(hw, &ch->config, &ch->roofline, &errs[i]);
+        if (q->progress) {
+#pragma omp critical(plan_progress)
+            q->progress(q->progress_ctx, ++done, cs->n);
+        }
     }
     st_status s = ST_OK;
     for (int i = 0; i < cs->n && s == ST_OK; i++) {
