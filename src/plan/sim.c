@@ -96,8 +96,8 @@ typedef struct sim {
     int *grad_write;               /* [L+1] transfer of a gradient save still moving, or -1 */
     int *grad_off;                 /* [L+1] GPU: the last transfer taking the unit's gradients off the device, or -1 */
     int *reduce_x;                 /* [L+1] CPU ranks: the unit's last reduce-scatter, or -1 */
-    /* CPU, one rank: the executor's gradient buffers for units whose gradients are on the SSD
-       (offload_grads.c): a unit takes a free one at its first gradient task or its gradient load, the
+    /* One rank (CPU, or a GPU: the buffers are host memory on both): the executor's gradient buffers
+       for units whose gradients are on the SSD (offload_grads.c): a unit takes a free one at its first gradient task or its gradient load, the
        compute thread gives it back at grad_release, and each optimizer job of the unit holds it until the
        job is done; so the backward runs at most LAYOUT_GRAD_BUFFERS - 1 blocks ahead of the worker */
     int grad_pool;                 /* 1: modelled */
@@ -319,7 +319,7 @@ static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const
 
 static int adamw_active(const sim *s) { return (s->wphase == W_FILL || s->wphase == W_STREAM) && s->adamw_left > 0; }
 
-/* ---- the gradient buffers (CPU, one rank) ------------------------------------------------ */
+/* ---- the gradient buffers (one rank) ----------------------------------------------------- */
 
 static int grads_on_ssd(const sim *s, int u) {
     return s->grad_pool && u >= 0 && u < s->L1 && layout_on_ssd(&s->lay, PLACE_GRADS, u);
@@ -1215,7 +1215,7 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
     }
     for (int u = 0; u < s.L1; u++) s.grad_write[u] = s.grad_off[u] = s.reduce_x[u] = s.gbuf_of[u] = -1;
     for (int b = 0; b < LAYOUT_GRAD_BUFFERS; b++) s.gbuf_wr[b] = -1;
-    s.grad_pool = s.cpu_shared && s.ranks == 1;
+    s.grad_pool = s.ranks == 1;
     st = begin_list(&s, lists[0], 0, err);
     while (st == ST_OK && s.cstate != C_DONE) {
         int progress;
