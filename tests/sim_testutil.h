@@ -1,7 +1,8 @@
 /* sim_testutil.h - what the simulator's tests share: a model configuration
- * with round defaults, a CPU machine with round numbers, hand-made task lists, running one list, one task's
- * time at full speed, and a near-equality for times. Header-only; include
- * after cmocka.h. */
+ * with round defaults, a CPU machine with round numbers, hand-made task
+ * lists, running one list, one task's time at full speed, a near-equality
+ * for times, and the gradient buffers' case that both backends must time
+ * alike. Header-only; include after cmocka.h. */
 #ifndef STRATA_SIM_TESTUTIL_H
 #define STRATA_SIM_TESTUTIL_H
 
@@ -77,5 +78,43 @@ static inline hw_desc cpu_machine(int paths) {
 }
 
 #define assert_close(a, b) assert_true(fabs((a) - (b)) <= 1e-9 * fabs(b) + 1e-15)
+
+/* The executor's gradient buffers on machine hw (a slow SSD, compute and
+ * AdamW not slowing each other, transfers other than the SSD's too fast
+ * to count): six blocks' backward, each followed by its optimizer job, then
+ * block 6's next weight load and forward. With the gradients in memory the
+ * backward runs ahead and the load waits for the first job; with them on
+ * the SSD each block takes one of LAYOUT_GRAD_BUFFERS - 1 buffers, which
+ * its job holds until done, so blocks 3, 2 and 1 wait for the jobs of 6, 5
+ * and 4. */
+static inline void expect_backward_held_by_gradient_buffers(const hw_desc *hw) {
+    assert_int_equal(LAYOUT_GRAD_BUFFERS - 1, 3);   /* the times below count three */
+    sim_config c = config("gpt2-tiny", 1, 16, 1);
+    c.model.n_layer = 6;
+    c.place.optim = 1;
+    sched_list l = {0};
+    int step6 = -1;
+    for (int u = 6; u >= 1; u--) {
+        const int b = add(&l, TASK_BLOCK_BACKWARD, u, 0, -1);
+        const int k = add(&l, TASK_OPTIMIZE, u, -1, b);
+        if (u == 6) step6 = k;
+    }
+    const int load = add(&l, TASK_LOAD_WEIGHTS, 6, -1, step6);
+    add(&l, TASK_BLOCK_FORWARD, 6, 0, load);
+    const double b = task_s(hw, &c, &l, 0), w = task_s(hw, &c, &l, load), f = task_s(hw, &c, &l, load + 1);
+    sched_list one = {0};   /* a job alone, and the load that waits for it: what the job takes */
+    add(&one, TASK_LOAD_WEIGHTS, 6, -1, add(&one, TASK_OPTIMIZE, 6, -1, -1));
+    for (int grads = 0; grads < 2; grads++) {
+        c.place.grads = grads;
+        const double J = run1(hw, &c, &one).iter_s - w;
+        assert_true(J > 6 * b);
+        const double t = run1(hw, &c, &l).iter_s;
+        printf("  gradients %s: backward %.6f s, job %.4f s: %.4f s\n", grads ? "on the SSD" : "in memory", b, J, t);
+        if (!grads) assert_close(t, b + J + w + f);
+        else assert_close(t, 2 * b + 3 * J + w + f);
+    }
+    sched_list_free(&one);
+    sched_list_free(&l);
+}
 
 #endif

@@ -258,38 +258,10 @@ static void test_slow_links_lower_throughput(void **state) {
  * CPU test's case, on a GPU whose link is fast enough not to count). */
 static void test_backward_waits_for_a_gradient_buffer(void **state) {
     (void)state;
-    assert_int_equal(LAYOUT_GRAD_BUFFERS - 1, 3);   /* the times below count three */
-    sim_config c = config("gpt2-tiny", 1, 16, 1);
-    c.model.n_layer = 6;
-    c.place.optim = 1;
     hw_desc hw = gpu(1);
     hw.host_device_gbps = 1e9;
     hw.ssd[0].read_gbps = hw.ssd[0].write_gbps = 0.05;
-    sched_list l = {0};
-    int step6 = -1;
-    for (int u = 6; u >= 1; u--) {
-        const int b = add(&l, TASK_BLOCK_BACKWARD, u, 0, -1);
-        const int k = add(&l, TASK_OPTIMIZE, u, -1, b);
-        if (u == 6) step6 = k;
-    }
-    const int load = add(&l, TASK_LOAD_WEIGHTS, 6, -1, step6);
-    add(&l, TASK_BLOCK_FORWARD, 6, 0, load);
-    const double b = task_s(&hw, &c, &l, 0), w = task_s(&hw, &c, &l, load), f = task_s(&hw, &c, &l, load + 1);
-    sched_list one = {0};   /* a job alone, and the load that waits for it: what the job takes */
-    add(&one, TASK_LOAD_WEIGHTS, 6, -1, add(&one, TASK_OPTIMIZE, 6, -1, -1));
-    for (int grads = 0; grads < 2; grads++) {
-        c.place.grads = grads;
-        const double J = run1(&hw, &c, &one).iter_s - w;
-        assert_true(J > 6 * b);
-        const double t = run1(&hw, &c, &l).iter_s;
-        printf("  gradients %s: backward %.6f s, job %.4f s: %.4f s\n", grads ? "on the SSD" : "in memory", b, J, t);
-        if (!grads) /* the backward runs ahead; the load waits for the first job */
-            assert_true(fabs(t - (b + J + w + f)) <= 1e-9 * t);
-        else /* blocks 3, 2 and 1 wait for the jobs of 6, 5 and 4 to give their buffers back */
-            assert_true(fabs(t - (2 * b + 3 * J + w + f)) <= 1e-9 * t);
-    }
-    sched_list_free(&one);
-    sched_list_free(&l);
+    expect_backward_held_by_gradient_buffers(&hw);
 }
 
 static void test_gpu_memory(void **state) {
