@@ -508,8 +508,8 @@ static st_status build_train_config(session *s, st_error *err) {
 }
 
 /* What the planner is asked for this run: its model, batch, precision,
- * clipping and budgets, the best candidate only. */
-/* (progress: the search's, on stderr) */
+ * clipping and budgets, the best candidate only; its progress shown on
+ * stderr through *progress. */
 static plan_request run_plan_request(const session *s, cli_plan_progress *progress) {
     const train_run_config *rc = &s->rc;
     plan_request q = plan_default_request();
