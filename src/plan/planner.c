@@ -94,57 +94,61 @@ static void keep(plan_result *out, int n_best, const plan_choice *c) {
     if (out->n_best < n_best) out->n_best++;
 }
 
-/* The candidates to simulate, in the search's order. */
+/* The candidates to simulate, in the search's order: their configurations
+ * only (a result is four times the size, and is kept only for the best). */
 typedef struct candidates {
-    plan_choice *c;
+    sim_config *c;
     int n, cap;
 } candidates;
 
 static st_status add_candidate(candidates *cs, const sim_config *c, st_error *err) {
     if (cs->n == cs->cap) {
         const int cap = cs->cap ? 2 * cs->cap : 256;
-        plan_choice *m = realloc(cs->c, sizeof *m * (size_t)cap);
+        sim_config *m = realloc(cs->c, sizeof *m * (size_t)cap);
         if (!m) return st_fail(err, ST_ENOMEM, "plan: out of memory for %d candidates", cap);
         cs->c = m, cs->cap = cap;
     }
-    memset(&cs->c[cs->n], 0, sizeof cs->c[cs->n]);
-    cs->c[cs->n++].config = *c;
+    cs->c[cs->n++] = *c;
     return ST_OK;
 }
 
-/* Simulates every candidate, on all the cores (each simulation is a pure
- * function of its configuration), then ranks them in the search's order:
- * the same result as one after another. The first failure in that order
- * is the error. */
-static st_status simulate_all(const hw_desc *hw, const plan_request *q, candidates *cs, plan_result *out,
+#define SIMULATE_CHUNK 256   /* candidates simulated side by side before they are ranked */
+
+/* Simulates every candidate, a chunk at a time on all the cores (each
+ * simulation is a pure function of its configuration), ranking each chunk
+ * in the search's order: the same result as one after another. The first
+ * failure in that order is the error. */
+static st_status simulate_all(const hw_desc *hw, const plan_request *q, const candidates *cs, plan_result *out,
                               st_error *err) {
-    st_status *status = malloc(sizeof *status * (size_t)(cs->n ? cs->n : 1));
-    st_error *errs = calloc((size_t)(cs->n ? cs->n : 1), sizeof *errs);
-    if (!status || !errs) {
-        free(status), free(errs);
-        return st_fail(err, ST_ENOMEM, "plan: out of memory for %d candidates' results", cs->n);
-    }
-    int done = 0;
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int i = 0; i < cs->n; i++) {
-        plan_choice *ch = &cs->c[i];
-        status[i] = sim_run(hw, &ch->config, &ch->result, &errs[i]);
-        if (status[i] == ST_OK) status[i] = sim_roofline_bound(hw, &ch->config, &ch->roofline, &errs[i]);
-        if (q->progress) {
-#pragma omp critical(plan_progress)
-            q->progress(q->progress_ctx, ++done, cs->n);
-        }
-    }
+    plan_choice *ch = malloc(sizeof *ch * SIMULATE_CHUNK);
+    st_status *status = malloc(sizeof *status * SIMULATE_CHUNK);
+    st_error *errs = calloc(SIMULATE_CHUNK, sizeof *errs);
     st_status s = ST_OK;
-    for (int i = 0; i < cs->n && s == ST_OK; i++) {
-        if ((s = status[i]) != ST_OK) {
-            if (err) *err = errs[i];
-            break;
+    if (!ch || !status || !errs) s = st_fail(err, ST_ENOMEM, "plan: out of memory for the candidates' results");
+    int done = 0;
+    for (int at = 0; at < cs->n && s == ST_OK; at += SIMULATE_CHUNK) {
+        const int n = cs->n - at < SIMULATE_CHUNK ? cs->n - at : SIMULATE_CHUNK;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < n; i++) {
+            memset(&ch[i], 0, sizeof ch[i]);
+            ch[i].config = cs->c[at + i];
+            status[i] = sim_run(hw, &ch[i].config, &ch[i].result, &errs[i]);
+            if (status[i] == ST_OK) status[i] = sim_roofline_bound(hw, &ch[i].config, &ch[i].roofline, &errs[i]);
+            if (q->progress) {
+#pragma omp critical(plan_progress)
+                q->progress(q->progress_ctx, ++done, cs->n);
+            }
         }
-        out->simulated++;
-        keep(out, q->n_best, &cs->c[i]);
+        for (int i = 0; i < n && s == ST_OK; i++) {
+            if ((s = status[i]) != ST_OK) {
+                if (err) *err = errs[i];
+                break;
+            }
+            out->simulated++;
+            keep(out, q->n_best, &ch[i]);
+        }
     }
-    free(status), free(errs);
+    free(ch), free(status), free(errs);
     return s;
 }
 
