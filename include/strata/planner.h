@@ -18,10 +18,10 @@
  * within mem_host (budgets of 0 take the machine's memory; on a CPU backend,
  * where both tiers are the same RAM, their sum within it).
  *
- * The candidates are listed first and then simulated on all the cores
- * (OpenMP; each simulation depends on its configuration alone) and ranked
- * in the order they were listed: the result does not depend on the number
- * of threads.
+ * The candidates are listed first, then simulated on all the cores
+ * (OpenMP; each simulation depends on its configuration alone), 256 at a
+ * time, each chunk ranked in the order listed: the result does not depend
+ * on the number of threads.
  *
  *     plan_request q = plan_default_request();
  *     q.model = cfg; q.T = 1024; q.global_batch = 32; q.mem_host = 2ull << 30;
