@@ -7,8 +7,10 @@
  * 2 (n - 1) / n of a ring all-reduce); the reduction overlaps compute; one
  * device is exactly the single-GPU model whatever the interconnect; the SSD
  * carries the sharded state once and every device's checkpoints; per-device
- * throughput falls when the interconnect or the host link is slow; the
- * device's memory is the working set; bad input is refused. */
+ * throughput falls when the interconnect or the host link is slow; with
+ * the gradients on the SSD the backward waits for the executor's host
+ * gradient buffers as on a CPU; the device's memory is the working set;
+ * bad input is refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,9 +250,6 @@ static void test_slow_links_lower_throughput(void **state) {
     }
 }
 
-/* The device holds the working set: two units' weights and gradient
- * accumulators, one block's activations, the gradients flowing down; the
- * host the sharded state once and every device's checkpoints. */
 /* The executor's gradient buffers are host memory on a separate device
  * too: with the gradients on the SSD, a unit's backward takes one of
  * LAYOUT_GRAD_BUFFERS - 1 block buffers and its optimizer job holds it, so
@@ -264,6 +263,9 @@ static void test_backward_waits_for_a_gradient_buffer(void **state) {
     expect_backward_held_by_gradient_buffers(&hw);
 }
 
+/* The device holds the working set: two units' weights and gradient
+ * accumulators, one block's activations, the gradients flowing down; the
+ * host the sharded state once and every device's checkpoints. */
 static void test_gpu_memory(void **state) {
     (void)state;
     sim_config c = config("gpt2-mini", 4, 64, 3);
