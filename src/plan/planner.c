@@ -95,7 +95,7 @@ static void keep(plan_result *out, int n_best, const plan_choice *c) {
 }
 
 /* The candidates to simulate, in the search's order: their configurations
- * only (a result is four times the size, and is kept only for the best). */
+ * only (a result is five times the size, and only the best few are kept). */
 typedef struct candidates {
     sim_config *c;
     int n, cap;
