@@ -1,10 +1,15 @@
-/* test_base.c - status/error formatting, size helpers, rng, bf16 and f16. */
+/* test_base.c - status/error formatting, size helpers, memory for transfers,
+ * rng, bf16 and f16. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "strata/base.h"
@@ -31,6 +36,52 @@ static void test_aligned_alloc(void **state) {
     st_free_aligned(p);
     assert_int_equal(st_round_up(4097, 4096), 8192);
     assert_int_equal(st_round_up(0, 4096), 0);
+}
+
+/* The VmFlags line of the mapping in /proc/self/smaps that holds address a
+ * (into flags, empty if none). */
+static void vm_flags_at(const void *a, char *flags, size_t cap) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    char line[512];
+    int inside = 0;
+    flags[0] = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+            inside = (uintptr_t)a >= lo && (uintptr_t)a < hi;
+        else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            snprintf(flags, cap, "%s", line + 8);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* st_alloc_io: aligned, every byte usable, and the whole 2 MiB pages (not
+ * the partial one at the end) advised into huge pages where the kernel has
+ * them ("hg" in the mapping's VmFlags). */
+static void test_io_alloc(void **state) {
+    (void)state;
+    void *small = st_alloc_io(10);
+    assert_non_null(small);
+    assert_int_equal((uintptr_t)small % 4096, 0);
+    st_free_aligned(small);
+
+    const size_t huge = 2u << 20, n = 2 * huge + 4096;
+    unsigned char *p = st_alloc_io(n);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % huge, 0);
+    memset(p, 0xa5, n);
+    assert_int_equal(p[n - 1], 0xa5);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) == 0) {
+        char flags[512];
+        vm_flags_at(p, flags, sizeof flags);
+        assert_non_null(strstr(flags, " hg"));
+        vm_flags_at(p + 2 * huge, flags, sizeof flags);
+        assert_null(strstr(flags, " hg"));
+    }
+    st_free_aligned(p);
 }
 
 static void test_rng_deterministic_and_normal(void **state) {
@@ -95,6 +146,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fail_formats_message),
         cmocka_unit_test(test_aligned_alloc),
+        cmocka_unit_test(test_io_alloc),
         cmocka_unit_test(test_rng_deterministic_and_normal),
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_f16_round_trip_all_values),

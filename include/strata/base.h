@@ -58,6 +58,21 @@ const char *st_status_name(st_status s);
  * size is rounded up to a multiple of align. Free with st_free_aligned. */
 void *st_alloc_aligned(size_t align, size_t size);
 void st_free_aligned(void *p);
+
+/* Memory for O_DIRECT transfers: `size` bytes, 4096-aligned (2 MiB-aligned
+ * from 2 MiB up), the whole 2 MiB pages in it advised into the kernel's
+ * transparent huge pages (MADV_HUGEPAGE; advice only, so on a kernel that
+ * has them off this is st_alloc_aligned(4096, size)). Why: a direct
+ * transfer is cut into one block-layer segment per physically contiguous
+ * run of its pages, and a request holds at most the queue's max_segments
+ * (254 on this machine's virtio disk). 1 MiB over scattered 4 KiB pages is
+ * 256 segments, so every chunk split in two and none merged with its
+ * neighbour; on huge pages a chunk is one segment and neighbours merge into
+ * 4 MiB requests, which this disk served 1.3x faster (docs/BENCHMARKS.md,
+ * "I/O buffers on huge pages"). Resident memory is `size`, as with
+ * st_alloc_aligned: the partial 2 MiB page at the end is not advised.
+ * Free with st_free_aligned. */
+void *st_alloc_io(size_t size);
 size_t st_round_up(size_t n, size_t align);
 
 /* Peak resident set size of this process so far, in bytes. */

@@ -17,7 +17,7 @@
  *     if (io_engine_create(&cfg, &eng, &err) ||
  *         io_engine_add_path(eng, "/nvme0/strata", NULL, &path, &err) ||
  *         io_file_open(eng, path, "weights.bin", IO_FILE_CREATE, &f, &err)) return fail(&err);
- *     void *buf = st_alloc_aligned(4096, 64 << 20);
+ *     void *buf = st_alloc_io(64 << 20);
  *     io_ticket t;
  *     io_ticket_init(&t);
  *     io_request rq = {.op = IO_OP_WRITE, .file = f, .buf = buf, .len = 64 << 20, .offset = 0};
@@ -29,7 +29,8 @@
  * buffered, so buffers, offsets and lengths must be multiples of the path's
  * alignment (io_path_alignment, 4096 on common file systems); io_submit
  * rejects misaligned requests up front with a message saying which value is
- * off. st_alloc_aligned(4096, n) buffers are fine.
+ * off. st_alloc_aligned(4096, n) buffers are fine; st_alloc_io(n) ones move
+ * faster (fewer, larger requests: strata/base.h says why).
  *
  * Ordering. Requests on one path start in the order submitted (FIFO) and run
  * concurrently up to the queue depth; nothing orders two writes to the same

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -70,6 +71,15 @@ void *st_alloc_aligned(size_t align, size_t size) {
 }
 
 void st_free_aligned(void *p) { free(p); }
+
+void *st_alloc_io(size_t size) {
+    const size_t huge = (size_t)2 << 20;
+    if (size < huge) return st_alloc_aligned(4096, size);
+    void *p = NULL;
+    if (posix_memalign(&p, huge, st_round_up(size, 4096)) != 0) return NULL;
+    (void)madvise(p, size / huge * huge, MADV_HUGEPAGE);   /* advice: EINVAL where THP is built out */
+    return p;
+}
 
 size_t st_peak_rss_bytes(void) {
     struct rusage ru;

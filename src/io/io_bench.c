@@ -130,7 +130,7 @@ static st_status open_files(bench *b, io_preflight_path *pre, st_error *err) {
                            (unsigned long long)have, (unsigned long long)c->size);
         if (c->write && (s = io_file_reserve(bp->file, c->size, err)) != ST_OK) return s;
         bp->buf_bytes = (size_t)(c->block * (uint64_t)c->queue_depth * 2);
-        if (!(bp->buf = st_alloc_aligned(4096, bp->buf_bytes)))
+        if (!(bp->buf = st_alloc_io(bp->buf_bytes)))
             return st_fail(err, ST_ENOMEM, "iobench: out of memory for %d buffers of %llu bytes", 2 * c->queue_depth,
                            (unsigned long long)c->block);
         /* Incompressible bytes, in case the device compresses or deduplicates. */

@@ -108,7 +108,7 @@ static st_status reader_open(ckpt_reader **out, store *const *stores, int n_stor
         if (s != ST_OK) break;
         r->pieces[k] = malloc(sizeof(piece) * ((size_t)total + 1));
         r->first[k] = calloc((size_t)L1 + 1, sizeof(int));
-        r->stage[k] = stage_bytes ? st_alloc_aligned(4096, stage_bytes) : NULL;
+        r->stage[k] = stage_bytes ? st_alloc_io(stage_bytes) : NULL;
         r->staged[k] = -1;
         if (!r->pieces[k] || !r->first[k] || (stage_bytes && !r->stage[k])) {
             s = st_fail(err, ST_ENOMEM, "out of memory for reading the committed state");

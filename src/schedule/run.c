@@ -80,7 +80,7 @@ static st_status memory_create(train_run *r, const train_run_config *c, const fl
     sc.n_paths = c->store->n;
     sc.mode = in_place ? STORE_OPEN_EXISTING : STORE_CREATE;
     if ((s = store_open(&sc, &r->ckpt, NULL, 0, err)) != ST_OK) return s;
-    if (!(r->stage = st_alloc_aligned(4096, (size_t)memory_stage_bytes())))
+    if (!(r->stage = st_alloc_io((size_t)memory_stage_bytes())))
         return st_fail(err, ST_ENOMEM, "out of memory for the commit buffer");
     memset(r->stage, 0, (size_t)memory_stage_bytes());   /* resident from the start, as the executor's buffers */
     if (!c->resume) return ST_OK;

@@ -253,7 +253,7 @@ static st_status on_chunk_scrubbed(void *ctx, uint64_t i, st_error *err) {
  * already counted; called without s->mu) and reports its bad chunks. */
 static st_status scrub_tensor(store *s, store_tensor *t, int slot, store_bad_chunk_fn bad, void *ctx,
                               store_scrub_result *r, st_error *first, st_error *err) {
-    char *buf = st_alloc_aligned(STORE_ALIGN, (size_t)store_padded_bytes(t->bytes));
+    char *buf = st_alloc_io((size_t)store_padded_bytes(t->bytes));
     scrub_ctx *c = calloc(1, sizeof *c);
     io_request *reqs = malloc((size_t)t->n_chunks * sizeof *reqs);
     if (c) c->state = calloc(t->n_chunks, 1);

@@ -72,7 +72,7 @@ static st_status measure_path(store *s, int p, uint64_t bytes, double *bw, st_er
     uint64_t piece = 16u << 20;
     if (bytes < piece) piece = bytes;
     bytes = bytes / piece * piece;
-    char *buf = st_alloc_aligned(STORE_ALIGN, (size_t)piece);
+    char *buf = st_alloc_io((size_t)piece);
     if (!buf) return st_fail(err, ST_ENOMEM, "measuring %s: out of memory", s->dirs[p]);
     for (uint64_t k = 0; k < piece; k++) buf[k] = (char)(k * 2654435761u >> 13);
     io_file *f = NULL;

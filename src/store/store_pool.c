@@ -37,7 +37,7 @@ st_status store_pool_create(uint64_t budget_bytes, uint64_t buffer_bytes, io_eng
     if (!p) return st_fail(err, ST_ENOMEM, "buffer pool: out of memory");
     p->buffer_bytes = buffer_bytes;
     p->count = (int)count;
-    p->arena = st_alloc_aligned(4096, (size_t)(count * buffer_bytes));
+    p->arena = st_alloc_io((size_t)(count * buffer_bytes));
     p->free_stack = malloc(count * sizeof *p->free_stack);
     p->in_use = calloc(count, 1);
     if (!p->arena || !p->free_stack || !p->in_use) {
