@@ -296,8 +296,24 @@ static void test_hostile_input(void **state) {
     free(buf);
 }
 
+/* The store's rates in place of the test file's: those kept as bench_*,
+ * each mixed rate scaled as its direction; nothing changes without rates. */
+static void test_store_rates_scale_the_mix(void **state) {
+    (void)state;
+    hw_ssd d = {.read_gbps = 2.5, .write_gbps = 3.0, .mixed_read_gbps = 1.25, .mixed_write_gbps = 1.2};
+    hw_ssd_use_store_rates(&d, 1.5, 2.4);
+    assert_true(d.read_gbps == 1.5 && d.write_gbps == 2.4);
+    assert_true(d.bench_read_gbps == 2.5 && d.bench_write_gbps == 3.0);
+    assert_true(fabs(d.mixed_read_gbps - 0.75) < 1e-12 && fabs(d.mixed_write_gbps - 0.96) < 1e-12);
+    const hw_ssd before = d;
+    hw_ssd_use_store_rates(&d, 0, 2.4);
+    hw_ssd_use_store_rates(&d, 1.5, -1);
+    assert_memory_equal(&d, &before, sizeof d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_rates_scale_the_mix),
         cmocka_unit_test(test_valid_file_reads),       cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_missing_fields_named),   cmocka_unit_test(test_bad_values_named),
         cmocka_unit_test(test_malformed_json_says_where), cmocka_unit_test(test_hostile_input),

@@ -197,6 +197,16 @@ int hw_ranks(const hw_desc *hw);
 void hw_rank_share(const hw_desc *hw, int ranks_per_node, hw_desc *out);
 const char *hw_backend_name(hw_backend b);
 
+/* Makes read_gbps and write_gbps (what a run's store moved while busy: the
+ * probe's trial) path d's rates alone, keeps the test file's as bench_*,
+ * and scales each mixed rate by the same factor as its direction (0 or a
+ * rate <= 0: d unchanged). The test file measures how much reads and
+ * writes at once slow the drive; the store moves its bytes slower than one
+ * file's long passes (1.6 against 2.5 GB/s read on this machine's disk),
+ * and left unscaled the test file's mixed rates would come out nearly as
+ * fast as the store's alone. */
+void hw_ssd_use_store_rates(hw_ssd *d, double read_gbps, double write_gbps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,16 @@
 
 const char *hw_backend_name(hw_backend b) { return b == HW_BACKEND_GPU ? "gpu" : "cpu"; }
 
+void hw_ssd_use_store_rates(hw_ssd *d, double read_gbps, double write_gbps) {
+    if (!(read_gbps > 0 && write_gbps > 0 && d->read_gbps > 0 && d->write_gbps > 0)) return;
+    d->mixed_read_gbps *= read_gbps / d->read_gbps;
+    d->mixed_write_gbps *= write_gbps / d->write_gbps;
+    d->bench_read_gbps = d->read_gbps;
+    d->bench_write_gbps = d->write_gbps;
+    d->read_gbps = read_gbps;
+    d->write_gbps = write_gbps;
+}
+
 /* Interpolated in log(rows) between the table's points, flat beyond them. */
 static double rate_at(const hw_rate_at *t, int n, double rows) {
     if (rows <= t[0].rows) return t[0].gflops;

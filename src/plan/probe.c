@@ -797,17 +797,15 @@ static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_on
     return ST_OK;
 }
 
-/* The trial's rates as each path's read and write, the test file's cycle kept as bench_*. */
+/* The trial's rates as each path's read and write (hw_ssd_use_store_rates). */
 static void use_trial_disk(const hw_probe_config *cfg, hw_desc *hw, const hw_ssd disk[HW_MAX_SSD]) {
     for (int p = 0; p < hw->n_ssd; p++) {
         hw_ssd *d = &hw->ssd[p];
         if (!(disk[p].read_gbps > 0 && disk[p].write_gbps > 0)) continue;
-        d->bench_read_gbps = d->read_gbps;
-        d->bench_write_gbps = d->write_gbps;
-        d->read_gbps = disk[p].read_gbps;
-        d->write_gbps = disk[p].write_gbps;
+        hw_ssd_use_store_rates(d, disk[p].read_gbps, disk[p].write_gbps);
         say(cfg, "%s: read %.3f GB/s, write %.3f GB/s as the trial's store moved its bytes (the test file's cycle: "
-            "%.3f, %.3f)", d->path, d->read_gbps, d->write_gbps, d->bench_read_gbps, d->bench_write_gbps);
+            "%.3f, %.3f); together %.3f + %.3f GB/s in proportion", d->path, d->read_gbps, d->write_gbps,
+            d->bench_read_gbps, d->bench_write_gbps, d->mixed_read_gbps, d->mixed_write_gbps);
     }
 }
 

@@ -485,7 +485,7 @@ store_tensor *tensor_new(store *s, store_key key, uint64_t bytes, store_tier tie
         }
     }
     if (tier == STORE_TIER_HOST) {
-        t->host = st_alloc_aligned(STORE_ALIGN, (size_t)store_padded_bytes(bytes));
+        t->host = st_alloc_io((size_t)store_padded_bytes(bytes));   /* commits write it, opens read it */
         if (!t->host) {
             tensor_free(t);
             return NULL;
