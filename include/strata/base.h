@@ -68,7 +68,7 @@ void st_free_aligned(void *p);
  * (254 on this machine's virtio disk). 1 MiB over scattered 4 KiB pages is
  * 256 segments, so every chunk split in two and none merged with its
  * neighbour; on huge pages a chunk is one segment and neighbours merge into
- * 4 MiB requests, which this disk served 1.3x faster (docs/BENCHMARKS.md,
+ * 4 MiB requests, which this disk read at 1.3x the rate (docs/BENCHMARKS.md,
  * "I/O buffers on huge pages"). Resident memory is `size`, as with
  * st_alloc_aligned: the partial 2 MiB page at the end is not advised.
  * Free with st_free_aligned. */

@@ -90,7 +90,9 @@ void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
     const layout_buffer *b = &t->lay.buf[id];
     if (b->count == 0) return NULL;
     const compute_backend *be = t->env.be;
-    void *p = on_device(b) ? be->alloc(be, (size_t)b->bytes) : (b->io ? st_alloc_io((size_t)b->bytes) : st_alloc_aligned(64, (size_t)b->bytes));
+    void *p = on_device(b) ? be->alloc(be, (size_t)b->bytes)
+              : b->io        ? st_alloc_io((size_t)b->bytes)
+                             : st_alloc_aligned(64, (size_t)b->bytes);
     if (!p) return NULL;
     /* Written once, so that its pages are the process's from the start: a
      * plan the machine cannot back fails here rather than mid-run, and the
