@@ -73,9 +73,15 @@ static void *uring_worker(void *arg) {
     io_engine *e = arg;
     uring_state *u = e->backend_state;
     arm_wake(u);
+    /* Requests whose last transfer completed, their callbacks not yet run:
+     * they run after the transfers that the completions made room for are
+     * handed to the kernel, so that a callback's work (the store's checksum
+     * of a chunk read) never leaves the drive short of requests. */
+    io_req *completed = NULL;
     for (;;) {
         io_req *finished = NULL;
         io_chunk *failed = NULL;   /* chunks that complete without a transfer */
+        int issued = 0;
 
         pthread_mutex_lock(&e->mu);
         for (int p = 0; p < e->n_paths; p++) {
@@ -87,6 +93,8 @@ static void *uring_worker(void *arg) {
                     if (!c->inject_errno) c->inject_errno = EIO;
                     c->next = failed;
                     failed = c;
+                } else {
+                    issued++;
                 }
             }
         }
@@ -96,6 +104,13 @@ static void *uring_worker(void *arg) {
         }
         int stop = e->stopping && engine_idle(e);
         pthread_mutex_unlock(&e->mu);
+        if (completed) {
+            if (issued) (void)io_uring_submit(&u->ring);   /* an error here is met again below */
+            engine_finish_requests(e, completed);
+            completed = NULL;
+            engine_finish_requests(e, finished);
+            continue;   /* the callbacks may have queued more, or finished the last request */
+        }
         engine_finish_requests(e, finished);
         if (failed) continue;   /* their slots are free again: issue more first */
         if (stop) break;
@@ -139,14 +154,12 @@ static void *uring_worker(void *arg) {
         }
         io_uring_cq_advance(&u->ring, seen);
         if (!done) continue;
-        finished = NULL;
         pthread_mutex_lock(&e->mu);
         for (io_chunk *c = done, *nx; c; c = nx) {
             nx = c->next;
-            engine_chunk_finished(e, c, c->result_errno, &finished);
+            engine_chunk_finished(e, c, c->result_errno, &completed);
         }
         pthread_mutex_unlock(&e->mu);
-        engine_finish_requests(e, finished);
     }
     return NULL;
 }
