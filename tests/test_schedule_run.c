@@ -261,6 +261,66 @@ static void test_resume_checks(void **state) {
     remove_tree(b);
 }
 
+/* Each commit records the segment its state tensors are cut into (records
+ * from before say nothing: CKPT_SEGMENT_UNRECORDED), and resuming in place
+ * needs the commit's: a store cut otherwise is refused, not misread. */
+static void test_commit_records_segment(void **state) {
+    (void)state;
+    const train_config tc = small_config();
+    st_error err = {0};
+    ckpt_record back;
+    const char *old = "{\"step\": 1, \"n_layer\": 2, \"n_head\": 2, \"d_model\": 32, \"n_ctx\": 16, \"vocab\": 64}";
+    assert_int_equal(ckpt_record_parse(old, strlen(old), &back, &err), ST_OK);
+    assert_true(back.segment == CKPT_SEGMENT_UNRECORDED);
+    char text[512];
+    ckpt_record c = {.step = 2, .model = tc.model, .data_tokens = 1000, .segment = 6144};
+    assert_true(ckpt_record_format(&c, text, sizeof text) > 0);
+    assert_int_equal(ckpt_record_parse(text, strlen(text), &back, &err), ST_OK);
+    assert_true(back.segment == 6144);
+    const char *bad[] = {"0", "1000", "-2048", "\"2048\"", "4294967296", "2048.5"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(text, sizeof text, "{\"step\": 1, \"n_layer\": 2, \"n_head\": 2, \"d_model\": 32, \"n_ctx\": 16, "
+                 "\"vocab\": 64, \"segment\": %s}", bad[i]);
+        assert_int_equal(ckpt_record_parse(text, strlen(text), &back, &err), ST_ECORRUPT);
+        assert_non_null(strstr(err.msg, "segment"));
+    }
+
+    for (int executor = 0; executor < 2; executor++) {
+        char a[300];
+        temp_dir(a, sizeof a, "seg");
+        store_dirs da;
+        assert_int_equal(store_dirs_parse(a, &da, &err), ST_OK);
+        /* the in-memory trainer commits in its own segments; the executor in the run's */
+        train_run_config rc = run_config(&tc, executor, &da);
+        rc.segment_elems = 2048;
+        rc.schedule = SCHED_HORIZONTAL, rc.alpha = 0;   /* one part per unit, as the in-memory trainer commits */
+        train_run *r;
+        if (train_run_create(&r, &rc, NULL, &err) != ST_OK) fail_msg("%s", err.msg);
+        ckpt_record rec = record_of(r, &tc);
+        rec.segment = 4096;   /* what the caller says is not what the commit holds */
+        assert_int_equal(train_run_commit(r, &rec, &err), ST_OK);
+        train_run_free(r);
+        ckpt_record last;
+        int found = 0;
+        assert_int_equal(train_run_last_commit(&da, &last, &found, &err), ST_OK);
+        assert_int_equal(found, 1);
+        assert_true(last.segment == (executor ? 2048 : CKPT_SEGMENT_UNRECORDED));
+        /* the executor in place: cut otherwise, refused; with the commit's segment, resumed */
+        rc = run_config(&tc, 1, &da);
+        rc.schedule = SCHED_HORIZONTAL, rc.alpha = 0;
+        rc.resume = &da;
+        rc.resume_steps = last.step;
+        rc.segment_elems = last.segment == 2048 ? 4096 : 2048;
+        assert_int_equal(train_run_create(&r, &rc, NULL, &err), ST_EINVAL);
+        assert_non_null(strstr(err.msg, "another layout"));
+        rc.segment_elems = last.segment;
+        if (train_run_create(&r, &rc, NULL, &err) != ST_OK) fail_msg("%s", err.msg);
+        assert_int_equal(train_run_steps_done(r), 0);
+        train_run_free(r);
+        remove_tree(a);
+    }
+}
+
 /* --offload auto: within budgets, the least traffic; tight budgets push
  * state to the SSD; with no budget that fits, the least host memory. */
 static void test_auto_placement(void **state) {
@@ -428,6 +488,7 @@ int main(void) {
         cmocka_unit_test(test_resume_through_the_interface),
         cmocka_unit_test(test_bad_tokens_are_a_status),
         cmocka_unit_test(test_resume_checks),
+        cmocka_unit_test(test_commit_records_segment),
         cmocka_unit_test(test_auto_placement),
         cmocka_unit_test(test_least_traffic_rule),
         cmocka_unit_test(test_sharded_gradient_memory),

@@ -76,7 +76,13 @@ typedef struct ckpt_record {
     uint64_t data_tokens;            /* tokens in the training file, to notice another dataset */
     uint64_t vocab_fingerprint;      /* the vocabulary the data was made with (tokenizer_fingerprint); 0: unknown */
     int ranks, rank;                 /* a run of several ranks: this store holds rank's shard (0 or 1: one process) */
+    size_t segment;                  /* elements per state tensor (segment) the commit is cut into: a run
+                                        resumed in place keeps it (train_run_commit fills it in); records
+                                        from before it was kept: CKPT_SEGMENT_UNRECORDED */
 } ckpt_record;
+/* The segment of every commit whose record does not say: the executor's and
+ * the in-memory trainer's until the executor's default became smaller. */
+#define CKPT_SEGMENT_UNRECORDED ((size_t)1 << 21)
 /* r as JSON into buf; returns its length (< cap), or -1 when it does not fit. */
 int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap);
 /* Parses a record. ST_ENOENT for an empty one (no commit of a step yet);

@@ -98,7 +98,7 @@ typedef struct offload_config {
     uint64_t mem_host;     /* budget for state kept in host memory and I/O staging (0: none) */
     const char *trace_path;   /* write a Chrome trace here (lanes: compute, optimizer, each SSD path), or NULL */
     size_t segment_elems;     /* elements per store segment of weights and optimizer state, a multiple of
-                                 2048 (0: 2M, 8 MiB of f32); the optimizer streams one segment at a time */
+                                 2048 (0: LAYOUT_SEGMENT_DEFAULT); the optimizer streams one segment at a time */
     opt_io_order opt_io;      /* how an optimizer job orders its SSD reads and writes (default phased) */
     /* The starting weights read unit by unit (a checkpoint larger than
      * memory streams into the store), when offload_trainer_create gets no
@@ -165,6 +165,8 @@ st_status offload_trainer_read_unit(offload_trainer *t, int unit, float *out, st
  * unit, loading weights as training does. */
 st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B, int T, float *loss, st_error *err);
 long offload_trainer_steps_done(const offload_trainer *t);
+/* Elements per store segment of its state (segment_elems, or the default). */
+size_t offload_trainer_segment(const offload_trainer *t);
 /* Where the training steps' time went and what they moved (docs/ARCHITECTURE.md,
  * "What a run prints", says how `strata train` prints each figure).
  *

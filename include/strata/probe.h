@@ -28,7 +28,7 @@
  *   ssd          each store directory alone through io_bench (strata/io.h),
  *                O_DIRECT: the test file laid down, then cycled through in
  *                the optimizer's phases (3 segments of master weights and
- *                moments, 72 MiB, read then overwritten in place), one
+ *                moments, 18 MiB, read then overwritten in place), one
  *                cycle untimed and the next timed -> read_gbps, write_gbps
  *                (bytes over the sum of each direction's phases; where the
  *                trial below measures a path, bench_read/write_gbps), and

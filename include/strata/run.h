@@ -51,6 +51,8 @@ typedef struct train_run_config {
                                     continues: the same as store (in place), or others (the state is copied
                                     into a new store at store) */
     long resume_steps;           /* the step of that commit */
+    size_t segment_elems;        /* the executor's segment (offload_config.segment_elems; 0: the default);
+                                    resuming in place it must be the commit's (ckpt_record.segment) */
     int resume_ranks;            /* the ranks that made it (0 or 1: one process): another number than
                                     this run's reshards it (offload_config.resume_ranks: resume is then
                                     the run's directories before any rank's spelling) */
@@ -90,7 +92,8 @@ st_status train_run_flush(train_run *r, st_error *err);
  * (strata/gpt_io.h) over a train_run, after train_run_flush. */
 st_status train_run_read_unit(void *run, int unit, float *out, st_error *err);
 /* Makes the state of the last completed step durable in the run's store,
- * with rec (its step, model and data position) as the commit's record. */
+ * with rec (its step, model and data position) as the commit's record; its
+ * segment is the run's own, whatever rec says. */
 st_status train_run_commit(train_run *r, const ckpt_record *rec, st_error *err);
 long train_run_steps_done(const train_run *r);
 /* The schedule executor behind the run (its stats and trace), or NULL. */

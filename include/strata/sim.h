@@ -159,7 +159,7 @@ typedef struct sim_config {
     int clipping;              /* global-norm clipping (vertical then defers every step) */
     placement place;           /* which kinds of state live on the SSD */
     int iterations;            /* steady iterations after the first (default 3; the last is reported) */
-    size_t optimizer_segment;  /* elements the optimizer streams at a time (default 2M) */
+    size_t optimizer_segment;  /* elements the optimizer streams at a time (default LAYOUT_SEGMENT_DEFAULT) */
     opt_io_order opt_io;       /* how an optimizer job orders its SSD reads and writes: phased (the
                                   executor's default) or interleaved (strata/layout.h) */
     double stripe[HW_MAX_SSD]; /* relative share of each SSD path in a transfer; all 0: equal */

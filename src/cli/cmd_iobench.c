@@ -31,7 +31,7 @@ static const cli_flag iobench_flags[] = {
                                 "with no sync (the store rewrites its state in place)"),
     CLI_SIZE("cycle", O(cycle), "BYTES", "also cycle through the file in phases of BYTES, each read and then\n"
                                          "overwritten (the optimizer's phased streams: strata probe's way\n"
-                                         "uses 72M), an untimed cycle first; needs --rw write or both"),
+                                         "uses 18M), an untimed cycle first; needs --rw write or both"),
     CLI_INT("cycle-idle", O(cycle_idle), 0, 10000, "MS", "leave the drive idle MS milliseconds before each phase (as a\n"
                                                          "run's compute does; default 0: back to back)"),
     CLI_ON("no-register", O(no_register), "do not register buffers with io_uring"),

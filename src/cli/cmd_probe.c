@@ -49,7 +49,7 @@ static const cli_spec probe_spec = {
              "thread as the executor's optimizer runs it, how much compute and AdamW slow\n"
              "each other down on shared cores, the store's checksum on one core, and\n"
              "O_DIRECT read and write bandwidth of each store directory: the test file\n"
-             "cycled through in the optimizer's 72 MiB phases, each read and then\n"
+             "cycled through in the optimizer's 18 MiB phases, each read and then\n"
              "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
              "took), and reads and writes both at once. Then a trial: the executor itself\n"
              "on the model's first blocks at that shape, with all state in memory, and\n"

@@ -965,6 +965,8 @@ static st_status take_commit(session *s, st_error *err) {
     s->rc.resume_ranks = s->resume_ranks;
     s->rc.resume_steps = s->commit.step;
     s->move_store = !store_dirs_same(&s->dirs, &s->old_dirs);
+    /* in place the state tensors stay as they were cut; moved, they are cut anew */
+    s->rc.segment_elems = s->move_store || resharding ? 0 : s->commit.segment;
     int removed = 0;
     if (s->move_store && (st = train_run_prepare_move(&s->dirs, &s->commit, &removed, err)) != ST_OK) return st;
     if (removed)

@@ -1002,7 +1002,7 @@ static st_status check_inputs(const hw_desc *hw, sim_config *c, const sched_list
     if (placement_any_ssd(c->place) && hw->n_ssd < 1)
         return st_fail(err, ST_EINVAL, "hw: ssd: the description has no SSD path, but the configuration places state on "
                        "the SSD");
-    if (c->optimizer_segment == 0) c->optimizer_segment = (size_t)2 << 20;
+    if (c->optimizer_segment == 0) c->optimizer_segment = LAYOUT_SEGMENT_DEFAULT;
     if (c->opt_io != OPT_IO_PHASED && c->opt_io != OPT_IO_INTERLEAVED)
         return st_fail(err, ST_EINVAL, "optimizer I/O order %s: the simulator models phased and interleaved (simulate "
                        "each of what alternating runs)", opt_io_order_name(c->opt_io));

@@ -17,7 +17,7 @@ sim_config sim_default_config(void) {
     c.precision = GPT_MIXED_BF16;
     c.schedule = SCHED_VERTICAL;
     c.iterations = 3;
-    c.optimizer_segment = (size_t)2 << 20;
+    c.optimizer_segment = LAYOUT_SEGMENT_DEFAULT;
     return c;
 }
 

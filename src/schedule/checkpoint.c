@@ -253,8 +253,10 @@ int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap) {
     }
     /* The fingerprint is a string: a JSON number holds only 53 bits exactly. */
     /* a rank's share of a run of several ranks (one process's records stay as they were) */
-    char ranks[64] = "";
-    if (r->ranks > 1) snprintf(ranks, sizeof ranks, ", \"ranks\": %d, \"rank\": %d", r->ranks, r->rank);
+    char ranks[96] = "";
+    int at = 0;
+    if (r->ranks > 1) at = snprintf(ranks, sizeof ranks, ", \"ranks\": %d, \"rank\": %d", r->ranks, r->rank);
+    if (r->segment) snprintf(ranks + at, sizeof ranks - (size_t)at, ", \"segment\": %zu", r->segment);
     int n = snprintf(buf, cap,
                      "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d%s, "
                      "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu, \"vocab_fingerprint\": \"%016llx\"%s}",
@@ -339,11 +341,20 @@ st_status ckpt_record_parse(const void *text, size_t n, ckpt_record *out, st_err
         cJSON_Delete(j);
         return st_fail(err, ST_ECORRUPT, "the store's commit record: fields ranks and rank out of range");
     }
+    /* absent in commits from before it was recorded: the segment they were all cut into */
+    double segment = (double)CKPT_SEGMENT_UNRECORDED;
+    if (cJSON_GetObjectItemCaseSensitive(j, "segment") &&
+        (!record_number(j, "segment", &segment) || segment < 1 || segment > (double)(1u << 31) ||
+         segment != floor(segment) || fmod(segment, 2048) != 0)) {
+        cJSON_Delete(j);
+        return st_fail(err, ST_ECORRUPT, "the store's commit record: field segment is not a multiple of 2048 up to 2^31");
+    }
     *out = (ckpt_record){.step = (long)v[0],
                          .model = {.n_layer = (int)v[1], .n_head = (int)v[2], .d_model = (int)v[3],
                                    .n_ctx = (int)v[4], .vocab_size = (int)v[5]},
                          .data_pos = (uint64_t)v[6], .data_epoch = (uint64_t)v[7], .data_tokens = (uint64_t)v[8],
-                         .vocab_fingerprint = fingerprint, .ranks = (int)ranks, .rank = (int)rank};
+                         .vocab_fingerprint = fingerprint, .ranks = (int)ranks, .rank = (int)rank,
+                         .segment = (size_t)segment};
     st_status s = parse_llama(j, &out->model, err);
     cJSON_Delete(j);
     if (s != ST_OK) return s;

@@ -512,6 +512,7 @@ st_status offload_trainer_eval(offload_trainer *t, const int32_t *tokens, int B,
 }
 
 long offload_trainer_steps_done(const offload_trainer *t) { return t->step; }
+size_t offload_trainer_segment(const offload_trainer *t) { return t->lay.segment; }
 
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     *out = t->stats;

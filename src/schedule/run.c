@@ -119,7 +119,7 @@ offload_config train_run_executor_config(const train_run_config *c) {
     offload_config oc = {.train = c->train, .schedule = c->schedule, .alpha = c->alpha, .place = c->place,
                          .mem_device = c->mem_device, .mem_host = c->mem_host, .trace_path = c->trace_path, .opt_io = c->opt_io,
                          .engine = c->io, .resume_steps = c->resume_steps, .init_read = c->init_read,
-                         .init_ctx = c->init_ctx, .comm = c->comm};
+                         .init_ctx = c->init_ctx, .comm = c->comm, .segment_elems = c->segment_elems};
     if (c->store) oc.store_paths = c->store->paths, oc.n_store_paths = c->store->n;
     if (c->resume) oc.resume_paths = c->resume->paths, oc.n_resume_paths = c->resume->n;
     oc.resume_ranks = c->resume_ranks;
@@ -202,7 +202,9 @@ st_status train_run_read_unit(void *run, int u, float *out, st_error *err) {
 
 st_status train_run_commit(train_run *r, const ckpt_record *rec, st_error *err) {
     char meta[1024];
-    const int n = ckpt_record_format(rec, meta, sizeof meta);
+    ckpt_record with = *rec;
+    with.segment = r->off ? offload_trainer_segment(r->off) : MEMORY_COMMIT_SEGMENT;
+    const int n = ckpt_record_format(&with, meta, sizeof meta);
     if (n < 0) return st_fail(err, ST_EINVAL, "commit record too long");
     return r->ops->commit(r, meta, (size_t)n, err);
 }
