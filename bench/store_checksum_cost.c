@@ -26,16 +26,6 @@ static double cpu_seconds(void) {
     return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s DIR [MiB=1024] [ROUNDS=6]\n", argv[0]);
@@ -128,8 +118,8 @@ int main(int argc, char **argv) {
         printf("round %2d: checks %-3s read %.3f GB/s, %.3f CPU s per GiB\n", round, verify ? "on" : "off",
                bw[verify][round / 2], cpu[verify][round / 2]);
     }
-    double bon = median(bw[1], rounds), boff = median(bw[0], rounds);
-    double con = median(cpu[1], rounds), coff = median(cpu[0], rounds);
+    double bon = st_median(bw[1], rounds), boff = st_median(bw[0], rounds);
+    double con = st_median(cpu[1], rounds), coff = st_median(cpu[0], rounds);
     printf("median over %d rounds each: checks on %.3f GB/s, %.3f CPU s/GiB; off %.3f GB/s, %.3f CPU s/GiB\n", rounds, bon,
            con, boff, coff);
     printf("cost of checking: %+.1f%% read bandwidth, %+.3f CPU s per GiB read\n", (bon / boff - 1) * 100, con - coff);

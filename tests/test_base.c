@@ -135,6 +135,16 @@ static void test_f16_round_trip_all_values(void **state) {
     assert_int_equal(st_f32_to_f16(1e6f), 0x7c00);             /* overflow -> inf */
 }
 
+static void test_median(void **state) {
+    (void)state;
+    double one[] = {4.0};
+    assert_true(st_median(one, 1) == 4.0);
+    double odd[] = {3.0, -1.0, 2.0};
+    assert_true(st_median(odd, 3) == 2.0);
+    double even[] = {8.0, 1.0, 4.0, 2.0};   /* the middle two, 2 and 4 */
+    assert_true(st_median(even, 4) == 3.0);
+}
+
 static void test_format_bytes(void **state) {
     (void)state;
     char buf[32];
@@ -151,6 +161,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_f16_round_trip_all_values),
         cmocka_unit_test(test_format_bytes),
+        cmocka_unit_test(test_median),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,8 @@ size_t st_round_up(size_t n, size_t align);
 size_t st_peak_rss_bytes(void);
 /* Monotonic wall-clock time in seconds. */
 double st_now(void);
+/* The median of v[0..n), n >= 1 (the mean of the middle two for even n); sorts v. */
+double st_median(double *v, int n);
 /* "1.50 GiB", "12.0 MiB", ... into buf; returns buf. */
 const char *st_format_bytes(double bytes, char *buf, size_t n);
 /* A 64-bit fingerprint as files spell it: exactly 16 lowercase hex digits

@@ -39,16 +39,6 @@ static void say(const hw_probe_config *c, const char *fmt, ...) {
     c->progress(c->progress_arg, line);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 #define MAX_REPS 32
 
 /* ---- compute ------------------------------------------------------------------------- */
@@ -133,7 +123,7 @@ static double timed(void (*fn)(bench *, int, int), bench *b, int arg, int rows, 
         fn(b, arg, rows);
         t[r] = st_now() - t0;
     }
-    return median(t, n);
+    return st_median(t, n);
 }
 
 /* The block's products at `rows` rows: the forward ones (run twice in a
@@ -224,7 +214,7 @@ static st_status time_stream(int reps, double *gbps, st_error *err) {
         be->f32_to_bf16(be, h, f, n);
         t[r] = st_now() - t0;
     }
-    *gbps = 2.0 * (double)n * 6.0 / median(t, reps) / 1e9;   /* 2 + 4 bytes per element, each way */
+    *gbps = 2.0 * (double)n * 6.0 / st_median(t, reps) / 1e9;   /* 2 + 4 bytes per element, each way */
     st_free_aligned(f);
     st_free_aligned(h);
     return ST_OK;
@@ -246,7 +236,7 @@ static st_status time_checksum(int reps, double *gbps, st_error *err) {
         t[r] = st_now() - t0;
     }
     (void)sink;
-    *gbps = (double)n / median(t, reps) / 1e9;
+    *gbps = (double)n / st_median(t, reps) / 1e9;
     st_free_aligned(buf);
     return ST_OK;
 }
@@ -464,7 +454,7 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
         bench_free(&b);
         return s;
     }
-    const double alone = median(a.t, reps) / (double)a.n;   /* seconds per parameter */
+    const double alone = st_median(a.t, reps) / (double)a.n;   /* seconds per parameter */
     hw->adamw_params_per_s = 1.0 / alone;
     hw->adamw_threads = 1;
     hw->probe.adamw_alone_s = alone * 1e6;
@@ -649,8 +639,8 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
     }
     if (s == ST_OK) {
         out->n_paths = offload_trainer_path_io(t, io1, &secs);
-        out->step_s = median(step, timed);
-        out->work_s = median(work, timed);
+        out->step_s = st_median(step, timed);
+        out->work_s = st_median(work, timed);
         for (int p = 0; p < out->n_paths; p++)
             out->io[p] = (io_path_counters){.bytes_read = io1[p].bytes_read - io0[p].bytes_read,
                                             .bytes_written = io1[p].bytes_written - io0[p].bytes_written,
@@ -929,7 +919,7 @@ st_status hw_probe_ranks(comm *c, size_t n, int reps, hw_desc *hw, st_error *err
     if (s != ST_OK) goto out;
     /* rank 0's figures: the bytes it received per second */
     comm_shard_range(n, N, 0, &lo, &hi);
-    const double g = median(tg, reps), rsc = median(tr, reps), lat = median(tl, 8 * reps);
+    const double g = st_median(tg, reps), rsc = st_median(tr, reps), lat = st_median(tl, 8 * reps);
     const double per_rank = (double)(n - (hi - lo)) * 4 / g / 1e9;
     hw->probe.ranks_allgather_gbps = per_rank;
     hw->probe.ranks_reduce_scatter_gbps = (double)(N - 1) * (double)(hi - lo) * 4 / rsc / 1e9;
