@@ -252,17 +252,18 @@ int ckpt_record_format(const ckpt_record *r, char *buf, size_t cap) {
                  (double)rs->low_freq_factor, (double)rs->high_freq_factor, rs->original_context);
     }
     /* The fingerprint is a string: a JSON number holds only 53 bits exactly. */
-    /* a rank's share of a run of several ranks (one process's records stay as they were) */
-    char ranks[96] = "";
+    /* a rank's share of a run of several ranks (one process's records stay as they were), then the
+       segment the state is cut into (0: left out, as records were before it was kept) */
+    char tail[96] = "";
     int at = 0;
-    if (r->ranks > 1) at = snprintf(ranks, sizeof ranks, ", \"ranks\": %d, \"rank\": %d", r->ranks, r->rank);
-    if (r->segment) snprintf(ranks + at, sizeof ranks - (size_t)at, ", \"segment\": %zu", r->segment);
+    if (r->ranks > 1) at = snprintf(tail, sizeof tail, ", \"ranks\": %d, \"rank\": %d", r->ranks, r->rank);
+    if (r->segment) snprintf(tail + at, sizeof tail - (size_t)at, ", \"segment\": %zu", r->segment);
     int n = snprintf(buf, cap,
                      "{\"step\": %ld, \"n_layer\": %d, \"n_head\": %d, \"d_model\": %d, \"n_ctx\": %d, \"vocab\": %d%s, "
                      "\"data_pos\": %llu, \"data_epoch\": %llu, \"data_tokens\": %llu, \"vocab_fingerprint\": \"%016llx\"%s}",
                      r->step, m->n_layer, m->n_head, m->d_model, m->n_ctx, m->vocab_size, llama,
                      (unsigned long long)r->data_pos, (unsigned long long)r->data_epoch,
-                     (unsigned long long)r->data_tokens, (unsigned long long)r->vocab_fingerprint, ranks);
+                     (unsigned long long)r->data_tokens, (unsigned long long)r->vocab_fingerprint, tail);
     return n >= 0 && (size_t)n < cap ? n : -1;
 }
 
