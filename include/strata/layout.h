@@ -48,9 +48,10 @@ extern "C" {
 #define LAYOUT_SPLIT_ALIGN 2048                /* elements: part 1 of a unit starts on this boundary */
 #define LAYOUT_SEGMENT_DEFAULT ((size_t)1 << 19) /* elements per segment: 2 MiB of f32. The optimizer's
                                                   reads arrive faster into a small set of buffers: a
-                                                  phase of 3 x 3 such segments (18 MiB) read at 1.2x
-                                                  the rate of one of 8 MiB segments (72 MiB) on this
-                                                  machine (docs/BENCHMARKS.md, "Optimizer segments") */
+                                                  phase of 3 x 3 such segments (18 MiB) read at
+                                                  1.13-1.21x the rate of one of 8 MiB segments (72 MiB)
+                                                  on this machine (docs/BENCHMARKS.md, "The store's
+                                                  reads"; bench/store_phases.c) */
 #define LAYOUT_SEGMENT_STRIDE 65536            /* store index of segment j of part p: p * stride + j */
 #define LAYOUT_ACT_BUFFERS 6                   /* checkpoint buffers when checkpoints live on the SSD: a vertical
                                                   forward holds a block's input and output, one kept at a snake
