@@ -3,7 +3,8 @@
  * bandwidth, spread over the paths; a prefetch hides a read shorter than the
  * compute before it and no more; saves are written behind; a weight load
  * waits for its unit's optimizer job, whose I/O streams in segments beside
- * AdamW; with gradients on the SSD the backward runs at most the
+ * AdamW; a streamed step and a step on memory run on lanes beside each
+ * other; with gradients on the SSD the backward runs at most the
  * executor's gradient buffers ahead of the optimizer's jobs; AdamW beside
  * compute slows it by the configured factor; vertical
  * reads each unit's weights twice per iteration whatever the number of
@@ -304,6 +305,48 @@ static void test_weight_load_waits_for_the_optimizer(void **state) {
     r = run1(&hw, &c, &l);
     assert_close(r.iter_s, rd4 / R + (seg + last) / A + wr4 / W + load);
     sched_list_free(&l);
+}
+
+/* The optimizer's lanes: a step that streams its state through the SSD and
+ * a step of state all in memory run beside each other (the executor's two
+ * threads), so the pair takes the longer of the two, not their sum; with
+ * several ranks every step is on the one lane (in list order). */
+static void test_lanes_step_beside_each_other(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 2, 32, 1);
+    c.place.optim = 0.5;
+    hw_desc hw = cpu_machine(1);
+    hw.ssd[0].mixed_read_gbps = hw.ssd[0].read_gbps;
+    hw.ssd[0].mixed_write_gbps = hw.ssd[0].write_gbps;
+    run_layout lay;
+    st_error err = {0};
+    assert_int_equal(sim_layout(&c, &lay, &err), ST_OK);
+    int ssd_unit = -1, host_unit = -1;
+    for (int u = 0; u < lay.n_units; u++) {
+        if (layout_opt_lane(&lay, u) == LAYOUT_LANE_SSD && ssd_unit < 0) ssd_unit = u;
+        if (layout_opt_lane(&lay, u) == LAYOUT_LANE_HOST) host_unit = u;
+    }
+    layout_free(&lay);
+    assert_true(ssd_unit >= 0 && host_unit >= 0);
+    sched_list l = {0};
+    add(&l, TASK_OPTIMIZE, ssd_unit, -1, -1);
+    add(&l, TASK_OPTIMIZE, host_unit, -1, -1);
+    add(&l, TASK_LOAD_WEIGHTS, ssd_unit, -1, 0);   /* weights in memory: waits for the steps, moves nothing */
+    add(&l, TASK_LOAD_WEIGHTS, host_unit, -1, 1);
+    const double A = hw_adamw_rate(&hw), R = hw.ssd[0].read_gbps * 1e9, W = hw.ssd[0].write_gbps * 1e9;
+    const double n_ssd = (double)gpt_unit_numel(&c.model, ssd_unit), n_host = (double)gpt_unit_numel(&c.model, host_unit);
+    const double rd = (double)read_bytes(&c, &l.tasks[0]), wr = (double)written_bytes(&c, &l.tasks[0]);
+    assert_true(rd > 0 && read_bytes(&c, &l.tasks[1]) == 0 && written_bytes(&c, &l.tasks[1]) == 0);
+    /* one segment each, phased: read all, step, write all; beside it AdamW alone */
+    const double streamed = rd / R + n_ssd / A + wr / W, host = n_host / A;
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, fmax(streamed, host));
+    assert_true(r.iter_s < streamed + host - 0.5 * fmin(streamed, host));
+    sched_list_free(&l);
+    c.ranks = 2;
+    assert_int_equal(sim_layout(&c, &lay, &err), ST_OK);
+    for (int u = 0; u < lay.n_units; u++) assert_int_equal(layout_opt_lane(&lay, u), LAYOUT_LANE_SSD);
+    layout_free(&lay);
 }
 
 /* With gradients on the SSD (one rank) a unit's backward takes one of the
@@ -703,6 +746,7 @@ int main(void) {
         cmocka_unit_test(test_prefetch_hides_a_shorter_read),
         cmocka_unit_test(test_saves_are_written_behind),
         cmocka_unit_test(test_weight_load_waits_for_the_optimizer),
+        cmocka_unit_test(test_lanes_step_beside_each_other),
         cmocka_unit_test(test_backward_waits_for_a_gradient_buffer),
         cmocka_unit_test(test_optimizer_io_order_follows_the_disk),
         cmocka_unit_test(test_contention_slows_compute),

@@ -498,7 +498,8 @@ static void test_traffic_estimate_is_exact(void **state) {
 
 /* The stats add up (docs/ARCHITECTURE.md, "What a run prints"): the
  * compute thread's parts are disjoint parts of the steps' wall time, the
- * worker's SSD waits part of its busy time; what a run does between steps
+ * worker's SSD waits part of its SSD lane's busy time, its host lane busy
+ * exactly where some unit's state is all in memory; what a run does between steps
  * (evaluating, reading the weights back, committing) changes none of them;
  * the bytes are training's alone, the steps times the traffic planned per
  * step; the executor allocates its plan. */
@@ -544,6 +545,9 @@ static void test_stats_add_up(void **state) {
             assert_true(st.compute_s > 0 && st.compute_io_s >= 0 && st.optimizer_wait_s >= 0);
             assert_true(st.compute_s + st.compute_io_s + st.optimizer_wait_s <= st.step_s);
             assert_true(st.optimizer_s > 0 && st.worker_io_s >= 0 && st.worker_io_s <= st.optimizer_s);
+            /* the host lane steps the units whose weights and optimizer state are all in memory */
+            if (pl == ALL_SSD || pl == MIXED || pl == GRADS) assert_true(st.optimizer_host_s == 0);
+            if (pl == FRAC_HALF || pl == FRAC_LAST) assert_true(st.optimizer_host_s > 0);
             uint64_t rd = 0, wr = 0;
             for (int kind = 0; kind < STORE_KIND_COUNT; kind++) {
                 assert_int_equal(st.bytes_read[kind], STEPS * want.read[kind]);

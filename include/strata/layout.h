@@ -66,6 +66,11 @@ extern "C" {
                                                   with a buffer for the other ranks' pieces of this rank's shard */
 #define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: a phase of three segments, or
                                                   interleaved one read ahead, one stepped, one written behind */
+/* The optimizer's lanes, a thread each, running their jobs in list order
+ * beside each other: the steps of units that stream state through the SSD,
+ * and the steps of units whose state is all in host memory (AdamW alone),
+ * so that the SSD does not wait while AdamW runs on memory. */
+enum { LAYOUT_LANE_SSD, LAYOUT_LANE_HOST, LAYOUT_LANES };
 
 /* How an optimizer job orders its reads and writes of state on the SSD.
  * Disks like this machine's serve reads and writes at once slower than
@@ -224,6 +229,12 @@ void layout_parts(const gpt_config *c, int parts[PLACE_KINDS]);
 /* 1 when part i of kind k is on the SSD in this layout's placement (unit i;
  * for acts, checkpoint index i): placement_on_ssd with the layout's units. */
 int layout_on_ssd(const run_layout *l, place_kind k, int i);
+/* The optimizer lane of unit u's steps: LAYOUT_LANE_SSD when its master
+ * weights and moments or its compute weights are on the SSD (the step
+ * streams them), else LAYOUT_LANE_HOST. Several ranks: always
+ * LAYOUT_LANE_SSD (the worker finishes the unit's collectives, and they
+ * must run in list order on every rank). */
+int layout_opt_lane(const run_layout *l, int u);
 /* weights, optim, grads: elements of the parameter vector memory keeps of
  * kind k, from element 0 (placement_memory_units' units): of the rank's
  * shards (the whole units on one rank), indexed by layout_host_index.

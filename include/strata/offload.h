@@ -178,9 +178,10 @@ size_t offload_trainer_segment(const offload_trainer *t);
  * compute thread's own work between tasks (staging tokens, zeroing
  * gradients, starting transfers and checksumming what they write).
  *
- * The optimizer worker runs beside the compute thread: its time is not a
- * part of step_s, and counts every job, the deferred ones a flush runs
- * outside a step included.
+ * The optimizer worker runs beside the compute thread, in two lanes beside
+ * each other (steps that stream state through the SSD, steps of state all
+ * in memory): its time is not a part of step_s, and counts every job, the
+ * deferred ones a flush runs outside a step included.
  *
  * Bytes are training's: the steps' and the deferred work flushed after
  * them; not the set-up, evaluations, commits or reading the weights back.
@@ -195,8 +196,9 @@ typedef struct offload_stats {
     double optimizer_wait_s;   /* compute thread: waiting for the optimizer (a unit's steps before its weights
                                   load, a gradient buffer a queued step still reads) */
     double comm_s;             /* compute thread: in collectives with the other ranks (0 on one) */
-    double optimizer_s;        /* worker: busy with jobs (AdamW and its SSD transfers) */
-    double worker_io_s;        /* worker: of optimizer_s, waiting for its SSD reads and writes */
+    double optimizer_s;        /* worker's SSD lane: busy with jobs (AdamW and its SSD transfers) */
+    double worker_io_s;        /* worker's SSD lane: of optimizer_s, waiting for its SSD reads and writes */
+    double optimizer_host_s;   /* worker's host lane, beside the SSD lane: busy with AdamW on state in memory */
     uint64_t bytes_read[STORE_KIND_COUNT];      /* by store kind: weights, master, adam_m, adam_v, grads, activations, ... */
     uint64_t bytes_written[STORE_KIND_COUNT];
 } offload_stats;

@@ -296,6 +296,9 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path, i
                iter - io_wait - opt_wait, io_wait + opt_wait, io_wait, opt_wait);
         printf("optimizer worker, beside it: busy %.3f s (%.0f%% of the iteration), of it waiting on the SSD %.3f s\n",
                st.optimizer_s / n, iter > 0 ? 100.0 * st.optimizer_s / st.step_s : 0.0, st.worker_io_s / n);
+        if (st.optimizer_host_s > 0)
+            printf("optimizer's host lane, beside both (AdamW on state in memory): busy %.3f s (%.0f%% of the iteration)\n",
+                   st.optimizer_host_s / n, iter > 0 ? 100.0 * st.optimizer_host_s / st.step_s : 0.0);
         if (ranks > 1) {
             char sent[32];
             printf("ranks: %d; this rank's compute thread spent %.3f s of the iteration in collectives (all-gathers of "

@@ -45,6 +45,7 @@ typedef struct xfer {
 
 typedef struct job {
     int seq, task, unit, deferred;
+    int lane;                      /* the optimizer lane that runs it (layout_opt_lane) */
     int after;                     /* the transfer bringing its gradients to the host (GPU backend), or -1 */
     int gbuf;                      /* the gradient buffer it reads (held until it is done), or -1 */
     double lo, hi;
@@ -87,11 +88,14 @@ typedef struct sim {
     int nactive, capactive;
     int *waiting;                  /* transfers waiting for another to finish */
     int nwaiting, capwaiting;
-    /* the optimizer worker: a FIFO of jobs */
+    /* the optimizer worker: its jobs in list order, each lane running its own in turn */
     job *jobs;
-    int njobs, capjobs, job_head;
-    int wphase, wx[2];
-    double adamw_left;
+    int njobs, capjobs;
+    struct worker_lane {
+        int next;                  /* its job running or next to run: an index into jobs (njobs: none yet) */
+        int wphase, wx[2];
+        double adamw_left, job_start;
+    } wl[LAYOUT_LANES];
     int *unit_jobs;                /* [L+1] queued or running */
     int *grad_write;               /* [L+1] transfer of a gradient save still moving, or -1 */
     int *grad_off;                 /* [L+1] GPU: the last transfer taking the unit's gradients off the device, or -1 */
@@ -118,8 +122,8 @@ typedef struct sim {
     list_stats cur, first, last;
     /* the simulated timeline, when traced */
     trace *tr;
-    int lane_compute, lane_optimizer, lane_link, lane_ic, lane_ssd[HW_MAX_SSD];
-    double tbase, run_start, wait_start, job_start;
+    int lane_compute, lane_optimizer[LAYOUT_LANES], lane_link, lane_ic, lane_ssd[HW_MAX_SSD];
+    double tbase, run_start, wait_start;
 } sim;
 
 const char *sim_resource_name(sim_resource r) {
@@ -317,7 +321,16 @@ static sim_resource xfer_blame(const sim *s, const int *nr, const int *nw, const
 
 /* ---- the optimizer worker ------------------------------------------------------------- */
 
-static int adamw_active(const sim *s) { return (s->wphase == W_FILL || s->wphase == W_STREAM) && s->adamw_left > 0; }
+typedef struct worker_lane worker_lane;
+
+static int lane_stepping(const worker_lane *w) { return (w->wphase == W_FILL || w->wphase == W_STREAM) && w->adamw_left > 0; }
+
+/* The lane's job running or next to run, or NULL (its jobs so far all done). */
+static const job *lane_job(sim *s, int lane) {
+    worker_lane *w = &s->wl[lane];
+    while (w->next < s->njobs && s->jobs[w->next].lane != lane) w->next++;
+    return w->next < s->njobs ? &s->jobs[w->next] : NULL;
+}
 
 /* ---- the gradient buffers (one rank) ----------------------------------------------------- */
 
@@ -353,18 +366,21 @@ static void gbuf_release(sim *s, int u) {
     s->gbuf_of[u] = -1;
 }
 
-/* What the worker's current job waits on now. */
-static sim_resource worker_blame(const sim *s, const int *nr, const int *nw, const int *nl, double adamw_rate) {
+/* What the current job of the lane running unit u's steps waits on now. */
+static sim_resource worker_blame(sim *s, const int *nr, const int *nw, const int *nl, int u) {
+    const int lane = layout_opt_lane(&s->lay, u);
+    const worker_lane *w = &s->wl[lane];
+    const job *j = lane_job(s, lane);
     double io = 0, t;
     sim_resource r = SIM_OPTIMIZER;
-    if (s->wphase == W_IDLE && s->job_head < s->njobs && !xfer_done(s, s->jobs[s->job_head].after))
-        return xfer_blame(s, nr, nw, nl, s->jobs[s->job_head].after, NULL);   /* its gradients, on their way */
+    if (w->wphase == W_IDLE && j && !xfer_done(s, j->after))
+        return xfer_blame(s, nr, nw, nl, j->after, NULL);   /* its gradients, on their way */
     for (int k = 0; k < 2; k++)
-        if (s->wx[k] >= 0 && !s->x[s->wx[k]].done) {
-            sim_resource xr = xfer_blame(s, nr, nw, nl, s->wx[k], &t);
+        if (w->wx[k] >= 0 && !s->x[w->wx[k]].done) {
+            sim_resource xr = xfer_blame(s, nr, nw, nl, w->wx[k], &t);
             if (t > io) io = t, r = xr;
         }
-    if (adamw_active(s) && s->adamw_left / adamw_rate >= io) r = SIM_OPTIMIZER;
+    if (lane_stepping(w) && w->adamw_left / s->adamw_rate >= io) r = SIM_OPTIMIZER;
     return r;
 }
 
@@ -381,6 +397,7 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
     sim_task_bytes(&s->lay, &s->cfg, t, rd, wr);
     const double len = (double)layout_share_elements(&s->lay, t), read = ssd_bytes(rd), write = ssd_bytes(wr);
     job j = {.seq = s->seq, .task = task, .unit = t->unit, .deferred = t->deferred, .lo = t->lo, .hi = t->hi,
+             .lane = layout_opt_lane(&s->lay, t->unit),
              .after = t->unit >= 0 && t->unit < s->L1 ? s->grad_off[t->unit] : -1,
              .gbuf = grads_on_ssd(s, t->unit) ? s->gbuf_of[t->unit] : -1};
     if (j.gbuf >= 0) s->gbuf_jobs[j.gbuf]++;
@@ -432,52 +449,58 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
     return ST_OK;
 }
 
-/* Moves the worker on as far as it can go now; 1 if anything changed. */
-static int step_worker(sim *s) {
-    if (s->wphase == W_IDLE) {
-        if (s->job_head == s->njobs) return 0;
-        const job *j = &s->jobs[s->job_head];
+/* Moves a lane on as far as it can go now; 1 if anything changed. */
+static int step_lane(sim *s, int lane) {
+    worker_lane *w = &s->wl[lane];
+    const job *j = lane_job(s, lane);
+    if (!j) return 0;
+    if (w->wphase == W_IDLE) {
         if (!xfer_done(s, j->after)) return 0;   /* its gradients are not on the host yet */
-        s->wphase = W_FILL;
-        s->job_start = s->t;
-        s->wx[0] = xfer_start(s, j->fill_read, 0, 0, 0);
-        s->wx[1] = -1;
-        s->adamw_left = j->fill_adamw_s;
-        xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
+        w->wphase = W_FILL;
+        w->job_start = s->t;
+        w->wx[0] = xfer_start(s, j->fill_read, 0, 0, 0);
+        w->wx[1] = -1;
+        w->adamw_left = j->fill_adamw_s;
+        xfer_label(s, w->wx[0], "optimizer state", j->unit, -1);
         return 1;
     }
-    const job *j = &s->jobs[s->job_head];
-    if (s->wphase == W_FILL) {
-        if (!xfer_done(s, s->wx[0]) || s->adamw_left > 0) return 0;
-        s->wphase = W_STREAM;
-        s->wx[0] = xfer_start(s, j->stream_read, 0, 0, 0);
-        s->wx[1] = xfer_start(s, j->stream_write, 1, 0, 0);
-        xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
-        xfer_label(s, s->wx[1], "optimizer state", j->unit, -1);
-        s->adamw_left = j->adamw_s;
+    if (w->wphase == W_FILL) {
+        if (!xfer_done(s, w->wx[0]) || w->adamw_left > 0) return 0;
+        w->wphase = W_STREAM;
+        w->wx[0] = xfer_start(s, j->stream_read, 0, 0, 0);
+        w->wx[1] = xfer_start(s, j->stream_write, 1, 0, 0);
+        xfer_label(s, w->wx[0], "optimizer state", j->unit, -1);
+        xfer_label(s, w->wx[1], "optimizer state", j->unit, -1);
+        w->adamw_left = j->adamw_s;
         return 1;
     }
-    if (s->wphase == W_STREAM) {
-        if (!xfer_done(s, s->wx[0]) || !xfer_done(s, s->wx[1]) || s->adamw_left > 0) return 0;
-        s->wphase = W_DRAIN;
-        s->wx[0] = xfer_start(s, j->drain_write, 1, 0, 0);
-        s->wx[1] = -1;
-        xfer_label(s, s->wx[0], "optimizer state", j->unit, -1);
+    if (w->wphase == W_STREAM) {
+        if (!xfer_done(s, w->wx[0]) || !xfer_done(s, w->wx[1]) || w->adamw_left > 0) return 0;
+        w->wphase = W_DRAIN;
+        w->wx[0] = xfer_start(s, j->drain_write, 1, 0, 0);
+        w->wx[1] = -1;
+        xfer_label(s, w->wx[0], "optimizer state", j->unit, -1);
         return 1;
     }
-    if (!xfer_done(s, s->wx[0])) return 0;
+    if (!xfer_done(s, w->wx[0])) return 0;
     if (s->tr) {
         char name[64];
         snprintf(name, sizeof name, "adamw u%d [%.2f, %.2f)%s", j->unit, j->lo, j->hi, j->deferred ? " deferred" : "");
-        trace_span(s->tr, s->lane_optimizer, name, s->tbase + s->job_start, s->tbase + s->t);
+        trace_span(s->tr, s->lane_optimizer[lane], name, s->tbase + w->job_start, s->tbase + s->t);
     }
     s->unit_jobs[j->unit]--;
     if (j->gbuf >= 0) s->gbuf_jobs[j->gbuf]--;
     if (j->seq == s->seq) s->done[j->task] = 1;
-    s->job_head++;
-    s->wphase = W_IDLE;
-    s->wx[0] = s->wx[1] = -1;
+    w->next++;
+    w->wphase = W_IDLE;
+    w->wx[0] = w->wx[1] = -1;
     return 1;
+}
+
+static int step_worker(sim *s) {
+    int progress = 0;
+    for (int lane = 0; lane < LAYOUT_LANES; lane++) progress |= step_lane(s, lane);
+    return progress;
 }
 
 /* ---- the compute thread ------------------------------------------------------------------ */
@@ -868,16 +891,16 @@ static int step_prefetch(sim *s) {
 /* ---- time ------------------------------------------------------------------------------- */
 
 /* What the blocked compute thread waits on. */
-static sim_resource compute_blame(const sim *s, const int *nr, const int *nw, const int *nl) {
+static sim_resource compute_blame(sim *s, const int *nr, const int *nw, const int *nl) {
     if (s->ci == s->l->n) return xfer_blame(s, nr, nw, nl, s->wait_x, NULL);   /* CPU ranks: the step's end */
     const sched_task *t = &s->l->tasks[s->ci];
     if (t->op == TASK_GATHER_WEIGHTS || t->op == TASK_REDUCE_GRADS || (t->op == TASK_GRAD_NORM && s->ranks > 1))
         return xfer_blame(s, nr, nw, nl, s->wait_x, NULL);
-    if (s->lphase == 0) return worker_blame(s, nr, nw, nl, s->adamw_rate);
+    if (s->lphase == 0) return worker_blame(s, nr, nw, nl, t->unit);
     if (s->lphase == 1) {
         for (int d = 0; d < t->n_deps; d++)
             if (!s->done[t->deps[d]] && s->l->tasks[t->deps[d]].op == TASK_OPTIMIZE)
-                return worker_blame(s, nr, nw, nl, s->adamw_rate);
+                return worker_blame(s, nr, nw, nl, s->l->tasks[t->deps[d]].unit);
         if (t->op == TASK_LOAD_GRAD && s->grad_write[t->unit] >= 0)
             return xfer_blame(s, nr, nw, nl, s->grad_write[t->unit], NULL);
         return SIM_SSD;   /* the write of what it reads */
@@ -891,13 +914,17 @@ static st_status advance(sim *s, st_error *err) {
     count_flows(s, nr, nw, nl);
     flow_rates fr;
     flow_rates_now(s, nr, nw, nl, &fr);
-    const int running = s->cstate == C_RUNNING, stepping = adamw_active(s);
+    /* the lanes' AdamW each on a thread of its own, each slowed alike by compute beside it */
+    int stepping = 0, busy = 0;
+    for (int k = 0; k < LAYOUT_LANES; k++) stepping |= lane_stepping(&s->wl[k]), busy |= s->wl[k].wphase != W_IDLE;
+    const int running = s->cstate == C_RUNNING;
     const double cs = s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0;
     const double os = s->cpu_shared && running ? s->hw->optimizer_slowdown : 1.0;
-    const double rc = running ? 1.0 / cs : 0, ra = stepping ? 1.0 / os : 0;   /* work-seconds per second */
+    const double rc = running ? 1.0 / cs : 0, ra = 1.0 / os;   /* work-seconds per second */
     double dt = INFINITY;
     if (running) dt = s->compute_left / rc;
-    if (stepping && s->adamw_left / ra < dt) dt = s->adamw_left / ra;
+    for (int k = 0; k < LAYOUT_LANES; k++)
+        if (lane_stepping(&s->wl[k]) && s->wl[k].adamw_left / ra < dt) dt = s->wl[k].adamw_left / ra;
     int ncomm = 0;
     for (int a = 0; a < s->nactive; a++) {
         const xfer *x = &s->x[s->active[a]];
@@ -930,7 +957,7 @@ static st_status advance(sim *s, st_error *err) {
         st->wait_s += dt;
         st->wait_on[compute_blame(s, nr, nw, nl)] += dt;
     }
-    if (s->wphase != W_IDLE) st->optimizer_busy += dt;
+    if (busy) st->optimizer_busy += dt;
     if (stepping) st->adamw_busy += dt;
     for (int p = 0; p < s->n_paths; p++) {
         if (nr[p]) st->read_busy[p] += dt;
@@ -945,9 +972,11 @@ static st_status advance(sim *s, st_error *err) {
         s->compute_left = s->compute_left / rc <= dt ? 0 : s->compute_left - dt * rc;
         if (s->compute_left < SECONDS_EPS) s->compute_left = 0;
     }
-    if (stepping) {
-        s->adamw_left = s->adamw_left / ra <= dt ? 0 : s->adamw_left - dt * ra;
-        if (s->adamw_left < SECONDS_EPS) s->adamw_left = 0;
+    for (int k = 0; k < LAYOUT_LANES; k++) {
+        worker_lane *w = &s->wl[k];
+        if (!lane_stepping(w)) continue;
+        w->adamw_left = w->adamw_left / ra <= dt ? 0 : w->adamw_left - dt * ra;
+        if (w->adamw_left < SECONDS_EPS) w->adamw_left = 0;
     }
     for (int a = 0; a < s->nactive; a++) {
         xfer *x = &s->x[s->active[a]];
@@ -1092,12 +1121,12 @@ static void setup(sim *s, const hw_desc *hw, const hw_desc *node, const sim_conf
         s->net_bw = node->network_gbps * 1e9 / per_node;
     }
     s->adamw_rate = hw_adamw_rate(hw);
-    s->wphase = W_IDLE;
-    s->wx[0] = s->wx[1] = -1;
+    for (int k = 0; k < LAYOUT_LANES; k++) s->wl[k] = (worker_lane){.wphase = W_IDLE, .wx = {-1, -1}};
     if ((s->tr = c->trace)) {
         s->tbase = st_now();
         s->lane_compute = trace_lane(s->tr, "compute (simulated)");
-        s->lane_optimizer = trace_lane(s->tr, "optimizer (simulated)");
+        s->lane_optimizer[LAYOUT_LANE_SSD] = trace_lane(s->tr, "optimizer (simulated)");
+        s->lane_optimizer[LAYOUT_LANE_HOST] = trace_lane(s->tr, "optimizer, state in memory (simulated)");
         for (int p = 0; p < s->n_paths; p++) {
             char name[64];
             snprintf(name, sizeof name, "ssd path %d (simulated)", p);

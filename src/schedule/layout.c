@@ -46,6 +46,11 @@ int layout_on_ssd(const run_layout *l, place_kind k, int i) {
     return placement_on_ssd(l->p.place, k, i, sched_parts(&l->sched, k));
 }
 
+int layout_opt_lane(const run_layout *l, int u) {
+    if (l->ranks > 1 || layout_on_ssd(l, PLACE_OPTIM, u) || layout_on_ssd(l, PLACE_WEIGHTS, u)) return LAYOUT_LANE_SSD;
+    return LAYOUT_LANE_HOST;
+}
+
 size_t layout_memory_elems(const run_layout *l, place_kind k) {
     const int units = placement_memory_units(l->p.place, k, l->n_units);
     return units >= l->n_units ? l->n_local : l->units[units].local;

@@ -224,10 +224,10 @@ static int alloc_parts(offload_trainer *t) {
 /* The optimizer worker's job: the step (with several ranks, once the
  * unit's gradient is summed over them), then its gradient buffer is given
  * back. */
-static st_status run_job(void *ctx, const opt_job *job, st_error *err) {
+static st_status run_job(void *ctx, const opt_job *job, double *io_s, st_error *err) {
     offload_trainer *t = ctx;
     st_status s = t->lay.ranks > 1 ? reduce_finish(&t->reducer, job->task.unit, 1, err) : ST_OK;
-    if (s == ST_OK) s = opt_stream_run(&t->opt, job, grads_for_job(&t->grads, job), err);
+    if (s == ST_OK) s = opt_stream_run(&t->opt, job, grads_for_job(&t->grads, job), io_s, err);
     grads_unref(&t->grads, job->grad_buf);
     return s;
 }
@@ -237,7 +237,8 @@ static st_status open_trace(offload_trainer *t, st_error *err) {
     st_status s = trace_open(&e->tr, t->cfg.trace_path, err);
     if (s != ST_OK) return s;
     e->lane_compute = trace_lane(e->tr, "compute");
-    e->lane_optimizer = trace_lane(e->tr, "optimizer");
+    e->lane_optimizer[LAYOUT_LANE_SSD] = trace_lane(e->tr, "optimizer");
+    e->lane_optimizer[LAYOUT_LANE_HOST] = trace_lane(e->tr, "optimizer, state in memory");
     if (t->lay.ranks > 1) e->lane_comm = trace_lane(e->tr, "ranks");
     for (int p = 0; p < t->cfg.n_store_paths; p++) {
         char name[64];
@@ -397,7 +398,7 @@ st_status offload_trainer_read_unit(offload_trainer *t, int u, float *out, st_er
             size_t lo, hi;
             layout_segment_range(&t->lay, u, part, j, &lo, &hi);
             const uint64_t bytes = store_padded_bytes((hi - lo) * 4);
-            s = env_store_io(&t->env, 0, layout_segment_key(STORE_MASTER, u, part, j), t->sbuf, bytes, 0, err);
+            s = env_store_io(&t->env, 0, layout_segment_key(STORE_MASTER, u, part, j), t->sbuf, bytes, err);
             /* not training's: counted aside by its own size, as the worker may
              * be moving other units' state meanwhile */
             t->traffic_aside[0][STORE_MASTER] += bytes;
@@ -516,7 +517,10 @@ size_t offload_trainer_segment(const offload_trainer *t) { return t->lay.segment
 
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     *out = t->stats;
-    opt_worker_times((opt_worker *)&t->worker, &out->optimizer_s, &out->worker_io_s);   /* its lock, not its times, changes */
+    /* the worker's lock, not its times, changes */
+    double host_io_s;
+    opt_worker_times((opt_worker *)&t->worker, LAYOUT_LANE_SSD, &out->optimizer_s, &out->worker_io_s);
+    opt_worker_times((opt_worker *)&t->worker, LAYOUT_LANE_HOST, &out->optimizer_host_s, &host_io_s);
     uint64_t now[2][STORE_KIND_COUNT];
     env_traffic(&t->env, now);
     for (int k = 0; k < STORE_KIND_COUNT; k++) {

@@ -82,7 +82,7 @@ st_status acts_load(act_pool *ap, int u, int m, st_error *err) {
     st_status s = acts_make(ap, u, m, &out, err);
     if (s != ST_OK || (s = wait_read_ahead(ap, out, &ready, err)) != ST_OK || ready) return s;
     if ((s = wait_saved(ap, u, m, err)) != ST_OK) return s;
-    return env_store_io(ap->env, 0, act_key(u, m), out, act_bytes(ap), 0, err);
+    return env_store_io(ap->env, 0, act_key(u, m), out, act_bytes(ap), err);
 }
 
 st_status acts_read_ahead(act_pool *ap, int u, int m, st_error *err) {

@@ -21,12 +21,11 @@ void env_comm_done(exec_env *e, const char *what, int u, double t0) {
     trace_span(e->tr, e->lane_comm, name, t0, t1);
 }
 
-st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, int on_worker, st_error *err) {
+st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, st_error *err) {
     double t0 = st_now();
     st_status s = write ? store_write(e->st, k, buf, bytes, err) : store_read(e->st, k, buf, bytes, err);
     double t1 = st_now();
-    if (on_worker) e->worker_io_s += t1 - t0;
-    else e->io_wait_s += t1 - t0;
+    e->io_wait_s += t1 - t0;
     env_trace_ssd(e, write ? "write" : "read", k, t0, t1);
     return s;
 }

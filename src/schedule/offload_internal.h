@@ -6,7 +6,8 @@
  *
  *   exec_env       offload_env.c      what every part shares: the layout, the store, the trace,
  *                                     and the time and bytes accounting
- *   opt_worker     offload_worker.c   the optimizer thread and its queue of jobs, in list order
+ *   opt_worker     offload_worker.c   the optimizer's threads (lanes: steps streaming the SSD, steps on
+ *                                     memory alone), each with its queue of jobs in list order
  *   weight_loader  offload_weights.c  a unit's compute weights for compute, one read ahead
  *   act_pool       offload_acts.c     where each activation checkpoint is now; saves written
  *                                     behind compute, one load read ahead
@@ -19,7 +20,7 @@
  *                                     and reading the weights back
  *
  * Threads: the compute thread runs the list and calls every part; the
- * worker thread runs opt_stream jobs. What both touch is named at each
+ * worker's lane threads run opt_stream jobs. What both touch is named at each
  * field (grad_pool's reference counts, opt_worker's queue, the stats).
  */
 #ifndef STRATA_OFFLOAD_INTERNAL_H
@@ -45,7 +46,7 @@ typedef struct exec_env {
     const gpt_config *model;
     store *st;                 /* the SSD tier, NULL when nothing lives in a store */
     trace *tr;                 /* NULL without a trace */
-    int lane_compute, lane_optimizer, lane_ssd0, n_paths, lane_comm;
+    int lane_compute, lane_optimizer[LAYOUT_LANES], lane_ssd0, n_paths, lane_comm;
     comm *comm;                /* the job's ranks (the compute thread's collectives), NULL on one process */
     /* Running totals since creation, steps or not (offload_trainer_step
      * keeps its own steps' share in the trainer's stats). The compute
@@ -54,8 +55,6 @@ typedef struct exec_env {
     double io_wait_s;          /* blocked on the SSD */
     double optimizer_wait_s;   /* waiting for the optimizer */
     double comm_s;             /* in collectives with the other ranks */
-    /* The worker's (opt_worker adds it up per job, under its lock): */
-    double worker_io_s;        /* waiting for its SSD transfers */
 } exec_env;
 
 /* The compute thread's waits so far: what a compute task that waited
@@ -64,9 +63,9 @@ static inline double env_waited(const exec_env *e) { return e->io_wait_s + e->op
 
 /* Traces a store transfer on every path's lane (a tensor is striped over all). */
 void env_trace_ssd(exec_env *e, const char *what, store_key k, double t0, double t1);
-/* A blocking store read or write, timed and traced; on_worker: called from
- * the optimizer thread (its I/O time), else the compute thread's (blocking). */
-st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, int on_worker, st_error *err);
+/* A blocking store read or write of the compute thread's, timed (compute
+ * blocked on the SSD) and traced. */
+st_status env_store_io(exec_env *e, int write, store_key k, void *buf, uint64_t bytes, st_error *err);
 /* Waits for an asynchronous transfer the compute thread started: the time it
  * still had to wait counts as compute blocked on the SSD. */
 st_status env_compute_wait(exec_env *e, store_op *op, const char *what, st_error *err);
@@ -104,39 +103,49 @@ typedef struct opt_job {
     int grad_buf;              /* the grad_pool buffer it reads, or -1 (the unit's gradients stay in memory) */
 } opt_job;
 
-/* Runs one job on the worker thread. */
-typedef st_status (*opt_job_fn)(void *ctx, const opt_job *job, st_error *err);
+/* Runs one job on a lane's thread; adds its time waiting on the SSD to *io_s. */
+typedef st_status (*opt_job_fn)(void *ctx, const opt_job *job, double *io_s, st_error *err);
+
+/* One lane (layout.h's LAYOUT_LANE_*): a thread and its queue. */
+typedef struct opt_lane {
+    pthread_t thread;
+    int started;
+    pthread_cond_t job_ready;
+    opt_job *jobs;             /* a ring of the worker's cap jobs (under the worker's lock) */
+    int head, count;
+    double busy_s, io_s;       /* its jobs' time, and of it their SSD waits (under the worker's lock) */
+} opt_lane;
 
 typedef struct opt_worker {
     exec_env *env;
     opt_job_fn run;
     void *ctx;
-    pthread_t thread;
     int started, stop;
     pthread_mutex_t lock;
-    pthread_cond_t job_ready, job_done;
-    opt_job *jobs;             /* a ring of cap jobs (under lock) */
-    int cap, head, count;
+    pthread_cond_t job_done;
+    opt_lane lane[LAYOUT_LANES];
+    int cap;
     int *unit_pending;         /* [n_units]: jobs queued or running per unit (under lock) */
     int n_units;
     st_status status;          /* the first error a job met (under lock) */
     st_error error;
-    double busy_s, io_s;       /* the jobs' time, and of it their SSD waits (under lock) */
 } opt_worker;
 
-/* Starts the thread; jobs run in the order they are queued. */
+/* Starts the lanes' threads; each runs its jobs in the order they are queued. */
 st_status opt_worker_start(opt_worker *w, exec_env *env, int n_units, opt_job_fn run, void *ctx, st_error *err);
-/* Finishes the queued jobs and joins the thread (a no-op when not started). */
+/* Finishes the queued jobs and joins the threads (a no-op when not started). */
 void opt_worker_stop(opt_worker *w);
-/* Queues a job, waiting for room when the queue is full. */
+/* Queues a job on its unit's lane (layout_opt_lane), waiting for room when
+ * that queue is full. A unit's jobs all go to one lane, so they run in
+ * list order. */
 void opt_worker_enqueue(opt_worker *w, const opt_job *job);
 /* Waits for the jobs of unit u (u < 0: all); returns the first error any
  * job met. The time waited counts as compute waiting for the optimizer. */
 st_status opt_worker_wait(opt_worker *w, int u, st_error *err);
 /* Jobs of unit u queued or running. */
 int opt_worker_pending(opt_worker *w, int u);
-/* The jobs' time so far, and of it their SSD waits. */
-void opt_worker_times(opt_worker *w, double *busy_s, double *io_s);
+/* Lane `lane`'s jobs' time so far, and of it their SSD waits. */
+void opt_worker_times(opt_worker *w, int lane, double *busy_s, double *io_s);
 
 /* ---- host_state: the training state kept in memory ---------------------------------- */
 
@@ -356,7 +365,7 @@ typedef struct opt_stream {
  * of the unit's: element e at g[e - lo]), with
  * state on the SSD streamed segment by segment through the slots; the new
  * compute weights are written in the same pass. Runs on the worker. */
-st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_error *err);
+st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, double *io_s, st_error *err);
 
 /* ---- the executor ----------------------------------------------------------------- */
 

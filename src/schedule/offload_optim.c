@@ -2,7 +2,9 @@
  * share of a unit, from and to host memory, or with the state on the SSD
  * streamed through LAYOUT_OPT_SLOTS slots in the layout's opt_io order:
  * phased (groups of segments read, stepped, written back) or interleaved
- * (read ahead, step, write behind). Runs on the worker. */
+ * (read ahead, step, write behind). Runs on an optimizer lane's thread: a
+ * unit whose state is all in memory on the host lane, touching no slot, so
+ * that the slots are the SSD lane's alone. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,9 +12,9 @@
 
 static const store_kind optim_kinds[3] = {STORE_MASTER, STORE_ADAM_M, STORE_ADAM_V};
 
-/* Waits for a slot's reads (writes = 0) or writes (1); the time spent is the
- * worker's I/O that its AdamW did not hide. */
-static st_status slot_wait(opt_stream *os, opt_slot *sl, int writes, st_error *err) {
+/* Waits for a slot's reads (writes = 0) or writes (1); the time spent (the
+ * job's I/O that its AdamW did not hide) is added to *io_s. */
+static st_status slot_wait(opt_stream *os, opt_slot *sl, int writes, double *io_s, st_error *err) {
     int *n = writes ? &sl->n_wr : &sl->n_rd;
     if (*n == 0) return ST_OK;
     st_status s = ST_OK;
@@ -23,7 +25,7 @@ static st_status slot_wait(opt_stream *os, opt_slot *sl, int writes, st_error *e
     double t1 = st_now();
     *n = 0;
     exec_env *e = os->env;
-    e->worker_io_s += t1 - t0;
+    *io_s += t1 - t0;
     if (e->tr) {
         char name[80];
         snprintf(name, sizeof name, "optimizer %s u%d p%d s%zu", writes ? "write" : "read", sl->u, sl->part, sl->seg);
@@ -98,7 +100,8 @@ static void step_elements(opt_stream *os, const opt_job *job, const float *grads
 
 /* Interleaved: segment j+1 is read ahead while j is stepped, and j-1 is
  * still being written behind. */
-static st_status stream_interleaved(opt_stream *os, const opt_job *job, const float *g, int part, st_error *err) {
+static st_status stream_interleaved(opt_stream *os, const opt_job *job, const float *g, int part, double *io_s,
+                                    st_error *err) {
     const run_layout *l = os->env->lay;
     const int u = job->task.unit;
     const size_t nseg = l->units[u].segs[part];
@@ -107,10 +110,10 @@ static st_status stream_interleaved(opt_stream *os, const opt_job *job, const fl
         opt_slot *cur = &os->slot[j % LAYOUT_OPT_SLOTS];
         if (j + 1 < nseg) {
             opt_slot *next = &os->slot[(j + 1) % LAYOUT_OPT_SLOTS];
-            if ((s = slot_wait(os, next, 1, err)) != ST_OK || (s = slot_read(os, next, u, part, j + 1, err)) != ST_OK)
+            if ((s = slot_wait(os, next, 1, io_s, err)) != ST_OK || (s = slot_read(os, next, u, part, j + 1, err)) != ST_OK)
                 break;
         }
-        if ((s = slot_wait(os, cur, 0, err)) != ST_OK) break;
+        if ((s = slot_wait(os, cur, 0, io_s, err)) != ST_OK) break;
         size_t lo, hi;
         layout_segment_range(l, u, part, j, &lo, &hi);
         step_elements(os, job, g, cur, lo, hi);
@@ -122,7 +125,8 @@ static st_status stream_interleaved(opt_stream *os, const opt_job *job, const fl
 /* Phased: a group of LAYOUT_OPT_SLOTS segments is read, each stepped as it
  * arrives, then the group is written back and waited for before the next
  * group's reads: the job never has reads and writes queued together. */
-static st_status stream_phased(opt_stream *os, const opt_job *job, const float *g, int part, st_error *err) {
+static st_status stream_phased(opt_stream *os, const opt_job *job, const float *g, int part, double *io_s,
+                               st_error *err) {
     const run_layout *l = os->env->lay;
     const int u = job->task.unit;
     const size_t nseg = l->units[u].segs[part];
@@ -131,18 +135,18 @@ static st_status stream_phased(opt_stream *os, const opt_job *job, const float *
         const size_t n = nseg - j0 < LAYOUT_OPT_SLOTS ? nseg - j0 : LAYOUT_OPT_SLOTS;
         for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_read(os, &os->slot[i], u, part, j0 + i, err);
         for (size_t i = 0; i < n && s == ST_OK; i++) {
-            if ((s = slot_wait(os, &os->slot[i], 0, err)) != ST_OK) break;
+            if ((s = slot_wait(os, &os->slot[i], 0, io_s, err)) != ST_OK) break;
             size_t lo, hi;
             layout_segment_range(l, u, part, j0 + i, &lo, &hi);
             step_elements(os, job, g, &os->slot[i], lo, hi);
         }
         for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_write(os, &os->slot[i], err);
-        for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_wait(os, &os->slot[i], 1, err);
+        for (size_t i = 0; i < n && s == ST_OK; i++) s = slot_wait(os, &os->slot[i], 1, io_s, err);
     }
     return s;
 }
 
-st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_error *err) {
+st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, double *io_s, st_error *err) {
     const run_layout *l = os->env->lay;
     const sched_task *k = &job->task;
     const int u = k->unit;
@@ -155,12 +159,12 @@ st_status opt_stream_run(opt_stream *os, const opt_job *job, const float *g, st_
     const int part = a < l->units[u].split ? 0 : 1;
     const opt_io_order order = l->p.opt_io;
     const int phased = order == OPT_IO_PHASED || (order == OPT_IO_ALTERNATING && job->step_t % 2 == 0);
-    st_status s = phased ? stream_phased(os, job, g, part, err) : stream_interleaved(os, job, g, part, err);
+    st_status s = phased ? stream_phased(os, job, g, part, io_s, err) : stream_interleaved(os, job, g, part, io_s, err);
     /* the job is done when its writes are: the unit's next weight load reads
      * them (after an error too: no op may outlive its slot's buffers) */
     for (int i = 0; i < LAYOUT_OPT_SLOTS; i++) {
-        s = first_error(s, slot_wait(os, &os->slot[i], 0, s == ST_OK ? err : NULL));
-        s = first_error(s, slot_wait(os, &os->slot[i], 1, s == ST_OK ? err : NULL));
+        s = first_error(s, slot_wait(os, &os->slot[i], 0, io_s, s == ST_OK ? err : NULL));
+        s = first_error(s, slot_wait(os, &os->slot[i], 1, io_s, s == ST_OK ? err : NULL));
     }
     return s;
 }

@@ -77,7 +77,7 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
                 store_key sk = layout_segment_key(optim_kinds[k], u, part, j);
                 s = ensure_tensor(st, sk, len * 4, err);
                 if (s == ST_OK && !src->in_place)
-                    s = env_store_io(&t->env, 1, sk, state[k], store_padded_bytes(len * 4), 0, err);
+                    s = env_store_io(&t->env, 1, sk, state[k], store_padded_bytes(len * 4), err);
             }
             if (s != ST_OK) break;
             if (!weights_ssd && hs->w16) gpt_f32_to_bf16(state[0], hs->w16 + at, len);
@@ -88,7 +88,7 @@ static st_status init_unit(offload_trainer *t, int u, const state_source *src, s
                 if (wsz == 2) gpt_f32_to_bf16(state[0], (st_bf16 *)w, len);
                 else memcpy(w, state[0], len * 4);
                 if ((s = ensure_tensor(st, sk, len * wsz, err)) == ST_OK)
-                    s = env_store_io(&t->env, 1, sk, w, store_padded_bytes(len * wsz), 0, err);
+                    s = env_store_io(&t->env, 1, sk, w, store_padded_bytes(len * wsz), err);
             }
         }
     }
@@ -268,7 +268,7 @@ static st_status write_host_tensor(offload_trainer *t, store_key key, int u, int
     if (layout_on_ssd(&t->lay, PLACE_OPTIM, u)) return ST_OK;   /* the store's tensors are the state */
     st_status s = ensure_tensor(t->env.st, key, (hi - lo) * 4, err);
     memcpy(t->sbuf, host_state_of(&t->hs, k) + layout_host_index(&t->lay, u, lo), (hi - lo) * 4);
-    return s == ST_OK ? env_store_io(&t->env, 1, key, t->sbuf, store_padded_bytes((hi - lo) * 4), 0, err) : s;
+    return s == ST_OK ? env_store_io(&t->env, 1, key, t->sbuf, store_padded_bytes((hi - lo) * 4), err) : s;
 }
 
 st_status state_write_host(offload_trainer *t, st_error *err) { return each_state_tensor(t, write_host_tensor, err); }
