@@ -6,8 +6,9 @@
                               the sweep's budgets in MiB, one a line: POINTS evenly spaced from SMALL_MIB to
                               the whole state (rounded up), and half the state if not among them ("MIB half")
   placements FILE N           the first N distinct placements of a strata plan table, in rank order, each with
-                              the schedule, micro-batch and alpha ranked first for it: "SCHED B ALPHA OFFLOAD"
-  best FILE                   strata plan's best line: "SCHED B ALPHA OFFLOAD SECONDS"
+                              the schedule, micro-batch, alpha and gradient buffers ranked first for it:
+                              "SCHED B ALPHA GBUFS OFFLOAD"
+  best FILE                   strata plan's best line: "SCHED B ALPHA GBUFS OFFLOAD SECONDS"
   json FILE KEY[.KEY...]      one value of a JSON file (strata simulate --json, strata probe)
   steptime RUN_DIR            the mean step time of steps 2.. of RUN_DIR/metrics.jsonl
   runhw HW LOG OUT            HW with its SSD's rates replaced by the ones the run in LOG saw while busy
@@ -47,21 +48,21 @@ def budgets(small, whole_bytes, points):
 
 
 def table(path):
-    """Rows of a strata plan table: (schedule, B, alpha, offload)."""
+    """Rows of a strata plan table: (schedule, B, alpha, gradient buffers, offload)."""
     rows = []
     for line in open(path):
         f = line.split()
-        # rank schedule B x M alpha offload tokens/s ...
-        if len(f) >= 7 and f[0].isdigit() and f[1] in ("vertical", "horizontal") and f[3] == "x":
-            rows.append((f[1], f[2], f[5], f[6]))
+        # rank schedule B x M alpha gbufs offload tokens/s ...
+        if len(f) >= 8 and f[0].isdigit() and f[1] in ("vertical", "horizontal") and f[3] == "x":
+            rows.append((f[1], f[2], f[5], f[6], f[7]))
     return rows
 
 
 def placements(path, n):
     seen = []
-    for sched, b, alpha, offload in table(path):
-        if offload not in [s[3] for s in seen]:
-            seen.append((sched, b, alpha, offload))
+    for sched, b, alpha, gbufs, offload in table(path):
+        if offload not in [s[4] for s in seen]:
+            seen.append((sched, b, alpha, gbufs, offload))
     if not seen:
         sys.exit(f"no ranked configurations in {path}")
     for p in seen[:int(n)]:
@@ -70,7 +71,8 @@ def placements(path, n):
 
 def best(path):
     text = open(path).read()
-    m = re.search(r"^best: --schedule (\S+) --micro-batch (\d+) --alpha (\S+) --offload (\S+): ([\d.]+) s per iteration",
+    m = re.search(r"^best: --schedule (\S+) --micro-batch (\d+) --alpha (\S+) --grad-buffers (\d+) --offload (\S+): "
+                  r"([\d.]+) s per iteration",
                   text, re.M)
     if not m:
         sys.exit(f"no 'best:' line in {path}")
@@ -151,9 +153,9 @@ def report(out, model, seq, steps):
     whole_bytes = int(meta["whole_bytes"])
     points = {}          # budget MiB -> {"half": bool, "binary": [row...], "fractional": row}
     for line in open(f"{out}/sweep.tsv"):
-        mib, half, role, name, sched, b, alpha, offload, plan_s = line.rstrip("\n").split("\t")
+        mib, half, role, name, sched, b, alpha, gbufs, offload, plan_s = line.rstrip("\n").split("\t")
         p = points.setdefault(int(mib), {"half": half == "half", "binary": [], "fractional": None})
-        row = {"name": name, "sched": sched, "b": b, "alpha": alpha, "offload": offload,
+        row = {"name": name, "sched": sched, "b": b, "alpha": alpha, "gbufs": int(gbufs), "offload": offload,
                "plan_s": float(plan_s) if plan_s != "-" else None, "role": role,
                "run": run(out, name, steps), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end"),
                "pred_run": sim(out, name, "run"), "pred_plan": sim(out, name, "plan")}
@@ -164,7 +166,8 @@ def report(out, model, seq, steps):
     mem = run(out, "memory", steps)
 
     def place(r):
-        return f"{r['offload']} ({r['sched'][0]}, a {float(r['alpha']):.2f})"
+        more = f", {r['gbufs']} grad bufs" if r["gbufs"] != 3 else ""
+        return f"{r['offload']} ({r['sched'][0]}, a {float(r['alpha']):.2f}{more})"
 
     def s(x):
         return f"{x:.3f}" if x is not None else "-"
@@ -186,7 +189,8 @@ def report(out, model, seq, steps):
              f"rounded up to a MiB): {meta['small_mib']} MiB. Predictions: strata simulate --json iter_s, same flags, "
              f"with this machine probed at the start at the sweep's shape (OUT/hw.json) and its disk re-measured right before "
              f"each run (OUT/run-NAME.hw.json). Every executor run had --mem-host = its budget. "
-             f"Placement = what is on the SSD (schedule v/h, alpha); err % = (predicted - measured) / measured.")
+             f"Placement = what is on the SSD (schedule v/h, alpha, block gradient buffers when not 3); err % = "
+             f"(predicted - measured) / measured.")
     L.append("")
     L.append("| budget GiB | % of state | best binary placement | measured s | predicted s | err % | other binary: placement, "
              "measured s | fractional placement (plan's best) | measured s | predicted s | err % | speed-up frac/bin | "

@@ -109,16 +109,18 @@ train() {
 # strata simulate's prediction of a configuration against HW_FILE, into
 # $OUT/run-NAME.sim-WHEN.json.
 predict() {
-    local name=$1 when=$2 hw=$3 sched=$4 mb=$5 alpha=$6 offload=$7
+    local name=$1 when=$2 hw=$3 sched=$4 mb=$5 alpha=$6 gbufs=$7 offload=$8
     "$STRATA" simulate --hw "$hw" "${SHAPE[@]}" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" \
-        --offload "$offload" --json </dev/null >"$OUT/run-$name.sim-$when.json"
+        --grad-buffers "$gbufs" --offload "$offload" --json </dev/null >"$OUT/run-$name.sim-$when.json"
 }
 
-# A run's name: budget, schedule, alpha, placement (weights=0.5,optim -> weights0.5_optim).
+# A run's name: budget, schedule, alpha, gradient buffers when not the
+# default, placement (weights=0.5,optim -> weights0.5_optim).
 run_name() {
-    local mib=$1 sched=$2 alpha=$3 offload=$4
+    local mib=$1 sched=$2 alpha=$3 gbufs=$4 offload=$5 more=
     offload=${offload//,/_}
-    echo "b$mib-$sched-a$alpha-${offload//=/}"
+    [ "$gbufs" = 3 ] || more="-g$gbufs"
+    echo "b$mib-$sched-a$alpha$more-${offload//=/}"
 }
 
 if [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/hw.json" ]; then
@@ -154,8 +156,8 @@ log "whole state in memory: $whole bytes; smallest budget that plans: $small MiB
 printf 'whole_bytes\t%s\nsmall_mib\t%s\n' "$whole" "$small" >"$OUT/sweep.meta"
 
 # The plans and the runs, budget by budget; OUT/sweep.tsv: budget MiB,
-# half or -, role, run, schedule, micro-batch, alpha, placement, the plan's
-# seconds (its best line's) or -.
+# half or -, role, run, schedule, micro-batch, alpha, gradient buffers,
+# placement, the plan's seconds (its best line's) or -.
 : >"$OUT/sweep.tsv"
 while read -r mib half; do
     log "budget $mib MiB${half:+ (half the state)}"
@@ -163,36 +165,37 @@ while read -r mib half; do
         { echo "strata plan --whole failed at $mib MiB:" >&2; tail -3 "$OUT/plan-b$mib-whole.txt" >&2; exit 1; }
     plan --top 16 --mem-host "${mib}M" >"$OUT/plan-b$mib.txt" 2>&1 ||
         { echo "strata plan failed at $mib MiB:" >&2; tail -3 "$OUT/plan-b$mib.txt" >&2; exit 1; }
-    read -r _ _ _ _ whole_best_s < <($HELP best "$OUT/plan-b$mib-whole.txt")
+    read -r _ _ _ _ _ whole_best_s < <($HELP best "$OUT/plan-b$mib-whole.txt")
     binaries=()
     i=0
-    while read -r sched mb alpha offload; do
+    while read -r sched mb alpha gbufs offload; do
         i=$((i + 1))
-        name=$(run_name "$mib" "$sched" "$alpha" "$offload")
-        binaries+=("$sched $mb $alpha $offload $name")
+        name=$(run_name "$mib" "$sched" "$alpha" "$gbufs" "$offload")
+        binaries+=("$sched $mb $alpha $gbufs $offload $name")
         plan_s=-
         if [ "$i" = 1 ]; then plan_s=$whole_best_s; fi     # the plan prints seconds only for its best
-        printf '%s\t%s\tbinary%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$i" "$name" "$sched" "$mb" "$alpha" \
-            "$offload" "$plan_s" >>"$OUT/sweep.tsv"
+        printf '%s\t%s\tbinary%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$i" "$name" "$sched" "$mb" \
+            "$alpha" "$gbufs" "$offload" "$plan_s" >>"$OUT/sweep.tsv"
     done < <($HELP placements "$OUT/plan-b$mib-whole.txt" "$BINARY")
-    read -r sched mb alpha offload frac_s < <($HELP best "$OUT/plan-b$mib.txt")
-    name=$(run_name "$mib" "$sched" "$alpha" "$offload")
+    read -r sched mb alpha gbufs offload frac_s < <($HELP best "$OUT/plan-b$mib.txt")
+    name=$(run_name "$mib" "$sched" "$alpha" "$gbufs" "$offload")
     role=fractional
     [[ $offload == *=* ]] || { role=fractional-whole; log "  plan's best at $mib MiB is a whole placement: $offload"; }
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$role" "$name" "$sched" "$mb" "$alpha" "$offload" \
-        "$frac_s" >>"$OUT/sweep.tsv"
-    binaries+=("$sched $mb $alpha $offload $name")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$role" "$name" "$sched" "$mb" "$alpha" \
+        "$gbufs" "$offload" "$frac_s" >>"$OUT/sweep.tsv"
+    binaries+=("$sched $mb $alpha $gbufs $offload $name")
     for b in "${binaries[@]}"; do
-        read -r sched mb alpha offload name <<<"$b"
+        read -r sched mb alpha gbufs offload name <<<"$b"
         if [ -z "${ran[$name]:-}" ] && ! { [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/run-$name.hw.json" ]; }; then
             probe "$OUT/run-$name.hw.json" "$OUT/hw.json"
         fi
-        predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$offload"
-        train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --offload "$offload" --mem-host "${mib}M"
+        predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
+        train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --grad-buffers "$gbufs" \
+            --offload "$offload" --mem-host "${mib}M"
         # the model alone: the same prediction with the disk's rates those the run itself saw
         if grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
             $HELP runhw "$OUT/run-$name.hw.json" "$OUT/run-$name.log" "$OUT/run-$name.hw-run.json"
-            predict "$name" run "$OUT/run-$name.hw-run.json" "$sched" "$mb" "$alpha" "$offload"
+            predict "$name" run "$OUT/run-$name.hw-run.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
         fi
     done
 done < <($HELP budgets "$small" "$whole" "$POINTS")
@@ -200,9 +203,9 @@ done < <($HELP budgets "$small" "$whole" "$POINTS")
 train memory --micro-batch 1 --schedule memory
 
 probe "$OUT/hw-end.json"
-while IFS=$'\t' read -r mib half role name sched mb alpha offload plan_s; do
-    predict "$name" end "$OUT/hw-end.json" "$sched" "$mb" "$alpha" "$offload"
-    predict "$name" plan "$OUT/hw.json" "$sched" "$mb" "$alpha" "$offload"   # strata plan's description
+while IFS=$'\t' read -r mib half role name sched mb alpha gbufs offload plan_s; do
+    predict "$name" end "$OUT/hw-end.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
+    predict "$name" plan "$OUT/hw.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"   # strata plan's description
 done <"$OUT/sweep.tsv"
 
 $HELP report "$OUT" "$MODEL" "$SEQ" "$STEPS" >"$OUT/placement_sweep.md"

@@ -350,9 +350,9 @@ static void test_lanes_step_beside_each_other(void **state) {
 }
 
 /* With gradients on the SSD (one rank) a unit's backward takes one of the
- * executor's LAYOUT_GRAD_BUFFERS - 1 block gradient buffers, and each
- * optimizer job of the unit holds it until the job is done: the backward
- * runs at most that many blocks ahead of a slow worker. Blocks 6..1 go
+ * executor's block gradient buffers (three, or six), and each optimizer
+ * job of the unit holds it until the job is done: the backward runs at
+ * most that many blocks ahead of a slow worker. Blocks 6..1 go
  * backward, each then stepped (its optimizer state on the SSD: a job of J
  * seconds, far longer than a backward), then block 6 is loaded (its job the
  * first) and goes forward. */

@@ -251,10 +251,10 @@ static void test_slow_links_lower_throughput(void **state) {
 }
 
 /* The executor's gradient buffers are host memory on a separate device
- * too: with the gradients on the SSD, a unit's backward takes one of
- * LAYOUT_GRAD_BUFFERS - 1 block buffers and its optimizer job holds it, so
- * the backward runs at most three blocks ahead of a slow optimizer (the
- * CPU test's case, on a GPU whose link is fast enough not to count). */
+ * too: with the gradients on the SSD, a unit's backward takes one of the
+ * block buffers and its optimizer job holds it, so the backward runs at
+ * most three (or six) blocks ahead of a slow optimizer (the CPU test's
+ * case, on a GPU whose link is fast enough not to count). */
 static void test_backward_waits_for_a_gradient_buffer(void **state) {
     (void)state;
     hw_desc hw = gpu(1);

@@ -106,13 +106,16 @@ static void remove_store(enum test_placement pl) {
     assert_int_equal(system(cmd), 0);
 }
 
-/* How run_offload's optimizer jobs order their SSD I/O (the default unless a test sets it). */
+/* How run_offload's optimizer jobs order their SSD I/O, and its block
+ * gradient buffers (the defaults unless a test sets them). */
 static opt_io_order run_opt_io = OPT_IO_PHASED;
+static int run_grad_buffers = 0;
 
 /* Runs the executor; returns its final (flushed) weights, fills losses. */
 static float *run_offload(const train_config *tc, sched_kind k, double alpha, enum test_placement pl, const int32_t *tok,
                           float *losses) {
-    offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha, .opt_io = run_opt_io};
+    offload_config oc = {.train = *tc, .schedule = k, .alpha = alpha, .opt_io = run_opt_io,
+                         .grad_buffers = run_grad_buffers};
     use_store(&oc, pl);
     if (pl != ALL_HOST) oc.segment_elems = 2048;
     offload_trainer *t;
@@ -209,7 +212,8 @@ static void test_matches_in_memory_trainer(void **state) {
  * order, so whatever the executor does around the math (deferring steps,
  * moving state through the store, a head of its own) shows bit for bit:
  * vertical equals the in-memory trainer exactly, both architectures, fp32
- * and mixed, with and without clipping. */
+ * and mixed, with and without clipping, with three block gradient buffers
+ * or six. */
 static void test_one_micro_batch_bit_for_bit(void **state) {
     (void)state;
     static const enum test_placement pls[] = {ALL_HOST, ALL_SSD, FRAC_HALF, FRAC_LAST};
@@ -230,13 +234,17 @@ static void test_one_micro_batch_bit_for_bit(void **state) {
                     assert_int_equal(trainer_step(ref, tok + s * per, &st, &err), ST_OK);
                     ref_loss[s] = st.loss;
                 }
-                for (size_t i = 0; i < sizeof pls / sizeof pls[0]; i++) {
-                    float losses[STEPS];
-                    float *w = run_offload(&tc, SCHED_VERTICAL, 0.25, pls[i], tok, losses);
-                    assert_memory_equal(w, trainer_params(ref), n * sizeof(float));
-                    assert_memory_equal(losses, ref_loss, sizeof losses);
-                    free(w);
-                }
+                for (size_t i = 0; i < sizeof pls / sizeof pls[0]; i++)
+                    for (int more = 0; more < 2; more++) {   /* the backward further ahead: the same bits */
+                        if (more && pls[i] != ALL_SSD && pls[i] != FRAC_HALF) continue;
+                        run_grad_buffers = more ? LAYOUT_GRAD_BLOCK_BUFFERS_MORE : 0;
+                        float losses[STEPS];
+                        float *w = run_offload(&tc, SCHED_VERTICAL, 0.25, pls[i], tok, losses);
+                        run_grad_buffers = 0;
+                        assert_memory_equal(w, trainer_params(ref), n * sizeof(float));
+                        assert_memory_equal(losses, ref_loss, sizeof losses);
+                        free(w);
+                    }
                 trainer_free(ref);
                 free(tok);
             }
@@ -469,7 +477,8 @@ static void test_traffic_estimate_is_exact(void **state) {
         for (int pl = ALL_SSD; pl < PLACEMENTS; pl++) {
             /* every order of the optimizer's I/O moves the planned bytes */
             offload_config oc = {.train = tc, .schedule = (sched_kind)k, .alpha = 0.25, .segment_elems = 2048,
-                                 .opt_io = (opt_io_order)((pl + k) % OPT_IO_ORDERS)};
+                                 .opt_io = (opt_io_order)((pl + k) % OPT_IO_ORDERS),
+                                 .grad_buffers = pl % 2 ? LAYOUT_GRAD_BLOCK_BUFFERS_MORE : 0};
             use_store(&oc, (enum test_placement)pl);
             layout_traffic want;
             st_error err = {0};
@@ -502,7 +511,8 @@ static void test_traffic_estimate_is_exact(void **state) {
  * exactly where some unit's state is all in memory; what a run does between steps
  * (evaluating, reading the weights back, committing) changes none of them;
  * the bytes are training's alone, the steps times the traffic planned per
- * step; the executor allocates its plan. */
+ * step; the executor allocates its plan (three block gradient buffers or
+ * six). */
 static void test_stats_add_up(void **state) {
     (void)state;
     train_config tc = small_config(GPT_MIXED_BF16, 0);
@@ -586,6 +596,13 @@ static void test_bad_placements_refused(void **state) {
     oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL, .segment_elems = 1000};
     assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);
     assert_non_null(strstr(err.msg, "2048"));
+    const int bad_buffers[2] = {LAYOUT_GRAD_BLOCK_BUFFERS - 1, LAYOUT_GRAD_BUFFERS};
+    for (int i = 0; i < 2; i++) {
+        oc = (offload_config){.train = small_config(GPT_FP32, 0), .schedule = SCHED_VERTICAL,
+                              .grad_buffers = bad_buffers[i]};
+        assert_int_equal(offload_trainer_create(&t, &oc, NULL, &err), ST_EINVAL);
+        assert_non_null(strstr(err.msg, "block gradient buffers"));
+    }
 }
 
 int main(void) {

@@ -56,12 +56,18 @@ extern "C" {
 #define LAYOUT_ACT_BUFFERS 6                   /* checkpoint buffers when checkpoints live on the SSD: a vertical
                                                   forward holds a block's input and output, one kept at a snake
                                                   turn, a read ahead, and saves still being written behind */
-#define LAYOUT_GRAD_BUFFERS 4                  /* gradient buffers when gradients live on the SSD: the embedding
-                                                  unit's (it collects terms from the head at the start of backward
-                                                  to the embedding at its end), and three shared by blocks: the
-                                                  one being accumulated, one read ahead, one a queued step reads;
-                                                  with several ranks, for every unit: the blocks' are the one
-                                                  being accumulated and LAYOUT_REDUCE_SLOTS being summed */
+#define LAYOUT_GRAD_BUFFERS 8                  /* gradient buffers when gradients live on the SSD, at most: the
+                                                  embedding unit's (it collects terms from the head at the start of
+                                                  backward to the embedding at its end), and grad_buffers shared by
+                                                  blocks (layout_params) */
+#define LAYOUT_GRAD_BLOCK_BUFFERS 3            /* the blocks' by default: the one being accumulated, one read
+                                                  ahead, one a queued step reads; with several ranks, for every
+                                                  unit: the one being accumulated and LAYOUT_REDUCE_SLOTS being
+                                                  summed. More let the backward run further ahead of the
+                                                  optimizer's steps (each step holds its unit's buffer) for the
+                                                  memory of a block's gradients each; the planner tries
+                                                  LAYOUT_GRAD_BLOCK_BUFFERS_MORE too */
+#define LAYOUT_GRAD_BLOCK_BUFFERS_MORE 6
 #define LAYOUT_REDUCE_SLOTS 2                  /* several ranks: gradients being summed over the ranks at once, each
                                                   with a buffer for the other ranks' pieces of this rank's shard */
 #define LAYOUT_OPT_SLOTS 3                     /* optimizer segment slots: a phase of three segments, or
@@ -101,6 +107,9 @@ typedef struct layout_params {
     placement place;
     size_t segment_elems;      /* 0: LAYOUT_SEGMENT_DEFAULT; else a multiple of LAYOUT_SPLIT_ALIGN */
     opt_io_order opt_io;       /* how an optimizer job orders its SSD reads and writes */
+    int grad_buffers;          /* block gradient buffers when gradients live on the SSD, from
+                                  LAYOUT_GRAD_BLOCK_BUFFERS to LAYOUT_GRAD_BUFFERS - 1 (0: the default,
+                                  LAYOUT_GRAD_BLOCK_BUFFERS) */
     int has_store;             /* the run has store directories: commits stage through a segment buffer */
     int resuming;              /* the state is read back from a commit at start */
     int separate_device;       /* the compute backend's memory is not host memory (strata/backend.h's
@@ -113,6 +122,9 @@ typedef struct layout_params {
                                   (comm_shard_range over the unit's elements) of the master weights,
                                   moments and compute weights, in memory or in its own store */
 } layout_params;
+
+/* The block gradient buffers a layout_params.grad_buffers of n means (0: the default). */
+static inline int layout_grad_buffers(int n) { return n ? n : LAYOUT_GRAD_BLOCK_BUFFERS; }
 
 /* The sched_params of a layout's lists (deferred work coming in or not is
  * sched_build's argument). */
@@ -151,7 +163,7 @@ typedef enum layout_buffer_id {
     BUF_CHECKPOINTS,       /* every checkpoint of every block and micro-batch (checkpoints in memory) */
     BUF_GRADS,             /* the gradients memory keeps (several ranks: the shards of their sums) */
     BUF_GRAD_IO_EMBED,     /* the end units' gradient buffer (gradients on the SSD, or several ranks) */
-    BUF_GRAD_IO_BLOCK,     /* LAYOUT_GRAD_BUFFERS - 1 buffers shared by the blocks */
+    BUF_GRAD_IO_BLOCK,     /* grad_buffers buffers shared by the blocks */
     BUF_SEGMENT_IO,        /* one segment of f32: set-up, reading weights back, commits */
     BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation) */
     BUF_RESUME_IO,         /* 3 segments: reading a commit back (freed after creation) */
@@ -209,13 +221,15 @@ typedef struct run_layout {
     size_t segment;     /* elements per segment (at most the largest unit, rounded up) */
     size_t max_unit;    /* elements of the largest unit */
     int max_segs;       /* segments of the largest unit, both parts */
+    int grad_buffers;   /* block gradient buffers (p.grad_buffers, 0 made the default) */
     layout_unit *units; /* [n_units] */
     layout_buffer buf[LAYOUT_BUFFER_COUNT];
     layout_memory memory;
 } run_layout;
 
 /* ST_EINVAL for a segment size that is not a multiple of 2048 or cuts a
- * unit into too many segments; ST_ENOMEM. */
+ * unit into too many segments, or block gradient buffers out of range;
+ * ST_ENOMEM. */
 st_status layout_build(const layout_params *p, run_layout *out, st_error *err);
 void layout_free(run_layout *l);
 

@@ -100,6 +100,7 @@ typedef struct offload_config {
     size_t segment_elems;     /* elements per store segment of weights and optimizer state, a multiple of
                                  2048 (0: LAYOUT_SEGMENT_DEFAULT); the optimizer streams one segment at a time */
     opt_io_order opt_io;      /* how an optimizer job orders its SSD reads and writes (default phased) */
+    int grad_buffers;         /* block gradient buffers when gradients live on the SSD (layout_params; 0: 3) */
     /* The starting weights read unit by unit (a checkpoint larger than
      * memory streams into the store), when offload_trainer_create gets no
      * init array; NULL: drawn from train.seed. Ignored when resuming. */

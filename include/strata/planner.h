@@ -10,7 +10,10 @@
  * Search space and pruning. Micro-batch counts M are the divisors of the
  * global batch up to max_micro_batches; alpha is one of 0, 0.25, 0.5, 1
  * (with clipping the vertical schedule defers every step whatever alpha is,
- * so one value is tried). Of the 16 placements, only the minimal ones that
+ * so one value is tried); the block gradient buffers are the default 3, and
+ * 6 for placements with gradients on the SSD whose steps stream state (each
+ * step holds its unit's buffer, so a slow optimizer holds the backward back
+ * unless there are more). Of the 16 placements, only the minimal ones that
  * fit are simulated: moving more state to the SSD adds traffic and frees
  * memory the run does not need, so a placement that contains a fitting one
  * cannot be faster. Memory is the executor's own accounting
@@ -51,6 +54,9 @@ typedef struct plan_request {
     int schedule;               /* -1: both; else only SCHED_VERTICAL or SCHED_HORIZONTAL */
     int micro_batches;          /* 0: every divisor of the global batch up to max_micro_batches; else only this M */
     double alpha;               /* < 0: 0, 0.25, 0.5 and 1; else only this share */
+    int grad_buffers;           /* block gradient buffers (strata/layout.h): < 0: the default and, where
+                                   gradients live on the SSD and steps stream state, LAYOUT_GRAD_BLOCK_BUFFERS_MORE;
+                                   else only this (0: the default) */
     int max_micro_batches;      /* largest M tried (default 64) */
     int n_best;                 /* how many to keep, at most PLAN_MAX_BEST (default 5) */
     int whole_placements;       /* only whole placements (each kind all in memory or all on the SSD), the
@@ -61,11 +67,12 @@ typedef struct plan_request {
     void *progress_ctx;
 } plan_request;
 
-/* Both schedules, every M up to 64 and alpha, mixed precision, clipping on, the machine's memory, 5 kept. */
+/* Both schedules, every M up to 64, alpha and gradient buffers, mixed precision, clipping on, the machine's
+ * memory, 5 kept. */
 plan_request plan_default_request(void);
 
 typedef struct plan_choice {
-    sim_config config;          /* model, B, T, M, schedule, alpha, placement */
+    sim_config config;          /* model, B, T, M, schedule, alpha, gradient buffers, placement */
     sim_result result;          /* the prediction */
     sim_roofline roofline;      /* its roofline bound */
 } plan_choice;

@@ -45,6 +45,7 @@ typedef struct train_run_config {
     placement place;
     uint64_t mem_device, mem_host;   /* budgets (0: none), checked against the executor's buffer plan */
     opt_io_order opt_io;         /* how optimizer jobs order their SSD reads and writes (strata/layout.h) */
+    int grad_buffers;            /* block gradient buffers when gradients live on the SSD (strata/layout.h; 0: 3) */
     const char *trace_path;      /* a Chrome trace of the executor, or NULL */
     const store_dirs *store;     /* where the run commits (and the executor keeps what it places on the SSD) */
     const store_dirs *resume;    /* NULL: a new run; else the directories of the store whose last commit it

@@ -162,6 +162,8 @@ typedef struct sim_config {
     size_t optimizer_segment;  /* elements the optimizer streams at a time (default LAYOUT_SEGMENT_DEFAULT) */
     opt_io_order opt_io;       /* how an optimizer job orders its SSD reads and writes: phased (the
                                   executor's default) or interleaved (strata/layout.h) */
+    int grad_buffers;          /* block gradient buffers when gradients live on the SSD (strata/layout.h;
+                                  0: LAYOUT_GRAD_BLOCK_BUFFERS) */
     double stripe[HW_MAX_SSD]; /* relative share of each SSD path in a transfer; all 0: equal */
     int prefetch_eager;        /* read ahead as soon as inputs are final (0: the executor's policy) */
     int devices;               /* data-parallel devices (GPU backend); 0: hw.devices_per_node (1 on a CPU backend) */

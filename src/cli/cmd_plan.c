@@ -101,8 +101,8 @@ int cmd_plan(int argc, char **argv) {
            "SSD%s)\n\n",
            r.considered, r.simulated,
            q.whole_placements ? "; --whole: no kind split" : ", and every whole placement with as much of its state kept in memory as fits");
-    printf("%-4s %-10s %-12s %-5s %-25s %10s %12s %-10s %-22s %s\n", "rank", "schedule", "micro-batch", "alpha",
-           "on the SSD", "tokens/s", "model GFLOP/s", "bound by", "SSD per iter (r / w)", "memory (device + host)");
+    printf("%-4s %-10s %-12s %-5s %-5s %-25s %10s %12s %-10s %-22s %s\n", "rank", "schedule", "micro-batch", "alpha",
+           "gbufs", "on the SSD", "tokens/s", "model GFLOP/s", "bound by", "SSD per iter (r / w)", "memory (device + host)");
     for (int i = 0; i < r.n_best; i++) {
         const plan_choice *ch = &r.best[i];
         const sim_config *c = &ch->config;
@@ -111,17 +111,18 @@ int cmd_plan(int argc, char **argv) {
         snprintf(mb, sizeof mb, "%d x %d", c->B, c->micro_batches);
         snprintf(io, sizeof io, "%s / %s", st_format_bytes((double)ch->result.total_read, rd, sizeof rd),
                  st_format_bytes((double)ch->result.total_written, wr, sizeof wr));
-        printf("%-4d %-10s %-12s %-5.2f %-25s %10.1f %12.1f %-10s %-22s %s + %s\n", i + 1,
-               c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", mb, c->alpha, where,
+        printf("%-4d %-10s %-12s %-5.2f %-5d %-25s %10.1f %12.1f %-10s %-22s %s + %s\n", i + 1,
+               c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", mb, c->alpha, layout_grad_buffers(c->grad_buffers), where,
                ch->result.tokens_per_s, ch->result.model_flops_per_s / 1e9, sim_resource_name(ch->result.bottleneck),
                io, st_format_bytes((double)ch->result.memory.device, d, sizeof d),
                st_format_bytes((double)ch->result.memory.host, h, sizeof h));
     }
     const plan_choice *b = &r.best[0];
     char where[128];
-    printf("\nbest: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per iteration, %.0f%% of its "
-           "roofline bound's speed (%s-bound at %.3f s)\n",
+    printf("\nbest: --schedule %s --micro-batch %d --alpha %.2f --grad-buffers %d --offload %s: %.3f s per iteration, "
+           "%.0f%% of its roofline bound's speed (%s-bound at %.3f s)\n",
            b->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", b->config.B, b->config.alpha,
+           layout_grad_buffers(b->config.grad_buffers),
            placement_name(b->config.place, where, sizeof where),
            b->result.iter_s, b->result.iter_s > 0 ? 100.0 * b->roofline.bound_s / b->result.iter_s : 0,
            sim_resource_name(b->roofline.limit), b->roofline.bound_s);
@@ -129,9 +130,11 @@ int cmd_plan(int argc, char **argv) {
         const plan_choice *u = &r.runner_up;
         const double moved_b = (double)(b->result.total_read + b->result.total_written);
         const double moved_u = (double)(u->result.total_read + u->result.total_written);
-        printf("runner-up of another placement: --schedule %s --micro-batch %d --alpha %.2f --offload %s: %.3f s per "
-               "iteration, %.1f%% slower; it moves %s through the SSD per iteration against %s, and is %s-bound\n",
+        printf("runner-up of another placement: --schedule %s --micro-batch %d --alpha %.2f --grad-buffers %d --offload "
+               "%s: %.3f s per iteration, %.1f%% slower; it moves %s through the SSD per iteration against %s, and is "
+               "%s-bound\n",
                u->config.schedule == SCHED_VERTICAL ? "vertical" : "horizontal", u->config.B, u->config.alpha,
+               layout_grad_buffers(u->config.grad_buffers),
                placement_name(u->config.place, where, sizeof where), u->result.iter_s,
                b->result.iter_s > 0 ? 100.0 * (u->result.iter_s / b->result.iter_s - 1) : 0,
                st_format_bytes(moved_u, rd, sizeof rd), st_format_bytes(moved_b, wr, sizeof wr),

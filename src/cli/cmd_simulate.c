@@ -18,7 +18,7 @@
 typedef struct simulate_opts {
     const char *hw, *precision, *schedule, *offload, *optimizer_io, *trace;
     cli_model_flags shape;
-    long micro_batch, grad_accum, global_batch, devices, ranks, iterations;
+    long micro_batch, grad_accum, global_batch, devices, ranks, iterations, grad_buffers;
     double alpha, clip;
     int json;
 } simulate_opts;
@@ -44,6 +44,8 @@ static const cli_flag simulate_flags[] = {
     CLI_STRING("optimizer-io", O(optimizer_io), "ORDER",
                "how an optimizer job orders its SSD reads and writes: phased\n"
                "(default, as train) or interleaved"),
+    CLI_INT("grad-buffers", O(grad_buffers), LAYOUT_GRAD_BLOCK_BUFFERS, LAYOUT_GRAD_BUFFERS - 1, "N",
+            "block gradient buffers when gradients live on the SSD (default 3, as train)"),
     CLI_INT("devices", O(devices), 1, 4096, "N",
             "data-parallel devices on a gpu backend (default: the description's\n"
             "node.devices); each runs B x M sequences, state sharded ZeRO-3 style"),
@@ -64,7 +66,7 @@ static const cli_spec simulate_spec = {
              "                       [--precision fp32|mixed] [--schedule vertical|horizontal] [--alpha A] [--clip X]\n"
              "                       [--offload weights,optim=0.6,acts,grads|none|auto] [--devices N] [--ranks N]\n"
              "                       [--iterations N]\n"
-             "                       [--optimizer-io phased|interleaved] [--trace FILE] [--json]",
+             "                       [--optimizer-io phased|interleaved] [--grad-buffers N] [--trace FILE] [--json]",
     .about = "Replays the task lists the schedule executor runs ('strata train --schedule')\n"
              "against a hardware description ('strata probe' writes one for this machine) and\n"
              "predicts the steady iteration: time and tokens/s, where the compute thread's\n"
@@ -205,6 +207,7 @@ static void print_json(const char *hw_path, const hw_desc *hw, const sim_config 
     cJSON_AddNumberToObject(o, "alpha", c->alpha);
     cJSON_AddStringToObject(o, "offload", where);
     cJSON_AddStringToObject(o, "optimizer_io", opt_io_order_name(c->opt_io));
+    cJSON_AddNumberToObject(o, "grad_buffers", layout_grad_buffers(c->grad_buffers));
     cJSON_AddNumberToObject(o, "iter_s", r->iter_s);
     cJSON_AddNumberToObject(o, "first_iter_s", r->first_iter_s);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
@@ -329,6 +332,7 @@ int cmd_simulate(int argc, char **argv) {
         cli_parse_offload(o.offload, 1, &c.place, &auto_placement, &err) != ST_OK || cli_model_config(&o.shape, &c.model, &err) != ST_OK ||
         (o.optimizer_io && opt_io_order_parse(o.optimizer_io, &c.opt_io, &err) != ST_OK))
         return cli_usage_error("simulate", "%s", err.msg);
+    c.grad_buffers = (int)o.grad_buffers;
     if (c.opt_io == OPT_IO_ALTERNATING)
         return cli_usage_error("simulate", "--optimizer-io alternating is a way to measure the two orders in one run; "
                                "simulate phased and interleaved each");

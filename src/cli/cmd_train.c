@@ -36,7 +36,7 @@ typedef struct train_opts {
     const char *arch, *rope_scaling;
     long n_kv_head, d_ff, tied;
     double norm_eps, rope_theta;
-    long batch, micro_batch, seq, steps, warmup, threads;
+    long batch, micro_batch, seq, steps, warmup, threads, grad_buffers;
     double lr, min_lr, clip, weight_decay, beta1, beta2, alpha;
     long eval_every, eval_batches, log_every, save_every;
     const char *commit_every;
@@ -92,6 +92,10 @@ static const cli_flag train_flags[] = {
                "phased (default: groups of segments read, stepped, written back),\n"
                "interleaved (read ahead, step, write behind), or alternating\n"
                "(phased on even steps, interleaved on odd: to compare the two)"),
+    CLI_INT("grad-buffers", O(grad_buffers), 0, LAYOUT_GRAD_BUFFERS - 1, "N",
+            "executor: block gradient buffers when gradients live on the SSD, 3 to\n"
+            "7 (default 3): the backward runs at most this many blocks ahead of\n"
+            "the optimizer's steps, which hold them"),
     CLI_STRING("trace", O(trace), "FILE", "executor: write a Chrome trace (Perfetto) of compute, optimizer, SSD paths"),
     CLI_STRING("mem-host", O(mem_host), "SIZE", "executor: budget for state kept in host memory (e.g. 2G; default none)"),
     CLI_STRING("plan", O(plan), "auto",
@@ -440,9 +444,13 @@ static int check_flags(session *s) {
     if ((o->mem_device && cli_parse_size("--mem-device", o->mem_device, &rc->mem_device, &err) != ST_OK) ||
         (o->mem_host && cli_parse_size("--mem-host", o->mem_host, &rc->mem_host, &err) != ST_OK))
         return cli_usage_error("train", "%s", err.msg);
-    if ((rc->mem_device || rc->mem_host || o->trace || o->optimizer_io) && !rc->executor)
-        return cli_usage_error("train", "--mem-device, --mem-host, --optimizer-io and --trace need --schedule vertical or "
-                                        "horizontal");
+    if ((rc->mem_device || rc->mem_host || o->trace || o->optimizer_io || o->grad_buffers) && !rc->executor)
+        return cli_usage_error("train", "--mem-device, --mem-host, --optimizer-io, --grad-buffers and --trace need "
+                                        "--schedule vertical or horizontal");
+    if (o->grad_buffers && o->grad_buffers < LAYOUT_GRAD_BLOCK_BUFFERS)
+        return cli_usage_error("train", "--grad-buffers %ld: from %d to %d", o->grad_buffers, LAYOUT_GRAD_BLOCK_BUFFERS,
+                               LAYOUT_GRAD_BUFFERS - 1);
+    rc->grad_buffers = (int)o->grad_buffers;
     if (o->optimizer_io && opt_io_order_parse(o->optimizer_io, &rc->opt_io, &err) != ST_OK)
         return cli_usage_error("train", "--optimizer-io: %s", err.msg);
     rc->trace_path = o->trace;
@@ -551,12 +559,14 @@ static st_status plan_auto(session *s, st_error *err) {
     o->micro_batch = rc->train.B = best->config.B;
     rc->train.micro_batches = best->config.micro_batches;
     o->alpha = rc->alpha = best->config.alpha;
+    o->grad_buffers = rc->grad_buffers = best->config.grad_buffers;
     rc->place = best->config.place;
     o->offload = placement_name(rc->place, s->plan_list, sizeof s->plan_list);
     s->auto_offload = 0;
-    printf("plan (%s, %d candidates simulated): --schedule %s --micro-batch %d --alpha %.2f --offload %s; "
-           "predicted %.2f s per step (%.0f tokens/s), bound by %s\n",
-           hw.name, pr.simulated, o->schedule, rc->train.B, o->alpha, o->offload, best->result.iter_s,
+    printf("plan (%s, %d candidates simulated): --schedule %s --micro-batch %d --alpha %.2f --grad-buffers %d "
+           "--offload %s; predicted %.2f s per step (%.0f tokens/s), bound by %s\n",
+           hw.name, pr.simulated, o->schedule, rc->train.B, o->alpha, layout_grad_buffers(rc->grad_buffers), o->offload,
+           best->result.iter_s,
            best->result.tokens_per_s, sim_resource_name(best->result.bottleneck));
     return train_config_check(&rc->train, err);
 }
@@ -576,6 +586,7 @@ static st_status offload_auto_by_time(session *s, st_error *err) {
     q.micro_batches = q.max_micro_batches = rc->train.micro_batches;
     q.schedule = (int)rc->schedule;
     q.alpha = rc->alpha;
+    q.grad_buffers = rc->grad_buffers;
     plan_result pr;
     if ((st = plan_search(&hw, &q, &pr, err)) != ST_OK) return st;
     const plan_choice *best = &pr.best[0];

@@ -13,6 +13,7 @@ plan_request plan_default_request(void) {
     q.schedule = -1;
     q.max_micro_batches = 64;
     q.alpha = -1;
+    q.grad_buffers = -1;
     q.n_best = 5;
     return q;
 }
@@ -33,6 +34,9 @@ static st_status check_request(const hw_desc *hw, const plan_request *q, st_erro
         return st_fail(err, ST_EINVAL, "plan: %d micro-batches do not divide the global batch %d", q->micro_batches,
                        q->global_batch);
     if (q->alpha > 1 || q->alpha != q->alpha) return st_fail(err, ST_EINVAL, "plan: alpha %g must be at most 1", q->alpha);
+    if (q->grad_buffers > 0 && (q->grad_buffers < LAYOUT_GRAD_BLOCK_BUFFERS || q->grad_buffers > LAYOUT_GRAD_BUFFERS - 1))
+        return st_fail(err, ST_EINVAL, "plan: %d block gradient buffers: from %d to %d", q->grad_buffers,
+                       LAYOUT_GRAD_BLOCK_BUFFERS, LAYOUT_GRAD_BUFFERS - 1);
     if (q->schedule != -1 && q->schedule != SCHED_VERTICAL && q->schedule != SCHED_HORIZONTAL)
         return st_fail(err, ST_EINVAL, "plan: unknown schedule %d", q->schedule);
     if (hw->n_ssd < 1 && (q->mem_host || q->mem_device))
@@ -158,6 +162,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
     if (s != ST_OK) return s;
     candidates cs = {0};
     static const double alphas[] = {0.0, 0.25, 0.5, 1.0};
+    const int gbufs[2] = {q->grad_buffers >= 0 ? q->grad_buffers : LAYOUT_GRAD_BLOCK_BUFFERS, LAYOUT_GRAD_BLOCK_BUFFERS_MORE};
+    const int n_gbuf = q->grad_buffers >= 0 ? 1 : 2;
     uint64_t least_device = UINT64_MAX, least_host = UINT64_MAX;
     const int placements = hw->n_ssd > 0 ? PLACEMENT_COUNT : 1;
     int parts[PLACE_KINDS];
@@ -168,11 +174,15 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
             if (q->global_batch % M || (q->micro_batches && M != q->micro_batches)) continue;
             /* with clipping, vertical defers every step: alpha does not change its list */
             const int n_alpha = q->alpha >= 0 || (q->clipping && k == SCHED_VERTICAL) ? 1 : 4;
-            for (int a = 0; a < n_alpha; a++) {
+            for (int a = 0; a < n_alpha; a++)
+            for (int gb = 0; gb < n_gbuf; gb++) {
                 placement fitting[PLACEMENT_COUNT];
-                placement tried[PLACEMENT_COUNT * PLACEMENT_FILLS];   /* of this schedule, M and alpha */
+                placement tried[PLACEMENT_COUNT * PLACEMENT_FILLS];   /* of this schedule, M, alpha, buffers */
                 int n_fitting = 0, n_tried = 0;
                 for (int p = 0; p < placements; p++) {
+                    /* more gradient buffers only where they can help: gradients on the SSD, steps that stream */
+                    const placement whole = placement_at(p);
+                    if (gbufs[gb] != gbufs[0] && !(whole.grads > 0 && (whole.optim > 0 || whole.weights > 0))) continue;
                     sim_config c = sim_default_config();
                     c.model = q->model;
                     c.B = q->global_batch / M, c.T = q->T, c.micro_batches = M;
@@ -180,7 +190,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     c.schedule = (sched_kind)k;
                     c.alpha = q->alpha >= 0 ? q->alpha : alphas[a];
                     c.clipping = q->clipping;
-                    c.place = placement_at(p);
+                    c.grad_buffers = gbufs[gb];
+                    c.place = whole;
                     layout_memory m;
                     const int ok = fits(hw, q, &c, &m);
                     out->considered++;

@@ -103,7 +103,7 @@ typedef struct sim {
     /* One rank (CPU, or a GPU: the buffers are host memory on both): the executor's gradient buffers
        for units whose gradients are on the SSD (offload_grads.c): a unit takes a free one at its first gradient task or its gradient load, the
        compute thread gives it back at grad_release, and each optimizer job of the unit holds it until the
-       job is done; so the backward runs at most LAYOUT_GRAD_BUFFERS - 1 blocks ahead of the worker */
+       job is done; so the backward runs at most the layout's grad_buffers blocks ahead of the worker */
     int grad_pool;                 /* 1: modelled */
     int gbuf_held[LAYOUT_GRAD_BUFFERS], gbuf_jobs[LAYOUT_GRAD_BUFFERS], gbuf_wr[LAYOUT_GRAD_BUFFERS];
     int *gbuf_of;                  /* [L+1] the unit's buffer, or -1 */
@@ -341,7 +341,7 @@ static int grads_on_ssd(const sim *s, int u) {
 /* Takes a buffer for unit u as the executor's acquire does (the end units' one, or one of the blocks'; a
  * read ahead only while another stays free), one whose last save has left; 0 when none can be had now. */
 static int gbuf_take(sim *s, int u, int ahead) {
-    const int block = gpt_unit_is_block(&s->cfg.model, u), lo = block ? 1 : 0, hi = block ? LAYOUT_GRAD_BUFFERS : 1;
+    const int block = gpt_unit_is_block(&s->cfg.model, u), lo = block ? 1 : 0, hi = block ? 1 + s->lay.grad_buffers : 1;
     int pick = -1, n_free = 0;
     for (int b = lo; b < hi; b++)
         if (!s->gbuf_held[b] && s->gbuf_jobs[b] == 0 && xfer_done(s, s->gbuf_wr[b])) {

@@ -26,7 +26,8 @@ layout_params sim_layout_params(const sim_config *c) {
     return (layout_params){.model = c->model, .precision = c->precision, .B = c->B, .T = c->T,
                            .micro_batches = c->micro_batches, .schedule = c->schedule, .alpha = c->alpha,
                            .clipping = c->clipping, .place = c->place, .segment_elems = c->optimizer_segment,
-                           .opt_io = c->opt_io, .has_store = 1, .ranks = c->ranks > 1 ? c->ranks : 0};
+                           .opt_io = c->opt_io, .grad_buffers = c->grad_buffers, .has_store = 1,
+                           .ranks = c->ranks > 1 ? c->ranks : 0};
 }
 
 st_status sim_layout(const sim_config *c, run_layout *out, st_error *err) {
@@ -54,6 +55,7 @@ offload_config sim_offload_config(const sim_config *c) {
     oc.place = c->place;
     oc.segment_elems = c->optimizer_segment;
     oc.opt_io = c->opt_io;
+    oc.grad_buffers = c->grad_buffers;
     oc.n_store_paths = 1;   /* strata train always has a store to commit to: its staging buffer counts */
     return oc;
 }

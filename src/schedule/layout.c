@@ -27,7 +27,8 @@ uint64_t layout_io_bytes(uint64_t bytes) { return store_padded_bytes(bytes) + 40
 
 /* with several ranks the blocks' gradient buffers hold the one being added
  * into and the sums in flight (offload_grads.c) */
-_Static_assert(LAYOUT_GRAD_BUFFERS - 1 >= 1 + LAYOUT_REDUCE_SLOTS, "a block gradient buffer per sum in flight");
+_Static_assert(LAYOUT_GRAD_BLOCK_BUFFERS >= 1 + LAYOUT_REDUCE_SLOTS, "a block gradient buffer per sum in flight");
+_Static_assert(LAYOUT_GRAD_BLOCK_BUFFERS_MORE <= LAYOUT_GRAD_BUFFERS - 1, "within the buffers' arrays");
 
 static uint64_t round_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
@@ -134,7 +135,7 @@ static void plan_buffers(run_layout *l) {
     plan(l, BUF_GRAD_IO_EMBED, "embedding and head unit gradient buffer", LAYOUT_HOST, USE_GRADIENTS,
          end_grads > 0, (shard_area + end_grads) * 4, 1);
     plan(l, BUF_GRAD_IO_BLOCK, "block gradient buffers", LAYOUT_HOST, USE_GRADIENTS,
-         block_grads_ssd ? LAYOUT_GRAD_BUFFERS - 1 : 0, (shard_area + gpt_unit_numel(c, 1)) * 4, 1);
+         block_grads_ssd ? l->grad_buffers : 0, (shard_area + gpt_unit_numel(c, 1)) * 4, 1);
     /* what the other ranks send of a unit's gradient for this rank's shard */
     plan(l, BUF_COMM_SCRATCH, "gradient pieces from the other ranks", LAYOUT_HOST, USE_GRADIENTS,
          l->ranks > 1 ? LAYOUT_REDUCE_SLOTS : 0, (uint64_t)(l->ranks - 1) * l->max_shard * 4, 0);
@@ -165,7 +166,11 @@ st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
     if (p->segment_elems % LAYOUT_SPLIT_ALIGN != 0)
         return st_fail(err, ST_EINVAL, "segment size %zu is not a multiple of %d elements", p->segment_elems,
                        LAYOUT_SPLIT_ALIGN);
+    if (p->grad_buffers != 0 && (p->grad_buffers < LAYOUT_GRAD_BLOCK_BUFFERS || p->grad_buffers > LAYOUT_GRAD_BUFFERS - 1))
+        return st_fail(err, ST_EINVAL, "%d block gradient buffers: from %d to %d", p->grad_buffers,
+                       LAYOUT_GRAD_BLOCK_BUFFERS, LAYOUT_GRAD_BUFFERS - 1);
     l->p = *p;
+    l->grad_buffers = layout_grad_buffers(p->grad_buffers);
     l->sched = layout_sched_params(p);
     const gpt_config *c = &p->model;
     l->n_units = gpt_num_units(c);

@@ -17,6 +17,7 @@ layout_params offload_layout_params(const offload_config *cfg) {
                            .micro_batches = tc->micro_batches / ranks, .ranks = ranks,
                            .rank = cfg->comm ? comm_rank(cfg->comm) : 0, .schedule = cfg->schedule, .alpha = cfg->alpha,
                            .clipping = tc->clip > 0, .place = cfg->place, .segment_elems = cfg->segment_elems, .opt_io = cfg->opt_io,
+                           .grad_buffers = cfg->grad_buffers,
                            .has_store = cfg->n_store_paths > 0, .resuming = cfg->n_resume_paths > 0,
                            .separate_device = !train_config_backend(tc)->unified};
 }
@@ -195,7 +196,7 @@ static int alloc_parts(offload_trainer *t) {
         ok &= (gp->of = malloc(sizeof(int) * (size_t)t->L1)) != NULL;
         for (int u = 0; ok && u < t->L1; u++) gp->of[u] = -1;
         ALLOC(gp->buf[0].data, BUF_GRAD_IO_EMBED);
-        for (int i = 1; i < LAYOUT_GRAD_BUFFERS; i++) ALLOC(gp->buf[i].data, BUF_GRAD_IO_BLOCK);
+        for (int i = 1; i <= t->lay.grad_buffers; i++) ALLOC(gp->buf[i].data, BUF_GRAD_IO_BLOCK);
     }
     if (gp->sharded) {
         ok &= (gp->loaded_lo = calloc((size_t)t->L1, sizeof(size_t))) != NULL;

@@ -38,7 +38,7 @@ void grads_new_iteration(grad_pool *gp) { memset(gp->fresh, 0, (size_t)gp->n_uni
 static void buffer_class(const grad_pool *gp, int u, int *lo, int *hi) {
     const int block = gpt_unit_is_block(gp->env->model, u);
     *lo = block ? 1 : 0;
-    *hi = block ? LAYOUT_GRAD_BUFFERS : 1;
+    *hi = block ? 1 + gp->env->lay->grad_buffers : 1;
 }
 
 static st_status wait_writes(grad_pool *gp, int i, st_error *err) {

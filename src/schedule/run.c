@@ -118,6 +118,7 @@ static const trainer_ops executor_ops = {executor_step, executor_eval, executor_
 offload_config train_run_executor_config(const train_run_config *c) {
     offload_config oc = {.train = c->train, .schedule = c->schedule, .alpha = c->alpha, .place = c->place,
                          .mem_device = c->mem_device, .mem_host = c->mem_host, .trace_path = c->trace_path, .opt_io = c->opt_io,
+                         .grad_buffers = c->grad_buffers,
                          .engine = c->io, .resume_steps = c->resume_steps, .init_read = c->init_read,
                          .init_ctx = c->init_ctx, .comm = c->comm, .segment_elems = c->segment_elems};
     if (c->store) oc.store_paths = c->store->paths, oc.n_store_paths = c->store->n;

@@ -32,6 +32,12 @@ expect_rc "--optimizer-io names the orders it knows" 2 "phased, interleaved or a
   run --optimizer-io sideways --run-dir "$tmp/r3c"
 expect_rc "--optimizer-io needs the executor" 2 "need --schedule vertical or horizontal" \
   run --optimizer-io phased --schedule memory --run-dir "$tmp/r3d"
+expect_rc "--grad-buffers below three is refused" 2 "--grad-buffers 2: from 3 to 7" \
+  run --grad-buffers 2 --run-dir "$tmp/r3e"
+expect_rc "--grad-buffers above seven is refused" 2 "grad-buffers" \
+  run --grad-buffers 8 --run-dir "$tmp/r3f"
+expect_rc "--grad-buffers needs the executor" 2 "need --schedule vertical or horizontal" \
+  run --grad-buffers 6 --schedule memory --run-dir "$tmp/r3g"
 printf '{"steps": 2}\n' >"$tmp/c1.json"
 expect_rc "--config twice is a usage error" 2 "--config" \
   run --config "$tmp/c1.json" --config "$tmp/c1.json" --run-dir "$tmp/r4"
