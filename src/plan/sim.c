@@ -384,6 +384,54 @@ static sim_resource worker_blame(sim *s, const int *nr, const int *nw, const int
     return r;
 }
 
+/* The segments an optimizer job of unit u streams, elements [a, b): how
+ * many, the first's and the last's elements, and the elements of each
+ * phase's last segment (the one stepped after the phase's reads). */
+typedef struct job_segments {
+    size_t segs;
+    double first, last, exposed;
+} job_segments;
+
+static job_segments segments_loop(const run_layout *l, int u, size_t a, size_t b) {
+    job_segments js = {0};
+    for (int part = 0; part < 2; part++)
+        for (size_t k = 0; k < l->units[u].segs[part]; k++) {
+            size_t lo, hi;
+            layout_segment_range(l, u, part, k, &lo, &hi);
+            if (lo < a || hi > b) continue;
+            if (js.first == 0) js.first = (double)(hi - lo);
+            js.last = (double)(hi - lo);
+            if (js.segs % LAYOUT_OPT_SLOTS == LAYOUT_OPT_SLOTS - 1) js.exposed += js.last;
+            js.segs++;
+        }
+    if (js.segs % LAYOUT_OPT_SLOTS) js.exposed += js.last;
+    return js;
+}
+
+static job_segments segments_of(const run_layout *l, int u, size_t a, size_t b) {
+    job_segments js = {0};
+    for (int part = 0; part < 2; part++) {
+        const size_t n = l->units[u].segs[part];
+        size_t plo, phi;
+        layout_part_range(l, u, part, &plo, &phi);
+        if (n == 0 || plo < a || phi > b) {
+            if (n > 0 && phi > a && plo < b) return segments_loop(l, u, a, b);   /* a part cut: one by one */
+            continue;
+        }
+        /* a whole part: n - 1 whole segments, then the rest; the segments at
+         * positions 2, 5, 8, ... of the job (counted over both parts) end a phase */
+        const double seg = (double)l->segment, rest = (double)(phi - plo - (n - 1) * l->segment);
+        const size_t g0 = js.segs, g_last = g0 + n - 1;
+        if (js.first == 0) js.first = n == 1 ? rest : seg;
+        js.last = rest;
+        js.exposed += seg * (double)(g_last / LAYOUT_OPT_SLOTS - g0 / LAYOUT_OPT_SLOTS);
+        if (g_last % LAYOUT_OPT_SLOTS == LAYOUT_OPT_SLOTS - 1) js.exposed += rest;
+        js.segs += n;
+    }
+    if (js.segs % LAYOUT_OPT_SLOTS) js.exposed += js.last;
+    return js;
+}
+
 static st_status enqueue_job(sim *s, int task, st_error *err) {
     const sched_task *t = &s->l->tasks[task];
     if (s->njobs == s->capjobs) {
@@ -412,21 +460,11 @@ static st_status enqueue_job(sim *s, int task, st_error *err) {
          * reads), then written back; modelled as the job's reads, then its
          * writes: the same bytes at the same rates, in two phases rather than
          * one pair per group, which keeps the events per job few */
-        double first = 0, last = 0, exposed = 0;   /* exposed: elements of each group's last segment */
-        size_t segs = 0;
         const size_t a = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->lo : 0.0);
         const size_t b = layout_bound(&s->lay, t->unit, t->hi > t->lo ? t->hi : 1.0);
-        for (int part = 0; part < 2; part++)
-            for (size_t k = 0; k < s->lay.units[t->unit].segs[part]; k++) {
-                size_t lo, hi;
-                layout_segment_range(&s->lay, t->unit, part, k, &lo, &hi);
-                if (lo < a || hi > b) continue;
-                if (first == 0) first = (double)(hi - lo);
-                last = (double)(hi - lo);
-                if (segs % LAYOUT_OPT_SLOTS == LAYOUT_OPT_SLOTS - 1) exposed += last;
-                segs++;
-            }
-        if (segs % LAYOUT_OPT_SLOTS) exposed += last;
+        const job_segments js = segments_of(&s->lay, t->unit, a, b);
+        const double first = js.first, last = js.last, exposed = js.exposed;
+        const size_t segs = js.segs;
         const double adamw = len / s->adamw_rate;
         /* the store's CPU work beside AdamW: a read's checksums as its chunks
          * arrive, a write's before it is queued */

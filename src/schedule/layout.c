@@ -241,12 +241,24 @@ size_t layout_bound(const run_layout *l, int u, double x) {
 
 uint64_t layout_segment_bytes(const run_layout *l, int u, size_t a, size_t b, size_t elem) {
     uint64_t bytes = 0;
-    for (int part = 0; part < 2; part++)
-        for (size_t j = 0; j < l->units[u].segs[part]; j++) {
+    for (int part = 0; part < 2; part++) {
+        const size_t n = l->units[u].segs[part];
+        size_t plo, phi;
+        layout_part_range(l, u, part, &plo, &phi);
+        if (n > 0 && plo >= a && phi <= b) {
+            /* a whole part (what every caller asks for): n - 1 whole segments
+             * and the rest, without a loop over segments, which the planner
+             * would pay at every job of every candidate */
+            const size_t rest = phi - plo - (n - 1) * l->segment;
+            bytes += (uint64_t)(n - 1) * store_padded_bytes(l->segment * elem) + store_padded_bytes(rest * elem);
+            continue;
+        }
+        for (size_t j = 0; j < n; j++) {
             size_t lo, hi;
             layout_segment_range(l, u, part, j, &lo, &hi);
             if (lo >= a && hi <= b) bytes += store_padded_bytes((hi - lo) * elem);
         }
+    }
     return bytes;
 }
 
