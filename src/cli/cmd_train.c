@@ -1077,9 +1077,13 @@ static void print_executor_plan(const session *s) {
     print_memory_need(rc);
     const int any_ssd = placement_any_ssd(rc->place);
     const int opt_streams = placement_streams_optimizer(rc->place);
-    printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s; commits to %s\n", s->o.schedule, s->o.alpha,
+    char buffers[64] = "";
+    if (rc->place.grads > 0)
+        snprintf(buffers, sizeof buffers, ", %d block gradient buffers", layout_grad_buffers(rc->grad_buffers));
+    printf("schedule: %s, alpha %.2f, on the SSD: %s%s%s%s; commits to %s\n", s->o.schedule, s->o.alpha,
            any_ssd ? placement_name(rc->place, placed, sizeof placed) : "nothing",
-           opt_streams ? ", optimizer I/O " : "", opt_streams ? opt_io_order_name(rc->opt_io) : "", s->dirs.list);
+           opt_streams ? ", optimizer I/O " : "", opt_streams ? opt_io_order_name(rc->opt_io) : "", buffers,
+           s->dirs.list);
     print_split(&oc);
     layout_traffic traffic;
     st_error err = {0};

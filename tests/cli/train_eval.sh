@@ -147,11 +147,11 @@ check "auto placement with room: nothing on the SSD" grep -q "on the SSD: nothin
 host_mib() { sed -n 's/^memory: device working set .*, host \([0-9.]*\) MiB;.*/\1/p' "$tmp/auto.log"; }
 auto 5M
 check "auto placement under 5M: shares of the optimizer state and gradients on the SSD" \
-  grep -qE "on the SSD: optim=0\.[0-9]+,grads=0\.[0-9]+, optimizer I/O phased;" "$tmp/auto.log"
+  grep -qE "on the SSD: optim=0\.[0-9]+,grads=0\.[0-9]+, optimizer I/O phased, 3 block gradient buffers;" "$tmp/auto.log"
 check "  its host memory ($(host_mib) MiB) fills the budget" "$PY" -c "import sys; sys.exit(not 4 < $(host_mib) <= 5)"
 auto 4M
 check "auto placement under 4M: shares of weights and checkpoints too" \
-  grep -qE "on the SSD: weights=0\.[0-9]+,optim=0\.[0-9]+,acts=0\.[0-9]+,grads=0\.[0-9]+, optimizer I/O phased;" "$tmp/auto.log"
+  grep -qE "on the SSD: weights=0\.[0-9]+,optim=0\.[0-9]+,acts=0\.[0-9]+,grads=0\.[0-9]+, optimizer I/O phased, 3 block gradient buffers;" "$tmp/auto.log"
 check "  its host memory ($(host_mib) MiB) fills the budget" "$PY" -c "import sys; sys.exit(not 3 < $(host_mib) <= 4)"
 check "  and it trains" grep -q "step 2/2" "$tmp/auto.log"
 auto 1000K
