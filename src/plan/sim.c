@@ -420,7 +420,9 @@ static job_segments segments_of(const run_layout *l, int u, size_t a, size_t b) 
         }
         /* a whole part: n - 1 whole segments, then the rest; the segments at
          * positions 2, 5, 8, ... of the job (counted over both parts) end a phase */
-        const double seg = (double)l->segment, rest = (double)(phi - plo - (n - 1) * l->segment);
+        size_t lo, hi;
+        layout_segment_range(l, u, part, n - 1, &lo, &hi);
+        const double seg = (double)l->segment, rest = (double)(hi - lo);
         const size_t g0 = js.segs, g_last = g0 + n - 1;
         if (js.first == 0) js.first = n == 1 ? rest : seg;
         js.last = rest;

@@ -249,8 +249,9 @@ uint64_t layout_segment_bytes(const run_layout *l, int u, size_t a, size_t b, si
             /* a whole part (what every caller asks for): n - 1 whole segments
              * and the rest, without a loop over segments, which the planner
              * would pay at every job of every candidate */
-            const size_t rest = phi - plo - (n - 1) * l->segment;
-            bytes += (uint64_t)(n - 1) * store_padded_bytes(l->segment * elem) + store_padded_bytes(rest * elem);
+            size_t lo, hi;
+            layout_segment_range(l, u, part, n - 1, &lo, &hi);
+            bytes += (uint64_t)(n - 1) * store_padded_bytes(l->segment * elem) + store_padded_bytes((hi - lo) * elem);
             continue;
         }
         for (size_t j = 0; j < n; j++) {

@@ -519,9 +519,8 @@ size_t offload_trainer_segment(const offload_trainer *t) { return t->lay.segment
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
     *out = t->stats;
     /* the worker's lock, not its times, changes */
-    double host_io_s;
     opt_worker_times((opt_worker *)&t->worker, LAYOUT_LANE_SSD, &out->optimizer_s, &out->worker_io_s);
-    opt_worker_times((opt_worker *)&t->worker, LAYOUT_LANE_HOST, &out->optimizer_host_s, &host_io_s);
+    opt_worker_times((opt_worker *)&t->worker, LAYOUT_LANE_HOST, &out->optimizer_host_s, NULL);   /* no SSD */
     uint64_t now[2][STORE_KIND_COUNT];
     env_traffic(&t->env, now);
     for (int k = 0; k < STORE_KIND_COUNT; k++) {

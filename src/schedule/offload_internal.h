@@ -144,7 +144,7 @@ void opt_worker_enqueue(opt_worker *w, const opt_job *job);
 st_status opt_worker_wait(opt_worker *w, int u, st_error *err);
 /* Jobs of unit u queued or running. */
 int opt_worker_pending(opt_worker *w, int u);
-/* Lane `lane`'s jobs' time so far, and of it their SSD waits. */
+/* Lane `lane`'s jobs' time so far, and of it their SSD waits (io_s may be NULL). */
 void opt_worker_times(opt_worker *w, int lane, double *busy_s, double *io_s);
 
 /* ---- host_state: the training state kept in memory ---------------------------------- */

@@ -153,9 +153,11 @@ int opt_worker_pending(opt_worker *w, int u) {
 }
 
 void opt_worker_times(opt_worker *w, int lane, double *busy_s, double *io_s) {
-    *busy_s = *io_s = 0;
+    *busy_s = 0;
+    if (io_s) *io_s = 0;
     if (!w->started) return;
     pthread_mutex_lock(&w->lock);
-    *busy_s = w->lane[lane].busy_s, *io_s = w->lane[lane].io_s;
+    *busy_s = w->lane[lane].busy_s;
+    if (io_s) *io_s = w->lane[lane].io_s;
     pthread_mutex_unlock(&w->lock);
 }
