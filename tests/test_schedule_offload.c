@@ -331,7 +331,10 @@ static void test_eval_matches(void **state) {
  * copies (a unit's weights, a block's input and output, a unit's
  * gradients) and host staging for tokens, moves the I/O buffers to the
  * host, and the executor allocates exactly that plan; the CPU backend's
- * plan has none of them. */
+ * plan has none of them. Mixed precision on the CPU backend initializes
+ * each unit in the buffer that widens weights to f32 (host memory there),
+ * so its plan has no initialization unit of its own; a separate device's
+ * widening buffer is on the device, so its plan keeps one. */
 static void test_separate_device_plan(void **state) {
     (void)state;
     for (int pl = ALL_HOST; pl < PLACEMENTS; pl++) {
@@ -348,6 +351,8 @@ static void test_separate_device_plan(void **state) {
             assert_int_equal(cpu.buf[extra[i]].count, 0);
             assert_true(sep.buf[extra[i]].count > 0);
         }
+        assert_int_equal(cpu.buf[BUF_INIT_UNIT].count, 0);
+        assert_int_equal(sep.buf[BUF_INIT_UNIT].count, 1);
         assert_int_equal(sep.buf[BUF_ACT_IO].tier, LAYOUT_HOST);
         assert_int_equal(sep.buf[BUF_WEIGHTS_IO].tier, LAYOUT_HOST);
         assert_true(sep.memory.device > cpu.memory.device - cpu.buf[BUF_ACT_IO].count * cpu.buf[BUF_ACT_IO].bytes -

@@ -165,7 +165,8 @@ typedef enum layout_buffer_id {
     BUF_GRAD_IO_EMBED,     /* the end units' gradient buffer (gradients on the SSD, or several ranks) */
     BUF_GRAD_IO_BLOCK,     /* grad_buffers buffers shared by the blocks */
     BUF_SEGMENT_IO,        /* one segment of f32: set-up, reading weights back, commits */
-    BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation) */
+    BUF_INIT_UNIT,         /* one unit of f32 to initialize from (freed after creation;
+                            * none where the widening buffer is host memory) */
     BUF_RESUME_IO,         /* 3 segments: reading a commit back (freed after creation) */
     BUF_COMM_SCRATCH,      /* several ranks, LAYOUT_REDUCE_SLOTS: the other ranks' pieces of a unit's gradient
                               for this rank's shard */

@@ -143,7 +143,10 @@ static void plan_buffers(run_layout *l) {
          ssd_weights ? LAYOUT_OPT_SLOTS : 0, seg * wsz, 1);
     plan(l, BUF_SEGMENT_IO, "segment staging", LAYOUT_HOST, USE_STAGING, placement_any_ssd(pl) || p->has_store,
          seg * 4, 1);
-    plan(l, BUF_INIT_UNIT, "initialization unit", LAYOUT_HOST, USE_STAGING, 1, max_unit * 4, 0);
+    /* a fresh run's units are initialized one at a time in f32: in the
+     * widening buffer where that is host memory (idle until training) */
+    plan(l, BUF_INIT_UNIT, "initialization unit", LAYOUT_HOST, USE_STAGING, !p->resuming && !(mixed && !sep), max_unit * 4,
+         0);
     plan(l, BUF_RESUME_IO, "commit read-back staging", LAYOUT_HOST, USE_STAGING, p->resuming ? 3 : 0, seg * 4, 1);
 
     layout_memory *m = &l->memory;

@@ -236,7 +236,9 @@ static st_status open_commit(offload_trainer *t, store **from, int n_from, ckpt_
 st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     const int resume = t->cfg.n_resume_paths > 0;
     const gpt_unit_reader read = t->cfg.init_read;
-    float *unit_tmp = init || resume ? NULL : plan_alloc(t, BUF_INIT_UNIT);
+    /* the layout plans no buffer of its own where the widening buffer is host memory */
+    const int own_unit = !init && !resume && t->lay.buf[BUF_INIT_UNIT].count > 0;
+    float *unit_tmp = init || resume ? NULL : own_unit ? plan_alloc(t, BUF_INIT_UNIT) : t->wl.unit32;
     if (!init && !resume && !unit_tmp) return st_fail(err, ST_ENOMEM, "out of memory for initialization");
     state_source src = {0};
     store **from = NULL;
@@ -258,7 +260,7 @@ st_status state_start(offload_trainer *t, const float *init, st_error *err) {
     ckpt_reader_free(src.ckpt);
     for (int i = 0; i < n_from; i++) store_close(from[i]);
     free(from);
-    st_free_aligned(unit_tmp);
+    if (own_unit) st_free_aligned(unit_tmp);
     return s;
 }
 
