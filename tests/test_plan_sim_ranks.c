@@ -205,7 +205,7 @@ static void test_bytes_formula(void **state) {
                 layout_params lp = sim_layout_params(&c);
                 sched_params sp = layout_sched_params(&lp);
                 sched_list l;
-                assert_int_equal(sched_build(&sp, sched_deferred_share(&sp) > 0, &l, &err), ST_OK);
+                assert_int_equal(sched_build(&sp, sched_defers(&sp), &l, &err), ST_OK);
                 const uint64_t wsz = c.precision == GPT_MIXED_BF16 ? 2 : 4;
                 uint64_t sent = 0, recv = 0;
                 int gathers = 0, reduces = 0;

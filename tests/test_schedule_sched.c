@@ -346,6 +346,47 @@ static void test_optimizer_shares(void **state) {
                 for (int head = 0; head < 2; head++) check_optimizer_cover((sched_kind)k, alphas[a], clip, head);
 }
 
+/* alpha defers the steps that stream (state on the SSD), not those all in
+ * memory: with optimizer state on the SSD for the last half of the units and
+ * gradients all there, a unit in memory steps at once, whole, and parks no
+ * gradient; a streaming unit steps 1 - alpha in backward and the rest in
+ * the next forward, from gradients parked in between. Weights on the SSD
+ * make a unit's step stream too; clipping (vertical) defers every step. */
+static void test_deferral_follows_streaming(void **state) {
+    (void)state;
+    for (int k = 0; k < 2; k++)
+        for (int weights = 0; weights < 2; weights++)
+            for (int clip = 0; clip < 2; clip++) {
+                sched_params p = params((sched_kind)k, 6, 2, 0.25, clip, 0);
+                p.place.grads = 1;
+                if (weights) p.place.optim = 2.0 / 6, p.place.weights = 0.5;   /* units 4, 5; weights 3, 4, 5 */
+                else p.place.optim = 0.5;                                        /* units 3, 4, 5 */
+                const int all = clip && k == SCHED_VERTICAL;
+                assert_int_equal(sched_defers(&p), 1);
+                sched_list l = build(&p, 1);
+                double stepped[6] = {0}, deferred[6] = {0}, parked[6] = {0};
+                for (int i = 0; i < l.n; i++) {
+                    const sched_task *t = &l.tasks[i];
+                    if (t->op == TASK_OPTIMIZE && t->deferred) deferred[t->unit] += t->hi - t->lo;
+                    if (t->op == TASK_OPTIMIZE && !t->deferred) stepped[t->unit] += t->hi - t->lo;
+                    if (t->op == TASK_SAVE_GRAD && k == SCHED_VERTICAL) parked[t->unit] += t->hi - t->lo;
+                }
+                for (int u = 0; u < 6; u++) {
+                    const int streams = u >= 3;
+                    assert_int_equal(sched_unit_streams(&p, u), streams);
+                    const double share = all ? 1.0 : streams ? 0.25 : 0.0;
+                    assert_float_equal(sched_deferred_share(&p, u), share, 0);
+                    assert_float_equal(deferred[u], share, 1e-12);   /* last iteration's, coming in */
+                    assert_float_equal(stepped[u], 1.0 - share, 1e-12);
+                    if (k == SCHED_VERTICAL) assert_float_equal(parked[u], share, 1e-12);
+                }
+                sched_list_free(&l);
+                /* all in memory: nothing to defer */
+                p.place = (placement){0};
+                assert_int_equal(sched_defers(&p), all);
+            }
+}
+
 /* With gradients on the SSD, every step reads gradients that are in memory:
  * it depends on a load of its unit's gradients covering its share, or on
  * the unit's last gradient term with no save in between that gave the
@@ -377,9 +418,8 @@ static void check_grads_reach_steps(sched_kind k, double alpha, int clip, int de
         }
         assert_true(covered);
     }
-    double share = sched_deferred_share(&p);
     for (int u = 0; u < U; u++) {
-        if (k == SCHED_VERTICAL) assert_float_equal(saved_share[u], share, 1e-12);
+        if (k == SCHED_VERTICAL) assert_float_equal(saved_share[u], sched_deferred_share(&p, u), 1e-12);
         else assert_float_equal(saved_share[u], 3.0, 1e-12);   /* M whole accumulators */
     }
     sched_list_free(&l);
@@ -524,11 +564,17 @@ static void check_ranks(const sched_params *one, int deferred_in) {
         if (task_op_resource(t->op) != RES_NETWORK) others++;
     }
     for (int u = 0; u < U; u++) assert_true(reduced_at[u] >= 0 && reductions[u] == per_unit);
-    assert_int_equal(others, l1.n);   /* the one-rank list's tasks, and the collectives */
+    /* the one-rank list's tasks, and the collectives, where one rank defers
+     * the same steps (every step streams through the network with several
+     * ranks; on one, only those with state on the SSD do) */
+    int same_deferral = 1;
+    for (int u = 0; u < U; u++) same_deferral &= sched_deferred_share(&p, u) == sched_deferred_share(one, u);
+    if (same_deferral) assert_int_equal(others, l1.n);
     sched_counts c, c1;
     sched_count(&l, &c);
     sched_count(&l1, &c1);
     assert_int_equal(c.gathers, c1.weight_loads);
+    if (!same_deferral) assert_true(others >= l1.n);   /* the shares one rank steps at once, split */
     assert_int_equal(c.reduces, U * per_unit);
     assert_int_equal(c1.gathers + c1.reduces, 0);
     free(reduced_at);
@@ -621,6 +667,7 @@ int main(void) {
         cmocka_unit_test(test_snake_order),
         cmocka_unit_test(test_optimizer_shares),
         cmocka_unit_test(test_gradients_on_ssd),
+        cmocka_unit_test(test_deferral_follows_streaming),
         cmocka_unit_test(test_separate_head),
         cmocka_unit_test(test_placement_fills),
         cmocka_unit_test(test_bad_params),

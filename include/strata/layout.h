@@ -10,7 +10,10 @@
  *
  *   - each unit's two parts: elements [0, split) are stepped during
  *     backward, [split, n) are deferred into the next forward (the share
- *     alpha, or all of it with clipping in the vertical schedule). The split
+ *     alpha, or all of it with clipping in the vertical schedule; a unit
+ *     whose step is all in memory steps both at once, sched_deferred_share,
+ *     but is cut at the same split, so that the store's keys are the same
+ *     in every placement). The split
  *     is a multiple of LAYOUT_SPLIT_ALIGN elements, so that the second part
  *     starts 4096-byte aligned in one buffer in bf16 and f32 alike;
  *   - each part's segments of at most `segment` elements: the grain in which
@@ -102,7 +105,8 @@ typedef struct layout_params {
     int B, T;                  /* micro-batch: sequences, tokens per sequence */
     int micro_batches;         /* M */
     sched_kind schedule;
-    double alpha;              /* share of each unit's optimizer step deferred to the next forward */
+    double alpha;              /* share of each streaming unit's optimizer step deferred to the next forward
+                                  (sched_deferred_share) */
     int clipping;              /* global-norm clipping (vertical then defers every step) */
     placement place;
     size_t segment_elems;      /* 0: LAYOUT_SEGMENT_DEFAULT; else a multiple of LAYOUT_SPLIT_ALIGN */

@@ -20,7 +20,7 @@
  * offload_config.opt_io) and writes the new compute weights in the same
  * pass; a unit's weights are loaded only after
  * its pending steps finish. So the deferred share (alpha) of each unit
- * overlaps the next forward, and with alpha < 1 and no clipping the rest
+ * whose step streams (sched_deferred_share) overlaps the next forward, and with alpha < 1 and no clipping the rest
  * overlaps backward. The I/O engine moves bytes beside both: after each
  * load of weights, checkpoints or gradients, the next load of that kind is
  * started when its inputs are final, and saves of checkpoints and gradients
@@ -69,7 +69,8 @@ typedef struct offload_config {
     train_config train;    /* model, precision, B, T, micro_batches (M), lr, AdamW, clip, seed;
                               backend: NULL or the CPU backend (the executor's buffers are host memory) */
     sched_kind schedule;
-    double alpha;          /* share of each unit's optimizer step deferred to the next forward */
+    double alpha;          /* share of each streaming unit's optimizer step deferred to the next forward
+                              (sched_deferred_share) */
     placement place;       /* each kind of state in the SSD store or in host memory; gradients on the SSD
                               means a few units' buffers in memory, parked in the store */
     const char *const *store_paths;                  /* store directories (one per drive): needed when anything is on the

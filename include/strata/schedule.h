@@ -170,7 +170,8 @@ typedef struct sched_params {
     int separate_head;     /* the head has a unit of its own, the last (an untied head); 0: the head
                               reads and accumulates into unit 0 (tied to the embedding) */
     int micro_batches;     /* M */
-    double alpha;          /* share of each unit's optimizer step deferred to the next forward */
+    double alpha;          /* share of each streaming unit's optimizer step deferred to the next forward
+                              (sched_deferred_share) */
     int clipping;          /* global-norm clipping: no step before the norm (forces alpha = 1) */
     placement place;       /* decides which loads and saves the list holds */
     int ranks;             /* data parallel: this list is one rank's of `ranks` (0 or 1: one process), over
@@ -205,9 +206,16 @@ int sched_head_unit(const sched_params *p);
 int sched_parts(const sched_params *p, place_kind k);
 void sched_parts_all(const sched_params *p, int parts[PLACE_KINDS]);
 
-/* The share of unit u's optimizer step deferred to the next forward:
- * 1 with clipping, else alpha. */
-double sched_deferred_share(const sched_params *p);
+/* 1 when unit u's optimizer step moves state through the SSD (its
+ * optimizer state or compute weights are there) or the network (several
+ * ranks): the steps that run on the optimizer's streaming lane. */
+int sched_unit_streams(const sched_params *p, int u);
+/* The share of unit u's optimizer step deferred to the next forward: 1
+ * with clipping in the vertical schedule, else alpha for a unit whose step
+ * streams (sched_unit_streams) and 0 for one whose step is all in memory.
+ * sched_defers: some unit's share is above 0. */
+double sched_deferred_share(const sched_params *p, int u);
+int sched_defers(const sched_params *p);
 
 /* Counts of what a list moves, in units of "one unit's tensor": loads of
  * compute weights, activation saves and loads, gradient saves and loads. */

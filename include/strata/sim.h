@@ -155,7 +155,8 @@ typedef struct sim_config {
     int micro_batches;         /* M: micro-batches per iteration (gradient accumulation) */
     gpt_precision precision;   /* mixed: bf16 compute weights (2 bytes), else 4 */
     sched_kind schedule;
-    double alpha;              /* share of each unit's optimizer step deferred to the next forward */
+    double alpha;              /* share of each streaming unit's optimizer step deferred to the next forward
+                                  (sched_deferred_share) */
     int clipping;              /* global-norm clipping (vertical then defers every step) */
     placement place;           /* which kinds of state live on the SSD */
     int iterations;            /* steady iterations after the first (default 3; the last is reported) */

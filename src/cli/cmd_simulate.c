@@ -35,7 +35,8 @@ static const cli_flag simulate_flags[] = {
             "sequences per optimizer step over all devices: sets M = G / (devices x B)"),
     CLI_STRING("precision", O(precision), "P", "fp32 (default) or mixed (bf16 compute weights)"),
     CLI_STRING("schedule", O(schedule), "S", "vertical (default) or horizontal"),
-    CLI_DOUBLE("alpha", O(alpha), 0, 1, "A", "share of each unit's optimizer step deferred to the next forward (default 0)"),
+    CLI_DOUBLE("alpha", O(alpha), 0, 1, "A", "share of each unit's optimizer step deferred to the next forward, where\n"
+               "the unit's optimizer state or weights are on the SSD (default 0)"),
     CLI_DOUBLE("clip", O(clip), 0, 1e9, "X", "gradient clipping as in train (default 1.0; 0 = off; vertical then defers all)"),
     CLI_STRING("offload", O(offload), "LIST",
                "state on the SSD: weights,optim,acts,grads, KIND=SHARE (optim=0.6) or\n"
@@ -106,7 +107,7 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
     const int opt_streams = placement_streams_optimizer(c->place);
     printf("schedule: %s, alpha %.2f%s, clipping %s; on the SSD: %s%s%s\n",
            c->schedule == SCHED_VERTICAL ? "vertical" : "horizontal", c->alpha,
-           sched_deferred_share(&sp) != c->alpha ? " (clipping defers every step: 1.00)" : "", c->clipping ? "on" : "off",
+           sp.clipping && sp.kind == SCHED_VERTICAL && c->alpha != 1.0 ? " (clipping defers every step: 1.00)" : "", c->clipping ? "on" : "off",
            where, opt_streams ? ", optimizer I/O " : "", opt_streams ? opt_io_order_name(c->opt_io) : "");
     printf("hardware: %s (%s): %s, %d cores, %d SSD path%s\n", hw->name, hw_path, hw_backend_name(hw->backend),
            hw->cores, hw->n_ssd, hw->n_ssd == 1 ? "" : "s");

@@ -161,7 +161,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
     st_status s = check_request(hw, q, err);
     if (s != ST_OK) return s;
     candidates cs = {0};
-    static const double alphas[] = {0.0, 0.25, 0.5, 1.0};
+    static const double alphas[] = {0.0, 0.1, 0.25, 0.5, 1.0};
+    const int alpha_count = (int)(sizeof alphas / sizeof alphas[0]);
     const int gbufs[2] = {q->grad_buffers >= 0 ? q->grad_buffers : LAYOUT_GRAD_BLOCK_BUFFERS, LAYOUT_GRAD_BLOCK_BUFFERS_MORE};
     const int n_gbuf = q->grad_buffers >= 0 ? 1 : 2;
     uint64_t least_device = UINT64_MAX, least_host = UINT64_MAX;
@@ -173,7 +174,7 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
         for (int M = 1; M <= q->global_batch && M <= q->max_micro_batches; M++) {
             if (q->global_batch % M || (q->micro_batches && M != q->micro_batches)) continue;
             /* with clipping, vertical defers every step: alpha does not change its list */
-            const int n_alpha = q->alpha >= 0 || (q->clipping && k == SCHED_VERTICAL) ? 1 : 4;
+            const int n_alpha = q->alpha >= 0 || (q->clipping && k == SCHED_VERTICAL) ? 1 : alpha_count;
             for (int a = 0; a < n_alpha; a++)
             for (int gb = 0; gb < n_gbuf; gb++) {
                 placement fitting[PLACEMENT_COUNT];
@@ -183,6 +184,8 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     /* more gradient buffers only where they can help: gradients on the SSD, steps that stream */
                     const placement whole = placement_at(p);
                     if (gbufs[gb] != gbufs[0] && !(whole.grads > 0 && (whole.optim > 0 || whole.weights > 0))) continue;
+                    /* alpha defers only steps that stream (sched_deferred_share): elsewhere it changes nothing */
+                    if (a > 0 && q->alpha < 0 && !placement_streams_optimizer(whole)) continue;
                     sim_config c = sim_default_config();
                     c.model = q->model;
                     c.B = q->global_batch / M, c.T = q->T, c.micro_batches = M;

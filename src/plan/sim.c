@@ -1462,7 +1462,7 @@ st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg_in, sim_ro
     sim_config cfg = *cfg_in;
     sched_params p = list_params(hw, &cfg);
     sched_list l;
-    st_status s = sched_build(&p, sched_deferred_share(&p) > 0, &l, err);
+    st_status s = sched_build(&p, sched_defers(&p), &l, err);
     if (s != ST_OK) return s;
     const sched_list *one = &l;
     if ((s = check_inputs(hw, &cfg, &one, 1, err)) == ST_OK) s = sim_roofline_list(hw, &cfg, &l, out, err);

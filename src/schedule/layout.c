@@ -48,8 +48,7 @@ int layout_on_ssd(const run_layout *l, place_kind k, int i) {
 }
 
 int layout_opt_lane(const run_layout *l, int u) {
-    if (l->ranks > 1 || layout_on_ssd(l, PLACE_OPTIM, u) || layout_on_ssd(l, PLACE_WEIGHTS, u)) return LAYOUT_LANE_SSD;
-    return LAYOUT_LANE_HOST;
+    return sched_unit_streams(&l->sched, u) ? LAYOUT_LANE_SSD : LAYOUT_LANE_HOST;
 }
 
 size_t layout_memory_elems(const run_layout *l, place_kind k) {
@@ -187,7 +186,10 @@ st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
     /* part 0 of a shard ends LAYOUT_SPLIT_ALIGN elements apart from its start,
      * so that part 1 starts 4096-byte aligned in a buffer the shard starts
      * in, in bf16 and in f32 alike */
-    const double share = sched_deferred_share(&l->sched);
+    /* one split for every unit, a streaming unit's (sched_deferred_share):
+     * the store's keys then do not depend on the placement, and a resume
+     * into another placement finds its tensors */
+    const double share = p->clipping && p->schedule == SCHED_VERTICAL ? 1.0 : p->alpha;
     for (int u = 0; u < l->n_units; u++) {
         layout_unit *un = &l->units[u];
         un->n = gpt_unit_numel(c, u);

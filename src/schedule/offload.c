@@ -457,7 +457,7 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->prev_lr = lr;
     t->prev_scale = t->lay.sched.clipping ? clip_scale(sqrt(sum), t->cfg.train.clip) : 1.0f;
     t->prev_t = t->step + 1;
-    t->deferred_pending = sched_deferred_share(&t->lay.sched) > 0.0;
+    t->deferred_pending = sched_defers(&t->lay.sched);
     t->step++;
     const double t1 = st_now();
     t->stats.steps++;

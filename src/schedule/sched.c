@@ -15,11 +15,26 @@ const char *task_op_name(task_op op) {
     return op < TASK_OP_COUNT ? names[op] : "?";
 }
 
-double sched_deferred_share(const sched_params *p) {
+int sched_unit_streams(const sched_params *p, int u) {
+    return p->ranks > 1 || placement_on_ssd(p->place, PLACE_OPTIM, u, p->n_units) ||
+           placement_on_ssd(p->place, PLACE_WEIGHTS, u, p->n_units);
+}
+
+double sched_deferred_share(const sched_params *p, int u) {
     /* Vertical steps a unit during backward, before the global norm exists:
      * with clipping every step moves to the next forward. Horizontal steps
-     * after backward, once the norm is known. */
-    return p->clipping && p->kind == SCHED_VERTICAL ? 1.0 : p->alpha;
+     * after backward, once the norm is known. Deferring a step moves its
+     * SSD traffic into the next forward, where the drive is idle; a step
+     * with nothing on the SSD has no traffic to move, and deferring it
+     * would only park its gradients there. */
+    if (p->clipping && p->kind == SCHED_VERTICAL) return 1.0;
+    return sched_unit_streams(p, u) ? p->alpha : 0.0;
+}
+
+int sched_defers(const sched_params *p) {
+    for (int u = 0; u < p->n_units; u++)
+        if (sched_deferred_share(p, u) > 0.0) return 1;
+    return 0;
 }
 
 int sched_head_unit(const sched_params *p) { return p->separate_head ? p->n_units - 1 : 0; }
@@ -177,7 +192,7 @@ static int emit_optimize(gen *g, int u, double lo, double hi, int deferred, cons
 static void emit_deferred(gen *g, int u) {
     if (u >= g->L1 || !g->deferred_pending[u]) return;
     g->deferred_pending[u] = 0;
-    double share = sched_deferred_share(g->p);
+    double share = sched_deferred_share(g->p, u);
     int deps[1] = {need_grads(g, u, 1.0 - share, 1.0)};
     emit_optimize(g, u, 1.0 - share, 1.0, 1, deps, 1);
     g->grad_saved[u] = -1;   /* consumed: this iteration accumulates afresh */
@@ -206,7 +221,7 @@ static void reduce_grads(gen *g, int u) {
  * step must wait for (clipping), or -1. */
 static void grads_complete(gen *g, int u, int norm) {
     reduce_grads(g, u);
-    double share = sched_deferred_share(g->p);
+    double share = sched_deferred_share(g->p, u);
     if (share < 1.0) {
         int deps[2] = {need_grads(g, u, 0.0, 1.0 - share), norm};
         emit_optimize(g, u, 0.0, 1.0 - share, 0, deps, 2);
@@ -520,8 +535,8 @@ static st_status generate(const sched_params *p, int deferred_in, int flush_only
         g.weights_writer = unit_arrays + 2 * p->n_units;
         g.deferred_pending = unit_arrays + 3 * p->n_units;
         g.reduced = unit_arrays + 4 * p->n_units;
-        int pending = deferred_in && sched_deferred_share(p) > 0.0;
         for (int u = 0; u < p->n_units; u++) {
+            const int pending = deferred_in && sched_deferred_share(p, u) > 0.0;
             g.grad_last[u] = g.weights_writer[u] = -1;
             g.reduced[u] = 0;
             g.deferred_pending[u] = pending;
