@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import statistics
 import sys
 
 MIB = 1 << 20
@@ -152,6 +153,7 @@ def report(out, model, seq, steps):
     meta = dict(l.rstrip("\n").split("\t", 1) for l in open(f"{out}/sweep.meta"))
     whole_bytes = int(meta["whole_bytes"])
     points = {}          # budget MiB -> {"half": bool, "binary": [row...], "fractional": row}
+    repeats = {}         # run NAME -> its later rounds' rows (NAME-r2, ...), at half the state
     for line in open(f"{out}/sweep.tsv"):
         mib, half, role, name, sched, b, alpha, gbufs, offload, plan_s = line.rstrip("\n").split("\t")
         p = points.setdefault(int(mib), {"half": half == "half", "binary": [], "fractional": None})
@@ -159,11 +161,26 @@ def report(out, model, seq, steps):
                "plan_s": float(plan_s) if plan_s != "-" else None, "role": role,
                "run": run(out, name, steps), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end"),
                "pred_run": sim(out, name, "run"), "pred_plan": sim(out, name, "plan")}
-        if role.startswith("binary"):
+        if role == "repeat":
+            repeats.setdefault(name.rsplit("-r", 1)[0], []).append(row)
+        elif role.startswith("binary"):
             p["binary"].append(row)
         else:
             p["fractional"] = row
     mem = run(out, "memory", steps)
+
+    # A placement's figures at its budget: the median over its rounds (one
+    # round but at half the state), measured and predicted alike.
+    def rounds(r):
+        return [x for x in [r] + repeats.get(r["name"], []) if x["run"]]
+
+    def med(r):
+        done = rounds(r)
+        return statistics.median(x["run"]["step_s"] for x in done) if done else None
+
+    def med_pred(r):
+        preds = [x["pred"] for x in rounds(r) if x["pred"] is not None]
+        return statistics.median(preds) if preds else None
 
     def place(r):
         more = f", {r['gbufs']} grad bufs" if r["gbufs"] != 3 else ""
@@ -176,6 +193,10 @@ def report(out, model, seq, steps):
         if r["run"] is None or r["pred"] is None:
             return None
         return 100 * (r["pred"] - r["run"]["step_s"]) / r["run"]["step_s"]
+
+    def med_err(r):
+        m, p = med(r), med_pred(r)
+        return 100 * (p - m) / m if m is not None and p is not None else None
 
     def pct(x):
         return f"{x:+.1f}" if x is not None else "-"
@@ -190,7 +211,9 @@ def report(out, model, seq, steps):
              f"with this machine probed at the start at the sweep's shape (OUT/hw.json) and its disk re-measured right before "
              f"each run (OUT/run-NAME.hw.json). Every executor run had --mem-host = its budget. "
              f"Placement = what is on the SSD (schedule v/h, alpha, block gradient buffers when not 3); err % = "
-             f"(predicted - measured) / measured.")
+             f"(predicted - measured) / measured. At half the state each run is repeated in rounds, alternated "
+             f"(NAME-r2, ...): the row there gives each placement's median measured and predicted time, and every "
+             f"round counts as a run in the prediction check.")
     L.append("")
     L.append("| budget GiB | % of state | best binary placement | measured s | predicted s | err % | other binary: placement, "
              "measured s | fractional placement (plan's best) | measured s | predicted s | err % | speed-up frac/bin | "
@@ -201,26 +224,27 @@ def report(out, model, seq, steps):
     for mib in sorted(points):
         p = points[mib]
         done = [r for r in p["binary"] if r["run"]]
-        bb = min(done, key=lambda r: r["run"]["step_s"]) if done else (p["binary"][0] if p["binary"] else None)
+        bb = min(done, key=med) if done else (p["binary"][0] if p["binary"] else None)
         others = [r for r in p["binary"] if r is not bb]
         fr = p["fractional"]
-        other = "; ".join(f"{place(o)}, {s(o['run']['step_s']) if o['run'] else 'failed'}" for o in others) or "(plan --whole ranks one)"
+        other = "; ".join(f"{place(o)}, {s(med(o)) if o['run'] else 'failed'}" for o in others) or "(plan --whole ranks one)"
         speed = None
         if bb and bb["run"] and fr and fr["run"]:
-            speed = bb["run"]["step_s"] / fr["run"]["step_s"]
-            curve.append((mib, fr["run"]["step_s"]))
+            speed = med(bb) / med(fr)
+            curve.append((mib, med(fr)))
         if p["half"]:
             half_speedup = speed
         fr_place = "-"
         if fr:
             fr_place = place(fr) + (" = the best binary" if fr["role"] == "fractional-whole" and bb and fr["name"] == bb["name"]
                                     else " (whole)" if fr["role"] == "fractional-whole" else "")
-        label = f"{mib / 1024:.3f}" + (" (half)" if p["half"] else "")
+        n_rounds = max([len(rounds(r)) for r in p["binary"] + ([fr] if fr else [])] or [1])
+        label = f"{mib / 1024:.3f}" + (" (half)" if p["half"] else "") + (f", median of {n_rounds}" if n_rounds > 1 else "")
         L.append(f"| {label} | {100 * mib * MIB / whole_bytes:.0f}% | {place(bb) if bb else '-'} | "
-                 f"{s(bb['run']['step_s']) if bb and bb['run'] else 'failed'} | {s(bb['pred']) if bb else '-'} | "
-                 f"{pct(err(bb)) if bb else '-'} | {other} | {fr_place} | "
-                 f"{s(fr['run']['step_s']) if fr and fr['run'] else 'failed'} | {s(fr['pred']) if fr else '-'} | "
-                 f"{pct(err(fr)) if fr else '-'} | {f'{speed:.2f}x' if speed else '-'} | "
+                 f"{s(med(bb)) if bb and bb['run'] else 'failed'} | {s(med_pred(bb)) if bb else '-'} | "
+                 f"{pct(med_err(bb)) if bb else '-'} | {other} | {fr_place} | "
+                 f"{s(med(fr)) if fr and fr['run'] else 'failed'} | {s(med_pred(fr)) if fr else '-'} | "
+                 f"{pct(med_err(fr)) if fr else '-'} | {f'{speed:.2f}x' if speed else '-'} | "
                  f"{s(mem['step_s']) if mem else 'failed'} |")
     L.append("")
 
@@ -247,10 +271,11 @@ def report(out, model, seq, steps):
         L.append("- fractional curve: fewer than two measured points -> not checked")
     runs, seen = [], set()
     for mib in points:
-        for r in points[mib]["binary"] + ([points[mib]["fractional"]] if points[mib]["fractional"] else []):
-            if r["name"] not in seen and r["run"] and r["pred"] is not None:
-                seen.add(r["name"])
-                runs.append(r)
+        for base in points[mib]["binary"] + ([points[mib]["fractional"]] if points[mib]["fractional"] else []):
+            for r in [base] + repeats.get(base["name"], []):   # every round is a run of its own
+                if r["name"] not in seen and r["run"] and r["pred"] is not None:
+                    seen.add(r["name"])
+                    runs.append(r)
     within = [r for r in runs if abs(err(r)) <= 10]
     if runs:
         share = len(within) / len(runs)
@@ -278,8 +303,8 @@ def report(out, model, seq, steps):
              "err % (before / after / run's disk) | SSD per step r / w MiB | the run's disk while busy | "
              "compute: computing / waiting on SSD / on optimizer s | peak RSS |")
     L.append("|---|---|---|---|---|---|---|---|")
-    failed = [r for mib in sorted(points) for r in points[mib]["binary"] + [points[mib]["fractional"]]
-              if r and r["run"] is None and r["name"] not in seen]
+    failed = [r for mib in sorted(points) for base in points[mib]["binary"] + [points[mib]["fractional"]] if base
+              for r in [base] + repeats.get(base["name"], []) if r["run"] is None and r["name"] not in seen]
     for r in runs + failed:
         m = r["run"]
         if m is None:

@@ -7,7 +7,8 @@
 #
 #   bench/placement_sweep.sh [STRATA] [OUT_DIR] [STEPS]
 #   defaults: build/strata bench/results/placement 4
-#   env: POINTS (7) budgets evenly spaced; MODEL (gpt2-350m) and SEQ (128) to
+#   env: POINTS (7) budgets evenly spaced; HALF_ROUNDS (3) rounds of the runs
+#   at half the state (alternated; each placement's median counts there); MODEL (gpt2-350m) and SEQ (128) to
 #   try the script on a small model (MODEL=gpt2-mini SEQ=64 POINTS=5);
 #   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
 #   runs (and the first disk measurement, so that the plans come out the
@@ -28,6 +29,8 @@
 #     against the one before the run with the disk's rates replaced by those
 #     the run saw while its reads and writes were in flight: the model's
 #     error without the disk's drift).
+# At half the state, HALF_ROUNDS rounds of those runs, one after the
+# other in the same order; the budget's row takes each placement's median.
 # Once: the in-memory trainer (--schedule memory), the bound.
 # Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
 # iteration warms buffers up). The machine is probed (strata probe at the
@@ -52,6 +55,7 @@ MODEL=${MODEL:-gpt2-350m}
 SEQ=${SEQ:-128}
 PROBE_SIZE=${PROBE_SIZE:-256M}
 BINARY=2                       # binary placements measured per budget
+HALF_ROUNDS=${HALF_ROUNDS:-3}  # rounds of the runs at half the state
 DATA=data/corpus-gpt2
 PY=/usr/bin/python3
 HELP="$PY $(dirname "$0")/placement_sweep.py"
@@ -155,8 +159,27 @@ done
 log "whole state in memory: $whole bytes; smallest budget that plans: $small MiB"
 printf 'whole_bytes\t%s\nsmall_mib\t%s\n' "$whole" "$small" >"$OUT/sweep.meta"
 
+# One run at budget MIB with its predictions: the disk re-measured right
+# before it, the run, and the prediction with the rates its drive showed.
+declare -A repeated=()
+measure() {
+    local mib=$1 sched=$2 mb=$3 alpha=$4 gbufs=$5 offload=$6 name=$7
+    if [ -z "${ran[$name]:-}" ] && ! { [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/run-$name.hw.json" ]; }; then
+        probe "$OUT/run-$name.hw.json" "$OUT/hw.json"
+    fi
+    predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
+    train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --grad-buffers "$gbufs" \
+        --offload "$offload" --mem-host "${mib}M"
+    # the model alone: the same prediction with the disk's rates those the run itself saw
+    if grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
+        $HELP runhw "$OUT/run-$name.hw.json" "$OUT/run-$name.log" "$OUT/run-$name.hw-run.json"
+        predict "$name" run "$OUT/run-$name.hw-run.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
+    fi
+}
+
 # The plans and the runs, budget by budget; OUT/sweep.tsv: budget MiB,
-# half or -, role, run, schedule, micro-batch, alpha, gradient buffers,
+# half or -, role (binaryN, fractional, fractional-whole, or repeat: round N
+# of run NAME is NAME-rN), run, schedule, micro-batch, alpha, gradient buffers,
 # placement, the plan's seconds (its best line's) or -.
 : >"$OUT/sweep.tsv"
 while read -r mib half; do
@@ -184,19 +207,21 @@ while read -r mib half; do
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$role" "$name" "$sched" "$mb" "$alpha" \
         "$gbufs" "$offload" "$frac_s" >>"$OUT/sweep.tsv"
     binaries+=("$sched $mb $alpha $gbufs $offload $name")
-    for b in "${binaries[@]}"; do
-        read -r sched mb alpha gbufs offload name <<<"$b"
-        if [ -z "${ran[$name]:-}" ] && ! { [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/run-$name.hw.json" ]; }; then
-            probe "$OUT/run-$name.hw.json" "$OUT/hw.json"
-        fi
-        predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
-        train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --grad-buffers "$gbufs" \
-            --offload "$offload" --mem-host "${mib}M"
-        # the model alone: the same prediction with the disk's rates those the run itself saw
-        if grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
-            $HELP runhw "$OUT/run-$name.hw.json" "$OUT/run-$name.log" "$OUT/run-$name.hw-run.json"
-            predict "$name" run "$OUT/run-$name.hw-run.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
-        fi
+    for b in "${binaries[@]}"; do measure "$mib" $b; done
+    # half the state, the target point: more rounds of the same runs,
+    # alternated, so that a drive slow (or fast) for one run does not decide
+    # the speed-up alone; the report takes each placement's median
+    rounds=1
+    [ -z "$half" ] || rounds=$HALF_ROUNDS
+    for ((round = 2; round <= rounds; round++)); do
+        for b in "${binaries[@]}"; do
+            read -r sched mb alpha gbufs offload name <<<"$b"
+            [ -z "${repeated[$name-r$round]:-}" ] || continue   # the fractional placement may be a binary one
+            repeated[$name-r$round]=1
+            printf '%s\t%s\trepeat\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$mib" "$half" "$name-r$round" "$sched" "$mb" \
+                "$alpha" "$gbufs" "$offload" >>"$OUT/sweep.tsv"
+            measure "$mib" "$sched" "$mb" "$alpha" "$gbufs" "$offload" "$name-r$round"
+        done
     done
 done < <($HELP budgets "$small" "$whole" "$POINTS")
 
