@@ -220,7 +220,10 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                         int seen = !minimal && !memcmp(&cand.place, &c.place, sizeof(placement));
                         for (int t = 0; t < n_tried && !seen; t++)
                             seen = !memcmp(&tried[t], &cand.place, sizeof(placement));
-                        if (seen) continue;
+                        /* filled into memory so far that nothing streams, alpha defers nothing:
+                         * the same list as alpha 0's */
+                        if (seen || (cand.alpha > 0 && q->alpha < 0 && !placement_streams_optimizer(cand.place)))
+                            continue;
                         out->considered += memcmp(&cand.place, &c.place, sizeof(placement)) != 0;   /* a fill */
                         tried[n_tried++] = cand.place;
                         if ((s = add_candidate(&cs, &cand, err)) != ST_OK) {
