@@ -194,6 +194,10 @@ def report(out, model, seq, steps):
             return None
         return 100 * (r["pred"] - r["run"]["step_s"]) / r["run"]["step_s"]
 
+    def measured(r):
+        n = len(rounds(r)) if r else 0
+        return "failed" if n == 0 else s(med(r)) + (f" (median of {n})" if n > 1 else "")
+
     def med_err(r):
         m, p = med(r), med_pred(r)
         return 100 * (p - m) / m if m is not None and p is not None else None
@@ -211,9 +215,9 @@ def report(out, model, seq, steps):
              f"with this machine probed at the start at the sweep's shape (OUT/hw.json) and its disk re-measured right before "
              f"each run (OUT/run-NAME.hw.json). Every executor run had --mem-host = its budget. "
              f"Placement = what is on the SSD (schedule v/h, alpha, block gradient buffers when not 3); err % = "
-             f"(predicted - measured) / measured. At half the state each run is repeated in rounds, alternated "
-             f"(NAME-r2, ...): the row there gives each placement's median measured and predicted time, and every "
-             f"round counts as a run in the prediction check.")
+             f"(predicted - measured) / measured. Each budget's fractional run, and at half the state every run, is "
+             f"repeated in rounds, alternated (NAME-r2, ...): a row gives each placement's median measured and predicted "
+             f"time (median of N), and every round counts as a run in the prediction check.")
     L.append("")
     L.append("| budget GiB | % of state | best binary placement | measured s | predicted s | err % | other binary: placement, "
              "measured s | fractional placement (plan's best) | measured s | predicted s | err % | speed-up frac/bin | "
@@ -227,7 +231,7 @@ def report(out, model, seq, steps):
         bb = min(done, key=med) if done else (p["binary"][0] if p["binary"] else None)
         others = [r for r in p["binary"] if r is not bb]
         fr = p["fractional"]
-        other = "; ".join(f"{place(o)}, {s(med(o)) if o['run'] else 'failed'}" for o in others) or "(plan --whole ranks one)"
+        other = "; ".join(f"{place(o)}, {measured(o)}" for o in others) or "(plan --whole ranks one)"
         speed = None
         if bb and bb["run"] and fr and fr["run"]:
             speed = med(bb) / med(fr)
@@ -238,12 +242,11 @@ def report(out, model, seq, steps):
         if fr:
             fr_place = place(fr) + (" = the best binary" if fr["role"] == "fractional-whole" and bb and fr["name"] == bb["name"]
                                     else " (whole)" if fr["role"] == "fractional-whole" else "")
-        n_rounds = max([len(rounds(r)) for r in p["binary"] + ([fr] if fr else [])] or [1])
-        label = f"{mib / 1024:.3f}" + (" (half)" if p["half"] else "") + (f", median of {n_rounds}" if n_rounds > 1 else "")
+        label = f"{mib / 1024:.3f}" + (" (half)" if p["half"] else "")
         L.append(f"| {label} | {100 * mib * MIB / whole_bytes:.0f}% | {place(bb) if bb else '-'} | "
-                 f"{s(med(bb)) if bb and bb['run'] else 'failed'} | {s(med_pred(bb)) if bb else '-'} | "
+                 f"{measured(bb)} | {s(med_pred(bb)) if bb else '-'} | "
                  f"{pct(med_err(bb)) if bb else '-'} | {other} | {fr_place} | "
-                 f"{s(med(fr)) if fr and fr['run'] else 'failed'} | {s(med_pred(fr)) if fr else '-'} | "
+                 f"{measured(fr)} | {s(med_pred(fr)) if fr else '-'} | "
                  f"{pct(med_err(fr)) if fr else '-'} | {f'{speed:.2f}x' if speed else '-'} | "
                  f"{s(mem['step_s']) if mem else 'failed'} |")
     L.append("")

@@ -7,8 +7,8 @@
 #
 #   bench/placement_sweep.sh [STRATA] [OUT_DIR] [STEPS]
 #   defaults: build/strata bench/results/placement 4
-#   env: POINTS (7) budgets evenly spaced; HALF_ROUNDS (3) rounds of the runs
-#   at half the state (alternated; each placement's median counts there); MODEL (gpt2-350m) and SEQ (128) to
+#   env: POINTS (7) budgets evenly spaced; ROUNDS (3) rounds of each budget's
+#   fractional run and of every run at half the state (the median counts); MODEL (gpt2-350m) and SEQ (128) to
 #   try the script on a small model (MODEL=gpt2-mini SEQ=64 POINTS=5);
 #   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
 #   runs (and the first disk measurement, so that the plans come out the
@@ -29,8 +29,9 @@
 #     against the one before the run with the disk's rates replaced by those
 #     the run saw while its reads and writes were in flight: the model's
 #     error without the disk's drift).
-# At half the state, HALF_ROUNDS rounds of those runs, one after the
-# other in the same order; the budget's row takes each placement's median.
+# Then ROUNDS - 1 more rounds of the fractional run (the curve is its
+# times), and at half the state of every run, alternated in the same
+# order: the budget's row takes each placement's median.
 # Once: the in-memory trainer (--schedule memory), the bound.
 # Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
 # iteration warms buffers up). The machine is probed (strata probe at the
@@ -55,7 +56,7 @@ MODEL=${MODEL:-gpt2-350m}
 SEQ=${SEQ:-128}
 PROBE_SIZE=${PROBE_SIZE:-256M}
 BINARY=2                       # binary placements measured per budget
-HALF_ROUNDS=${HALF_ROUNDS:-3}  # rounds of the runs at half the state
+ROUNDS=${ROUNDS:-3}            # rounds of each fractional run, and of every run at half the state
 DATA=data/corpus-gpt2
 PY=/usr/bin/python3
 HELP="$PY $(dirname "$0")/placement_sweep.py"
@@ -202,23 +203,23 @@ while read -r mib half; do
     done < <($HELP placements "$OUT/plan-b$mib-whole.txt" "$BINARY")
     read -r sched mb alpha gbufs offload frac_s < <($HELP best "$OUT/plan-b$mib.txt")
     name=$(run_name "$mib" "$sched" "$alpha" "$gbufs" "$offload")
+    frac_name=$name
     role=fractional
     [[ $offload == *=* ]] || { role=fractional-whole; log "  plan's best at $mib MiB is a whole placement: $offload"; }
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$role" "$name" "$sched" "$mb" "$alpha" \
         "$gbufs" "$offload" "$frac_s" >>"$OUT/sweep.tsv"
     binaries+=("$sched $mb $alpha $gbufs $offload $name")
     for b in "${binaries[@]}"; do measure "$mib" $b; done
-    # half the state, the target point: more rounds of the same runs,
-    # alternated, so that a drive slow (or fast) for one run does not decide
-    # the speed-up alone; the report takes each placement's median
-    rounds=1
-    [ -z "$half" ] || rounds=$HALF_ROUNDS
-    for ((round = 2; round <= rounds; round++)); do
+    # more rounds, alternated, so that a drive slow (or fast) for one run
+    # decides neither the curve nor the speed-up at half the state alone:
+    # the report takes each placement's median
+    for ((round = 2; round <= ROUNDS; round++)); do
         for b in "${binaries[@]}"; do
             read -r sched mb alpha gbufs offload name <<<"$b"
+            [ -n "$half" ] || [ "$name" = "$frac_name" ] || continue
             [ -z "${repeated[$name-r$round]:-}" ] || continue   # the fractional placement may be a binary one
             repeated[$name-r$round]=1
-            printf '%s\t%s\trepeat\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$mib" "$half" "$name-r$round" "$sched" "$mb" \
+            printf '%s\t%s\trepeat\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$mib" "${half:--}" "$name-r$round" "$sched" "$mb" \
                 "$alpha" "$gbufs" "$offload" >>"$OUT/sweep.tsv"
             measure "$mib" "$sched" "$mb" "$alpha" "$gbufs" "$offload" "$name-r$round"
         done
