@@ -351,7 +351,8 @@ static void test_optimizer_shares(void **state) {
  * gradients all there, a unit in memory steps at once, whole, and parks no
  * gradient; a streaming unit steps 1 - alpha in backward and the rest in
  * the next forward, from gradients parked in between. Weights on the SSD
- * make a unit's step stream too; clipping (vertical) defers every step. */
+ * make a unit's step stream too; clipping (vertical) defers every step, and
+ * so does alpha beside a device (defer_in_memory). */
 static void test_deferral_follows_streaming(void **state) {
     (void)state;
     for (int k = 0; k < 2; k++)
@@ -381,6 +382,10 @@ static void test_deferral_follows_streaming(void **state) {
                     if (k == SCHED_VERTICAL) assert_float_equal(parked[u], share, 1e-12);
                 }
                 sched_list_free(&l);
+                /* AdamW beside a device: the steps in memory defer alpha too */
+                p.defer_in_memory = 1;
+                for (int u = 0; u < 6; u++) assert_float_equal(sched_deferred_share(&p, u), all ? 1.0 : 0.25, 0);
+                p.defer_in_memory = 0;
                 /* all in memory: nothing to defer */
                 p.place = (placement){0};
                 assert_int_equal(sched_defers(&p), all);

@@ -178,6 +178,11 @@ typedef struct sched_params {
                               its micro_batches of the global batch; each LOAD_WEIGHTS is followed by
                               a GATHER_WEIGHTS, and each unit's gradient, once complete, by a
                               REDUCE_GRADS that its steps and GRAD_NORM wait for */
+    int defer_in_memory;   /* 1: alpha defers the steps all in memory too (a GPU, where AdamW on
+                              the host runs beside the device's compute, so that deferred it
+                              overlaps the next forward); 0: only the steps that stream (the
+                              CPU backend, where AdamW shares the cores with compute and a step
+                              in memory has no SSD traffic to hide) */
     int separate_device;   /* compute runs on memory that is not host memory (a backend with
                               unified = 0): the list holds the copies between the two, each just
                               before the compute task that reads what it copies in or just after
@@ -212,7 +217,8 @@ void sched_parts_all(const sched_params *p, int parts[PLACE_KINDS]);
 int sched_unit_streams(const sched_params *p, int u);
 /* The share of unit u's optimizer step deferred to the next forward: 1
  * with clipping in the vertical schedule, else alpha for a unit whose step
- * streams (sched_unit_streams) and 0 for one whose step is all in memory.
+ * streams (sched_unit_streams) and 0 for one whose step is all in memory
+ * (alpha there too with defer_in_memory).
  * sched_defers: some unit's share is above 0. */
 double sched_deferred_share(const sched_params *p, int u);
 int sched_defers(const sched_params *p);

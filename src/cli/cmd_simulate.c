@@ -36,7 +36,8 @@ static const cli_flag simulate_flags[] = {
     CLI_STRING("precision", O(precision), "P", "fp32 (default) or mixed (bf16 compute weights)"),
     CLI_STRING("schedule", O(schedule), "S", "vertical (default) or horizontal"),
     CLI_DOUBLE("alpha", O(alpha), 0, 1, "A", "share of each unit's optimizer step deferred to the next forward, where\n"
-               "the unit's optimizer state or weights are on the SSD (default 0)"),
+               "the unit's optimizer state or weights are on the SSD (every unit's on a GPU;\n"
+               "default 0)"),
     CLI_DOUBLE("clip", O(clip), 0, 1e9, "X", "gradient clipping as in train (default 1.0; 0 = off; vertical then defers all)"),
     CLI_STRING("offload", O(offload), "LIST",
                "state on the SSD: weights,optim,acts,grads, KIND=SHARE (optim=0.6) or\n"
@@ -299,7 +300,10 @@ static int fits_machine(const run_layout *l, void *ctx) {
 }
 
 static int choose_placement(const hw_desc *hw, sim_config *c, st_error *err, st_status *st) {
-    const layout_params p = sim_layout_params(c);
+    layout_params p = sim_layout_params(c);
+    /* a GPU's lists defer the steps in memory too (defer_in_memory), and so
+     * park their gradients: the traffic the simulator will see */
+    if (hw->backend == HW_BACKEND_GPU) p.separate_device = 1;
     machine_fit m = {hw, c};
     placement chosen;
     st_error e = {0};

@@ -77,7 +77,7 @@ static const cli_flag train_flags[] = {
                "streamed, optimizer per unit), or memory (the plain\n"
                "in-memory trainer)"),
     CLI_DOUBLE("alpha", O(alpha), 0, 1, "X",
-               "executor: share of each unit's optimizer step deferred to the next\nforward, where the unit's optimizer state or weights are on the SSD\n(default 0)"),
+               "executor: share of each unit's optimizer step deferred to the next\nforward, where the unit's optimizer state or weights are on the SSD\n(every unit's on a device beside the host; default 0)"),
     CLI_STRING("offload", O(offload), "LIST",
                "executor: state kept on the SSD store: weights,optim,acts,grads,\n"
                "a share of a kind's units as KIND=SHARE (optim=0.6), none, or\n"

@@ -184,8 +184,10 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     /* more gradient buffers only where they can help: gradients on the SSD, steps that stream */
                     const placement whole = placement_at(p);
                     if (gbufs[gb] != gbufs[0] && !(whole.grads > 0 && (whole.optim > 0 || whole.weights > 0))) continue;
-                    /* alpha defers only steps that stream (sched_deferred_share): elsewhere it changes nothing */
-                    if (a > 0 && q->alpha < 0 && !placement_streams_optimizer(whole)) continue;
+                    /* on the CPU backend alpha defers only steps that stream (sched_deferred_share):
+                     * elsewhere it changes nothing */
+                    const int defers_all = hw->backend == HW_BACKEND_GPU;
+                    if (a > 0 && q->alpha < 0 && !defers_all && !placement_streams_optimizer(whole)) continue;
                     sim_config c = sim_default_config();
                     c.model = q->model;
                     c.B = q->global_batch / M, c.T = q->T, c.micro_batches = M;
@@ -222,7 +224,7 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                             seen = !memcmp(&tried[t], &cand.place, sizeof(placement));
                         /* filled into memory so far that nothing streams, alpha defers nothing:
                          * the same list as alpha 0's */
-                        if (seen || (cand.alpha > 0 && q->alpha < 0 && !placement_streams_optimizer(cand.place)))
+                        if (seen || (cand.alpha > 0 && q->alpha < 0 && !defers_all && !placement_streams_optimizer(cand.place)))
                             continue;
                         out->considered += memcmp(&cand.place, &c.place, sizeof(placement)) != 0;   /* a fill */
                         tried[n_tried++] = cand.place;

@@ -1353,7 +1353,7 @@ static sched_params list_params(const hw_desc *hw, const sim_config *cfg_in) {
     c.ranks = sim_ranks(hw, cfg_in);
     const sim_config *cfg = &c;
     sched_params p = sim_sched_params(cfg);
-    if (hw->backend == HW_BACKEND_GPU) p.place.acts = 1;
+    if (hw->backend == HW_BACKEND_GPU) p.place.acts = 1, p.defer_in_memory = 1;   /* AdamW beside the device */
     return p;
 }
 

@@ -160,6 +160,8 @@ void sim_memory_need(const hw_desc *hw, const sim_config *c_in, layout_memory *o
         /* host: the executor's, with every device's checkpoints, and the
          * staging of weights read from the SSD and of checkpoints on their way */
         m.checkpoints *= n;
+        /* the initialization unit: the widening buffer is the device's */
+        if (wsz == 2) m.staging += max_unit * 4;
         if (c->place.weights) m.staging += 2 * layout_io_bytes(max_unit * wsz);
         if (c->place.acts) m.staging += n * LAYOUT_ACT_BUFFERS * layout_io_bytes(NC * 4);
         m.host = m.optimizer_state + m.compute_weights + m.checkpoints + m.gradients + m.staging;

@@ -10,7 +10,8 @@ sched_params layout_sched_params(const layout_params *p) {
     return (sched_params){.kind = p->schedule, .n_units = gpt_num_units(&p->model),
                           .separate_head = gpt_head_unit(&p->model) != 0, .micro_batches = p->micro_batches,
                           .alpha = p->alpha, .clipping = p->clipping, .place = p->place,
-                          .ranks = p->ranks, .separate_device = p->separate_device};
+                          .ranks = p->ranks, .defer_in_memory = p->separate_device,
+                          .separate_device = p->separate_device};
 }
 
 static const char *const opt_io_names[OPT_IO_ORDERS] = {"phased", "interleaved", "alternating"};
