@@ -66,8 +66,8 @@ static int32_t *make_tokens(const train_config *tc) { return test_tokens(tc, STE
  * segments are small here so that the optimizer's streaming runs through
  * several segments per part. */
 enum test_placement { ALL_HOST, ALL_SSD, MIXED, GRADS, FRAC_HALF, FRAC_LAST, FRAC_WEIGHTS_MORE, FRAC_OPTIM_MORE,
-                      PLACEMENTS };
-static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad", "f1/2", "last", "f-w ", "f-o "};
+                      FRAC_GRADS_MORE, PLACEMENTS };
+static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad", "f1/2", "last", "f-w ", "f-o ", "f-g "};
 /* Fractional placements (4 units, or 5 with Llama's head, and 4 checkpoint
  * indices): half of each kind; the last unit of each kind alone on the SSD
  * (Llama: the head unit, whose gradient buffer is the embedding unit's,
@@ -75,12 +75,16 @@ static const char *test_placement_name[] = {"host", "ssd ", "mix ", "grad", "f1/
  * block's input; memory keeping more units' weights than their master (fp32 then
  * needs its own copy of the compute weights) and embedding gradients only;
  * memory keeping more units' master than weights (fp32's compute weights
- * are the master) and the embedding unit's weights only. */
-static const placement fractions[4] = {
+ * are the master) and the embedding unit's weights only; gradients on the
+ * SSD for units whose optimizer state and weights are in memory (their
+ * steps, all in memory, defer nothing: only the last unit's share is
+ * deferred and parked). */
+static const placement fractions[5] = {
     {.weights = 0.5, .optim = 0.5, .acts = 0.5, .grads = 0.5},
     {.weights = 0.2, .optim = 0.2, .acts = 0.25, .grads = 0.2},
     {.weights = 0.25, .optim = 0.75, .acts = 0.25, .grads = 0.75},
     {.weights = 0.75, .optim = 0.25, .acts = 0.75, .grads = 0.25},
+    {.weights = 0, .optim = 0.25, .acts = 0, .grads = 0.75},
 };
 
 /* A fresh store directory for each run. */
@@ -216,7 +220,7 @@ static void test_matches_in_memory_trainer(void **state) {
  * or six. */
 static void test_one_micro_batch_bit_for_bit(void **state) {
     (void)state;
-    static const enum test_placement pls[] = {ALL_HOST, ALL_SSD, FRAC_HALF, FRAC_LAST};
+    static const enum test_placement pls[] = {ALL_HOST, ALL_SSD, FRAC_HALF, FRAC_LAST, FRAC_GRADS_MORE};
     for (int arch = 0; arch < 2; arch++)
         for (int p = 0; p < 2; p++)
             for (int clip = 0; clip < 2; clip++) {
@@ -236,7 +240,7 @@ static void test_one_micro_batch_bit_for_bit(void **state) {
                 }
                 for (size_t i = 0; i < sizeof pls / sizeof pls[0]; i++)
                     for (int more = 0; more < 2; more++) {   /* the backward further ahead: the same bits */
-                        if (more && pls[i] != ALL_SSD && pls[i] != FRAC_HALF) continue;
+                        if (more && pls[i] != ALL_SSD && pls[i] != FRAC_HALF && pls[i] != FRAC_GRADS_MORE) continue;
                         run_grad_buffers = more ? LAYOUT_GRAD_BLOCK_BUFFERS_MORE : 0;
                         float losses[STEPS];
                         float *w = run_offload(&tc, SCHED_VERTICAL, 0.25, pls[i], tok, losses);
