@@ -95,8 +95,12 @@ got_r, got_w = int(m[1]), int(m[2])
 claim("SSD bytes per iteration = the traffic per step announced", (got_r, got_w) == (plan_r, plan_w),
       f"({got_r}, {got_w}) != ({plan_r}, {plan_w})")
 m = find(r"^SSD achieved: .*; compute waited on it (\d+)% of the iteration$")
-claim("the SSD wait share is its seconds over the iteration's", abs(int(m[1]) - 100 * ssd / it) <= 1.5,
-      f"{m[1]}% != 100 x {ssd} / {it}")
+# the same interval as the worker's share (CI: 45% of a printed 0.020 / 0.046, which is 43.5%, failed a fixed
+# 1.5-point bound)
+wait_pct = int(m[1])
+claim("the SSD wait share is its seconds over the iteration's",
+      100 * max(ssd - 0.0005, 0) / (it + 0.0005) - 0.5 <= wait_pct <= 100 * (ssd + 0.0005) / max(it - 0.0005, 1e-9) + 0.5,
+      f"{wait_pct}% != 100 x {ssd} / {it} (each +-0.0005)")
 PY
 }
 
