@@ -8,8 +8,9 @@
 #   bench/placement_sweep.sh [STRATA] [OUT_DIR] [STEPS]
 #   defaults: build/strata bench/results/placement 4
 #   env: POINTS (7) budgets evenly spaced; ROUNDS (3) rounds of each budget's
-#   fractional run and of every run at half the state (the median counts); MODEL (gpt2-350m) and SEQ (128) to
-#   try the script on a small model (MODEL=gpt2-mini SEQ=64 POINTS=5);
+#   fractional run and of every run at half the state (the median counts);
+#   MODEL (gpt2-350m) and SEQ (128) to try the script on a small model
+#   (MODEL=gpt2-mini SEQ=64 POINTS=5);
 #   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
 #   runs (and the first disk measurement, so that the plans come out the
 #   same) that finished in OUT_DIR before and runs the rest.
