@@ -116,6 +116,8 @@ typedef struct layout_params {
                                   LAYOUT_GRAD_BLOCK_BUFFERS) */
     int has_store;             /* the run has store directories: commits stage through a segment buffer */
     int resuming;              /* the state is read back from a commit at start */
+    int defer_in_memory;       /* alpha defers the steps all in memory too (sched_params'); a separate
+                                  device implies it */
     int separate_device;       /* the compute backend's memory is not host memory (strata/backend.h's
                                   unified = 0): what kernels read from or write to a host buffer goes
                                   through a device copy, and the I/O buffers are host memory. 0 on the

@@ -222,6 +222,9 @@ int sched_unit_streams(const sched_params *p, int u);
  * sched_defers: some unit's share is above 0. */
 double sched_deferred_share(const sched_params *p, int u);
 int sched_defers(const sched_params *p);
+/* The share a streaming unit defers: 1 with clipping in the vertical
+ * schedule, else alpha (the split of every unit's store tensors). */
+double sched_streaming_share(const sched_params *p);
 
 /* Counts of what a list moves, in units of "one unit's tensor": loads of
  * compute weights, activation saves and loads, gradient saves and loads. */

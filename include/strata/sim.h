@@ -243,6 +243,10 @@ typedef struct sim_result {
  * there (optimizer state and gradients once: sharded; the checkpoints of
  * every device), and the I/O staging. */
 void sim_memory_need(const hw_desc *hw, const sim_config *cfg, layout_memory *out, int *fits_device, int *fits_host);
+/* The parameters of the executor's lists the simulator replays for cfg on
+ * hw (on a GPU every checkpoint leaves the device, and alpha defers the
+ * steps in memory too: AdamW on the host runs beside the device). */
+sched_params sim_list_params(const hw_desc *hw, const sim_config *cfg);
 
 /* The data-parallel ranks a configuration runs on hw: cfg->ranks, else the
  * description's cluster (nodes x ranks_per_node); 1 on a gpu backend. And

@@ -301,9 +301,9 @@ static int fits_machine(const run_layout *l, void *ctx) {
 
 static int choose_placement(const hw_desc *hw, sim_config *c, st_error *err, st_status *st) {
     layout_params p = sim_layout_params(c);
-    /* a GPU's lists defer the steps in memory too (defer_in_memory), and so
-     * park their gradients: the traffic the simulator will see */
-    if (hw->backend == HW_BACKEND_GPU) p.separate_device = 1;
+    /* the traffic of the lists the simulator replays (a GPU's defer the
+     * steps in memory too, and park their gradients) */
+    p.defer_in_memory = sim_list_params(hw, c).defer_in_memory;
     machine_fit m = {hw, c};
     placement chosen;
     st_error e = {0};

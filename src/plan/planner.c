@@ -156,6 +156,12 @@ static st_status simulate_all(const hw_desc *hw, const plan_request *q, const ca
     return s;
 }
 
+/* Some step of c's lists defers to the next forward. */
+static int alpha_defers(const hw_desc *hw, const sim_config *c) {
+    const sched_params p = sim_list_params(hw, c);
+    return sched_defers(&p);
+}
+
 st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out, st_error *err) {
     memset(out, 0, sizeof *out);
     st_status s = check_request(hw, q, err);
@@ -184,10 +190,6 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     /* more gradient buffers only where they can help: gradients on the SSD, steps that stream */
                     const placement whole = placement_at(p);
                     if (gbufs[gb] != gbufs[0] && !(whole.grads > 0 && (whole.optim > 0 || whole.weights > 0))) continue;
-                    /* on the CPU backend alpha defers only steps that stream (sched_deferred_share):
-                     * elsewhere it changes nothing */
-                    const int defers_all = hw->backend == HW_BACKEND_GPU;
-                    if (a > 0 && q->alpha < 0 && !defers_all && !placement_streams_optimizer(whole)) continue;
                     sim_config c = sim_default_config();
                     c.model = q->model;
                     c.B = q->global_batch / M, c.T = q->T, c.micro_batches = M;
@@ -197,6 +199,10 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                     c.clipping = q->clipping;
                     c.grad_buffers = gbufs[gb];
                     c.place = whole;
+                    /* alpha above 0 where the lists defer nothing (on the CPU backend, steps all in
+                     * memory: sched_deferred_share) is alpha 0's list again; fills only take
+                     * more of the state into memory */
+                    if (a > 0 && q->alpha < 0 && !alpha_defers(hw, &c)) continue;
                     layout_memory m;
                     const int ok = fits(hw, q, &c, &m);
                     out->considered++;
@@ -222,10 +228,7 @@ st_status plan_search(const hw_desc *hw, const plan_request *q, plan_result *out
                         int seen = !minimal && !memcmp(&cand.place, &c.place, sizeof(placement));
                         for (int t = 0; t < n_tried && !seen; t++)
                             seen = !memcmp(&tried[t], &cand.place, sizeof(placement));
-                        /* filled into memory so far that nothing streams, alpha defers nothing:
-                         * the same list as alpha 0's */
-                        if (seen || (cand.alpha > 0 && q->alpha < 0 && !defers_all && !placement_streams_optimizer(cand.place)))
-                            continue;
+                        if (seen || (a > 0 && q->alpha < 0 && !alpha_defers(hw, &cand))) continue;
                         out->considered += memcmp(&cand.place, &c.place, sizeof(placement)) != 0;   /* a fill */
                         tried[n_tried++] = cand.place;
                         if ((s = add_candidate(&cs, &cand, err)) != ST_OK) {

@@ -1348,7 +1348,7 @@ st_status sim_run_lists(const hw_desc *hw, const sim_config *cfg_in, const sched
  * leaves the device (to the host, or on to the SSD), so the lists save and
  * load them whatever the placement (sim_task_bytes charges the SSD only
  * when place.acts). */
-static sched_params list_params(const hw_desc *hw, const sim_config *cfg_in) {
+sched_params sim_list_params(const hw_desc *hw, const sim_config *cfg_in) {
     sim_config c = *cfg_in;   /* CPU ranks: each rank's list */
     c.ranks = sim_ranks(hw, cfg_in);
     const sim_config *cfg = &c;
@@ -1359,7 +1359,7 @@ static sched_params list_params(const hw_desc *hw, const sim_config *cfg_in) {
 
 st_status sim_run(const hw_desc *hw, const sim_config *cfg, sim_result *out, st_error *err) {
     memset(out, 0, sizeof *out);
-    sched_params p = list_params(hw, cfg);
+    sched_params p = sim_list_params(hw, cfg);
     const int steady = cfg->iterations > 0 ? cfg->iterations : 3;
     sched_list first, next;
     st_status s = sched_build(&p, 0, &first, err);
@@ -1460,7 +1460,7 @@ st_status sim_roofline_list(const hw_desc *hw, const sim_config *cfg_in, const s
 st_status sim_roofline_bound(const hw_desc *hw, const sim_config *cfg_in, sim_roofline *out, st_error *err) {
     memset(out, 0, sizeof *out);
     sim_config cfg = *cfg_in;
-    sched_params p = list_params(hw, &cfg);
+    sched_params p = sim_list_params(hw, &cfg);
     sched_list l;
     st_status s = sched_build(&p, sched_defers(&p), &l, err);
     if (s != ST_OK) return s;

@@ -10,7 +10,7 @@ sched_params layout_sched_params(const layout_params *p) {
     return (sched_params){.kind = p->schedule, .n_units = gpt_num_units(&p->model),
                           .separate_head = gpt_head_unit(&p->model) != 0, .micro_batches = p->micro_batches,
                           .alpha = p->alpha, .clipping = p->clipping, .place = p->place,
-                          .ranks = p->ranks, .defer_in_memory = p->separate_device,
+                          .ranks = p->ranks, .defer_in_memory = p->defer_in_memory || p->separate_device,
                           .separate_device = p->separate_device};
 }
 
@@ -187,10 +187,10 @@ st_status layout_build(const layout_params *p, run_layout *l, st_error *err) {
     /* part 0 of a shard ends LAYOUT_SPLIT_ALIGN elements apart from its start,
      * so that part 1 starts 4096-byte aligned in a buffer the shard starts
      * in, in bf16 and in f32 alike */
-    /* one split for every unit, a streaming unit's (sched_deferred_share):
-     * the store's keys then do not depend on the placement, and a resume
-     * into another placement finds its tensors */
-    const double share = p->clipping && p->schedule == SCHED_VERTICAL ? 1.0 : p->alpha;
+    /* one split for every unit, a streaming unit's: the store's keys then
+     * do not depend on the placement, and a resume into another placement
+     * finds its tensors */
+    const double share = sched_streaming_share(&l->sched);
     for (int u = 0; u < l->n_units; u++) {
         layout_unit *un = &l->units[u];
         un->n = gpt_unit_numel(c, u);
