@@ -47,10 +47,13 @@
  *     compute takes hw.compute_slowdown times as long and AdamW
  *     hw.optimizer_slowdown times.
  *   - The store's CPU work (hw.io_cpu_s_per_gb per GB to or from an SSD:
- *     its checksums and the kernel's part of a transfer) is the host's: an
- *     optimizer job does it on the worker, beside AdamW (a read's as it
- *     arrives, during the reads; a write's before it is queued, between
- *     the reads and the writes). On a CPU backend compute's thread does a
+ *     its checksums and the kernel's part of a transfer) is the host's. An
+ *     optimizer job's reads are summed on the I/O thread as they arrive,
+ *     hidden under the transfer and AdamW's steps (not the worker's time);
+ *     its writes on the worker before each is queued: a phase's first
+ *     write's between the steps and the writes, the rest beside the writes
+ *     already queued (interleaved: beside AdamW, in the stream). On a CPU
+ *     backend compute's thread does a
  *     save's (the executor sums before it queues the write; the model lets
  *     the write start at once, so the two overlap) and pays for a load's
  *     once it has arrived; a GPU computes beside both.
