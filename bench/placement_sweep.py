@@ -15,12 +15,18 @@
                               ("SSD path P while busy: read R GB/s ..., write W GB/s"; mixed rates scaled
                               alike), into OUT; HW unchanged when the run moved nothing on the SSD
   report OUT MODEL SEQ STEPS  the markdown report from OUT/sweep.tsv, the runs' logs and metrics
+  repredict OUT STRATA MODEL  every finished run of OUT predicted again by STRATA (another build's model) on the
+                              descriptions the sweep recorded (the disk before the run, the disk the run saw):
+                              the iteration's error and compute's (computing against compute + contention), and
+                              how many runs each puts within 10%; the sweep's own prediction beside them
 """
+import glob
 import json
 import math
 import os
 import re
 import statistics
+import subprocess
 import sys
 
 MIB = 1 << 20
@@ -107,6 +113,53 @@ def runhw(hw_path, log, out_path):
                     d[mixed] *= new / d[key]
                 d[key] = new
     json.dump(hw, open(out_path, "w"), indent=2)
+
+
+# ---------------------------------------------------------------- repredict
+
+def repredict(out, strata, model):
+    def predict(hw, flags):
+        r = subprocess.run([strata, "simulate", "--hw", hw] + flags + ["--json"], capture_output=True, text=True,
+                           check=True)
+        return json.loads(r.stdout)
+
+    def within(errs):
+        return sum(abs(e) <= 0.10 for e in errs)
+
+    rows, sweep_e, before_e, run_e, comp_e = [], [], [], [], []
+    for start in sorted(glob.glob(f"{out}/run-*.sim-start.json")):
+        name = os.path.basename(start)[len("run-"):-len(".sim-start.json")]
+        m = run(out, name, 0)
+        if m is None or not os.path.exists(f"{out}/run-{name}.hw-run.json"):
+            continue
+        j = json.load(open(start))
+        flags = ["--model", model, "--seq", str(j["seq"]), "--precision", "mixed", "--clip", "0",   # the sweep's SHAPE
+                 "--micro-batch", str(j["micro_batch"]), "--schedule", j["schedule"], "--alpha", str(j["alpha"]),
+                 "--grad-buffers", str(j["grad_buffers"]), "--offload", j["offload"]]
+        before = predict(f"{out}/run-{name}.hw.json", flags)
+        seen = predict(f"{out}/run-{name}.hw-run.json", flags)
+        meas = m["step_s"]
+        c = re.search(r"compute thread: computing ([\d.]+) s", open(f"{out}/run-{name}.log").read())
+        e = (j["iter_s"] / meas - 1, before["iter_s"] / meas - 1, seen["iter_s"] / meas - 1)
+        sweep_e.append(e[0]), before_e.append(e[1]), run_e.append(e[2])
+        ce = (seen["compute_s"] + seen["contention_s"]) / float(c.group(1)) - 1 if c else None
+        if ce is not None:
+            comp_e.append(ce)
+        rows.append(f"| {name} | {meas:.3f} | {e[0] * 100:+.1f} | {e[1] * 100:+.1f} | {e[2] * 100:+.1f} | "
+                    + (f"{c.group(1)} / {seen['compute_s'] + seen['contention_s']:.3f} ({ce * 100:+.1f})" if c else "-")
+                    + " |")
+    n = len(rows)
+    if n == 0:
+        sys.exit(f"repredict: no finished runs with recorded descriptions in {out}")
+    print("| run | measured s | err %: the sweep's (disk before) | this build's, disk before | this build's, the run's "
+          "disk | compute thread: measured / predicted s (err %) |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\nwithin 10%: the sweep's predictions {within(sweep_e)} of {n}; this build's {within(before_e)} of {n} "
+          f"(median error {statistics.median(before_e) * 100:+.1f}%), {within(run_e)} of {n} on the disk each run saw "
+          f"(median {statistics.median(run_e) * 100:+.1f}%)"
+          + (f"; compute thread median {statistics.median(comp_e) * 100:+.1f}%, mean |error| "
+             f"{statistics.mean(abs(x) for x in comp_e) * 100:.1f}%" if comp_e else ""))
 
 
 # ---------------------------------------------------------------- report
@@ -329,4 +382,4 @@ def report(out, model, seq, steps):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "json": get, "steptime": steptime,
-     "runhw": runhw, "report": report}[cmd](*args)
+     "runhw": runhw, "report": report, "repredict": repredict}[cmd](*args)
