@@ -1244,12 +1244,12 @@ static st_status list_totals(const hw_desc *hw, const hw_desc *node, const sim_c
         }
         /* the store's CPU work: the worker's for the optimizer's writes (its reads' run on the I/O
            thread, enqueue_job), compute's (CPU) for loads and saves */
-        const double io_cpu = (ssd_bytes(rd) + ssd_bytes(wr)) * hw->io_cpu_s_per_gb / 1e9;
+        const double io_cpu_s_per_byte = hw->io_cpu_s_per_gb / 1e9;
         if (t->op == TASK_OPTIMIZE)
             r->work_adamw_s += (double)layout_share_elements(&lay, t) / hw_adamw_rate(hw) +
-                               ssd_bytes(wr) * hw->io_cpu_s_per_gb / 1e9;
+                               ssd_bytes(wr) * io_cpu_s_per_byte;
         else if (hw->backend == HW_BACKEND_CPU)
-            r->work_compute_s += io_cpu;
+            r->work_compute_s += (ssd_bytes(rd) + ssd_bytes(wr)) * io_cpu_s_per_byte;
         if (c->ranks > 1 && (task_op_resource(t->op) == RES_NETWORK || t->op == TASK_GRAD_NORM)) {
             sim_comm cm;
             sim_collective(node, c, t->op == TASK_GRAD_NORM ? NULL : t, 1, &cm);
