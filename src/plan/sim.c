@@ -50,8 +50,9 @@ typedef struct job {
     int gbuf;                      /* the gradient buffer it reads (held until it is done), or -1 */
     double lo, hi;
     double fill_read, stream_read, stream_write, drain_write;   /* SSD bytes per phase */
-    /* the worker's CPU seconds at full speed: AdamW beside the first read, AdamW and checksums in the
-       stream, the writes' checksums beside the last writes */
+    /* the worker's CPU seconds at full speed: AdamW beside the first read; in the stream, AdamW
+       (phased: what is stepped after the reads, and the sums of each phase's first write; interleaved:
+       all of it and the writes' sums); beside the last writes, the rest of the writes' sums */
     double fill_adamw_s, adamw_s, drain_adamw_s;
 } job;
 
