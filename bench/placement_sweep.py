@@ -129,7 +129,7 @@ def repredict(out, strata, model):
     rows, sweep_e, before_e, run_e, comp_e = [], [], [], [], []
     for start in sorted(glob.glob(f"{out}/run-*.sim-start.json")):
         name = os.path.basename(start)[len("run-"):-len(".sim-start.json")]
-        m = run(out, name, 0)
+        m = run(out, name)
         if m is None or not os.path.exists(f"{out}/run-{name}.hw-run.json"):
             continue
         j = json.load(open(start))
@@ -138,16 +138,14 @@ def repredict(out, strata, model):
                  "--grad-buffers", str(j["grad_buffers"]), "--offload", j["offload"]]
         before = predict(f"{out}/run-{name}.hw.json", flags)
         seen = predict(f"{out}/run-{name}.hw-run.json", flags)
-        meas = m["step_s"]
-        c = re.search(r"compute thread: computing ([\d.]+) s", open(f"{out}/run-{name}.log").read())
+        meas, computing = m["step_s"], m["computing"]
         e = (j["iter_s"] / meas - 1, before["iter_s"] / meas - 1, seen["iter_s"] / meas - 1)
         sweep_e.append(e[0]), before_e.append(e[1]), run_e.append(e[2])
-        ce = (seen["compute_s"] + seen["contention_s"]) / float(c.group(1)) - 1 if c else None
-        if ce is not None:
-            comp_e.append(ce)
+        working = seen["compute_s"] + seen["contention_s"]
+        if computing:
+            comp_e.append(working / computing - 1)
         rows.append(f"| {name} | {meas:.3f} | {e[0] * 100:+.1f} | {e[1] * 100:+.1f} | {e[2] * 100:+.1f} | "
-                    + (f"{c.group(1)} / {seen['compute_s'] + seen['contention_s']:.3f} ({ce * 100:+.1f})" if c else "-")
-                    + " |")
+                    + (f"{computing:.3f} / {working:.3f} ({comp_e[-1] * 100:+.1f})" if computing else "-") + " |")
     n = len(rows)
     if n == 0:
         sys.exit(f"repredict: no finished runs with recorded descriptions in {out}")
@@ -164,12 +162,12 @@ def repredict(out, strata, model):
 
 # ---------------------------------------------------------------- report
 
-def run(out, name, steps):
+def run(out, name):
     """Measured figures of run NAME, or None when it did not finish."""
     log = f"{out}/run-{name}.log"
-    if not os.path.exists(log) or not re.search(r"^done:", open(log).read(), re.M):
+    text = open(log).read() if os.path.exists(log) else ""
+    if not re.search(r"^done:", text, re.M):
         return None
-    text = open(log).read()
     rows = [json.loads(l) for l in open(f"{out}/run-{name}/metrics.jsonl") if '"step_s"' in l]
     times = [r["step_s"] for r in rows if r["step"] >= 2]
     r = {"step_s": sum(times) / len(times), "steps": times}
@@ -180,6 +178,7 @@ def run(out, name, steps):
     m = re.search(r"compute thread: computing ([\d.]+) s, waiting ([\d.]+) s \(on the SSD ([\d.]+) s, "
                   r"the optimizer ([\d.]+) s\)", text)
     r["wait"] = f"{m.group(1)} / {m.group(3)} / {m.group(4)}" if m else "?"
+    r["computing"] = float(m.group(1)) if m else None
     m = re.search(r"^SSD path 0 while busy: read ([\d.]+) GB/s .*?, write ([\d.]+) GB/s", text, re.M)
     r["busy"] = f"r {m.group(1)}, w {m.group(2)} GB/s" if m else "-"
     return r
@@ -212,7 +211,7 @@ def report(out, model, seq, steps):
         p = points.setdefault(int(mib), {"half": half == "half", "binary": [], "fractional": None})
         row = {"name": name, "sched": sched, "b": b, "alpha": alpha, "gbufs": int(gbufs), "offload": offload,
                "plan_s": float(plan_s) if plan_s != "-" else None, "role": role,
-               "run": run(out, name, steps), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end"),
+               "run": run(out, name), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end"),
                "pred_run": sim(out, name, "run"), "pred_plan": sim(out, name, "plan")}
         if role == "repeat":
             repeats.setdefault(name.rsplit("-r", 1)[0], []).append(row)
@@ -220,7 +219,7 @@ def report(out, model, seq, steps):
             p["binary"].append(row)
         else:
             p["fractional"] = row
-    mem = run(out, "memory", steps)
+    mem = run(out, "memory")
 
     # A placement's figures at its budget: the median over its rounds (one
     # round but at half the state), measured and predicted alike.

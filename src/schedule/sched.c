@@ -20,12 +20,12 @@ int sched_unit_streams(const sched_params *p, int u) {
            placement_on_ssd(p->place, PLACE_WEIGHTS, u, p->n_units);
 }
 
-double sched_streaming_share(const sched_params *p) {
-    /* Vertical steps a unit during backward, before the global norm exists:
-     * with clipping every step moves to the next forward. Horizontal steps
-     * after backward, once the norm is known. */
-    return p->clipping && p->kind == SCHED_VERTICAL ? 1.0 : p->alpha;
-}
+/* Vertical steps a unit during backward, before the global norm exists:
+ * with clipping every step moves to the next forward. Horizontal steps
+ * after backward, once the norm is known. */
+static int steps_wait_for_the_norm(const sched_params *p) { return p->clipping && p->kind == SCHED_VERTICAL; }
+
+double sched_streaming_share(const sched_params *p) { return steps_wait_for_the_norm(p) ? 1.0 : p->alpha; }
 
 double sched_deferred_share(const sched_params *p, int u) {
     /* Deferring a step moves its SSD traffic into the next forward, where
@@ -33,8 +33,8 @@ double sched_deferred_share(const sched_params *p, int u) {
      * has no traffic to move and shares the cores with compute, and
      * deferring it would only park its gradients there (defer_in_memory: a
      * device beside the host). Clipping (vertical) defers every step. */
-    if (p->clipping && p->kind == SCHED_VERTICAL) return 1.0;
-    return sched_unit_streams(p, u) || p->defer_in_memory ? sched_streaming_share(p) : 0.0;
+    const int defers = steps_wait_for_the_norm(p) || p->defer_in_memory || sched_unit_streams(p, u);
+    return defers ? sched_streaming_share(p) : 0.0;
 }
 
 int sched_defers(const sched_params *p) {
