@@ -12,7 +12,7 @@
   json FILE KEY[.KEY...]      one value of a JSON file (strata simulate --json, strata probe)
   steptime RUN_DIR            the mean step time of steps 2.. of RUN_DIR/metrics.jsonl
   runhw HW LOG OUT            HW with its SSD's rates replaced by the ones the run in LOG saw while busy
-                              ("SSD path P while busy: read R GB/s ..., write W GB/s"; mixed rates scaled
+                              ("SSD path P while busy ...: read R GB/s ..., write W GB/s"; mixed rates scaled
                               alike), into OUT; HW unchanged when the run moved nothing on the SSD
   report OUT MODEL SEQ STEPS  the markdown report from OUT/sweep.tsv, the runs' logs and metrics
   repredict OUT STRATA MODEL  every finished run of OUT predicted again by STRATA (another build's model) on the
@@ -30,6 +30,10 @@ import subprocess
 import sys
 
 MIB = 1 << 20
+# strata train's rates while busy, per SSD path: path, read GB/s, write GB/s (builds before the steps-only
+# counters printed "while busy:", counting evaluations, commits and the first step)
+BUSY = re.compile(r"^SSD path (\d+) while busy(?: in the steps after the first)?: read ([\d.]+) GB/s .*?, "
+                  r"write ([\d.]+) GB/s", re.M)
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
 
@@ -102,7 +106,7 @@ def steptime(run_dir):
 def runhw(hw_path, log, out_path):
     hw = json.load(open(hw_path))
     text = open(log).read()
-    for m in re.finditer(r"^SSD path (\d+) while busy: read ([\d.]+) GB/s .*?, write ([\d.]+) GB/s", text, re.M):
+    for m in BUSY.finditer(text):
         p, r, w = int(m.group(1)), float(m.group(2)), float(m.group(3))
         d = hw["ssd"][p]
         # a direction the run never used keeps the probe's rate
@@ -179,8 +183,8 @@ def run(out, name):
                   r"the optimizer ([\d.]+) s\)", text)
     r["wait"] = f"{m.group(1)} / {m.group(3)} / {m.group(4)}" if m else "?"
     r["computing"] = float(m.group(1)) if m else None
-    m = re.search(r"^SSD path 0 while busy: read ([\d.]+) GB/s .*?, write ([\d.]+) GB/s", text, re.M)
-    r["busy"] = f"r {m.group(1)}, w {m.group(2)} GB/s" if m else "-"
+    m = next((m for m in BUSY.finditer(text) if m.group(1) == "0"), None)
+    r["busy"] = f"r {m.group(2)}, w {m.group(3)} GB/s" if m else "-"
     return r
 
 

@@ -210,6 +210,8 @@ typedef struct io_path_counters {
 } io_path_counters;
 /* Copies path_id's counters (zeros for a bad id). */
 void io_engine_path_counters(const io_engine *e, int path_id, io_path_counters *out);
+/* *sum += now - then, field by field: what a path did between two copies. */
+void io_path_counters_add_delta(io_path_counters *sum, const io_path_counters *now, const io_path_counters *then);
 
 /* ---- fault injection ------------------------------------------------------
  * Counting starts at io_engine_set_fault. Each chunk transfer or sync whose

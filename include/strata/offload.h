@@ -205,13 +205,16 @@ typedef struct offload_stats {
     uint64_t bytes_written[STORE_KIND_COUNT];
 } offload_stats;
 void offload_trainer_stats(const offload_trainer *t, offload_stats *out);
-/* Each SSD path's I/O engine counters since training began (strata/io.h):
- * the bytes it moved and the seconds reads, writes, and both, were in
- * flight; *seconds: the wall time since then, which the busy seconds are a
- * part of. Unlike the stats, everything counts (evaluations, commits,
- * reading the weights back): bytes over busy seconds are the rates the
- * drive served this run at, what a hardware description's read_gbps and
- * write_gbps stand for. Returns the number of paths (0 without a store). */
+/* Each SSD path's I/O engine counters within the steps after this trainer's
+ * first (strata/io.h): the bytes it moved and the seconds reads, writes, and
+ * both, were in flight; *seconds: those steps' wall time, which the busy
+ * seconds are a part of. Bytes over busy seconds are the rates the drive
+ * served training at, what a hardware description's read_gbps and
+ * write_gbps stand for. What runs between steps (evaluations, commits,
+ * saves: long bulk transfers at other rates) is left out, and so is the
+ * first step, which writes each tensor's two slots for the first time.
+ * Returns the number of paths (0 without a store); the counters are zero
+ * until a second step ends. */
 int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS], double *seconds);
 /* Waits for the optimizer's queued steps and for every save still being
  * written behind: afterwards nothing is in flight. */

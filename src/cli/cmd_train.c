@@ -340,18 +340,19 @@ static void print_executor_summary(offload_trainer *t, const char *trace_path, i
             printf("SSD wear: at this rate a drive rated for 600 TB written lasts %.0f days of training\n", days);
         }
     }
-    /* the drive's rates while the run kept it busy: what a description's read_gbps and write_gbps stand for */
+    /* the drive's rates while the steps kept it busy: what a description's read_gbps and write_gbps stand for */
     io_path_counters io[STORE_MAX_PATHS];
-    double since = 0;
-    const int n_paths = offload_trainer_path_io(t, io, &since);
-    for (int p = 0; p < n_paths && since > 0; p++) {
+    double in_steps = 0;
+    const int n_paths = offload_trainer_path_io(t, io, &in_steps);
+    for (int p = 0; p < n_paths && in_steps > 0; p++) {
         const io_path_counters *c = &io[p];
         if (!(c->read_busy_s > 0) && !(c->write_busy_s > 0)) continue;
-        printf("SSD path %d while busy: read %.3f GB/s (reads in flight %.0f%% of the time), write %.3f GB/s (%.0f%%), "
-               "both at once %.0f%%\n",
+        printf("SSD path %d while busy in the steps after the first: read %.3f GB/s (reads in flight %.0f%% of the "
+               "time), write %.3f GB/s (%.0f%%), both at once %.0f%%\n",
                p, c->read_busy_s > 0 ? (double)c->bytes_read / c->read_busy_s / 1e9 : 0.0,
-               100.0 * c->read_busy_s / since, c->write_busy_s > 0 ? (double)c->bytes_written / c->write_busy_s / 1e9 : 0.0,
-               100.0 * c->write_busy_s / since, 100.0 * c->both_busy_s / since);
+               100.0 * c->read_busy_s / in_steps,
+               c->write_busy_s > 0 ? (double)c->bytes_written / c->write_busy_s / 1e9 : 0.0,
+               100.0 * c->write_busy_s / in_steps, 100.0 * c->both_busy_s / in_steps);
     }
     if (trace_path) printf("trace: %s (open in https://ui.perfetto.dev)\n", trace_path);
 }

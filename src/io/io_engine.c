@@ -641,6 +641,20 @@ void io_engine_path_counters(const io_engine *e, int path_id, io_path_counters *
     pthread_mutex_unlock(&m->mu);
 }
 
+void io_path_counters_add_delta(io_path_counters *sum, const io_path_counters *now, const io_path_counters *then) {
+    sum->bytes_read += now->bytes_read - then->bytes_read;
+    sum->bytes_written += now->bytes_written - then->bytes_written;
+    sum->reads += now->reads - then->reads;
+    sum->writes += now->writes - then->writes;
+    sum->syncs += now->syncs - then->syncs;
+    sum->errors += now->errors - then->errors;
+    sum->short_transfers += now->short_transfers - then->short_transfers;
+    sum->retries += now->retries - then->retries;
+    sum->read_busy_s += now->read_busy_s - then->read_busy_s;
+    sum->write_busy_s += now->write_busy_s - then->write_busy_s;
+    sum->both_busy_s += now->both_busy_s - then->both_busy_s;
+}
+
 void io_engine_set_fault(io_engine *e, const io_fault *f) {
     pthread_mutex_lock(&e->mu);
     e->fault_armed = f != NULL;

@@ -615,7 +615,6 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
     s = offload_trainer_create(&t, &oc, NULL, err);
     train_step_stats ss;
     offload_stats a;
-    io_path_counters io0[STORE_MAX_PATHS], io1[STORE_MAX_PATHS];
     double secs;
     if (s == ST_OK) s = offload_trainer_step(t, tokens, &ss, err);
     /* each timed step's time and work (its time less its waits): the medians, since one step that this
@@ -625,7 +624,6 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
     if (!step && s == ST_OK) s = st_fail(err, ST_ENOMEM, "probe: out of memory for the trial's steps");
     if (s == ST_OK) {
         offload_trainer_stats(t, &a);
-        offload_trainer_path_io(t, io0, &secs);
         offload_stats prev = a, cur;
         for (int i = 1; i < cfg->trial_steps && s == ST_OK; i++) {
             if ((s = offload_trainer_step(t, tokens, &ss, err)) != ST_OK) break;
@@ -638,14 +636,9 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
         }
     }
     if (s == ST_OK) {
-        out->n_paths = offload_trainer_path_io(t, io1, &secs);
+        out->n_paths = offload_trainer_path_io(t, out->io, &secs);   /* the timed steps' */
         out->step_s = st_median(step, timed);
         out->work_s = st_median(work, timed);
-        for (int p = 0; p < out->n_paths; p++)
-            out->io[p] = (io_path_counters){.bytes_read = io1[p].bytes_read - io0[p].bytes_read,
-                                            .bytes_written = io1[p].bytes_written - io0[p].bytes_written,
-                                            .read_busy_s = io1[p].read_busy_s - io0[p].read_busy_s,
-                                            .write_busy_s = io1[p].write_busy_s - io0[p].write_busy_s};
     }
     offload_trainer_free(t);
     free(step);

@@ -294,8 +294,6 @@ st_status offload_trainer_create(offload_trainer **out, const offload_config *cf
     }
     t->step = cfg.resume_steps;
     env_traffic(&t->env, t->traffic_base);   /* from here on: training */
-    env_path_io(&t->env, t->io_base);
-    t->io_base_t = st_now();
     if ((s = opt_worker_start(&t->worker, &t->env, t->L1, run_job, t, err)) != ST_OK) {
         offload_trainer_free(t);
         return s;
@@ -434,6 +432,8 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
      * within step_s. */
     const double t0 = st_now(), compute0 = t->env.compute_s, io0 = t->env.io_wait_s,
                  opt0 = t->env.optimizer_wait_s, comm0 = t->env.comm_s;
+    io_path_counters path0[STORE_MAX_PATHS];
+    env_path_io(&t->env, path0);
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
     if (s != ST_OK) return s;
     run_tokens_stage(t, tokens, t->M * t->B, t->T);
@@ -466,6 +466,12 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->stats.compute_io_s += t->env.io_wait_s - io0;
     t->stats.optimizer_wait_s += t->env.optimizer_wait_s - opt0;
     t->stats.comm_s += t->env.comm_s - comm0;
+    if (t->stats.steps > 1) {   /* not this trainer's first: a new run's writes each tensor's slots for the first time */
+        io_path_counters path1[STORE_MAX_PATHS];
+        const int n = env_path_io(&t->env, path1);
+        for (int p = 0; p < n; p++) io_path_counters_add_delta(&t->io_steps[p], &path1[p], &path0[p]);
+        t->io_steps_s += t1 - t0;
+    }
     if (stats) {
         stats->loss = (float)(loss / t->M_global);
         stats->grad_norm = (float)sqrt(sum);
@@ -530,21 +536,10 @@ void offload_trainer_stats(const offload_trainer *t, offload_stats *out) {
 }
 
 int offload_trainer_path_io(const offload_trainer *t, io_path_counters out[STORE_MAX_PATHS], double *seconds) {
-    io_path_counters io[STORE_MAX_PATHS];
-    const int n = env_path_io(&t->env, io);
-    *seconds = st_now() - t->io_base_t;
-    for (int p = 0; p < n; p++) {
-        const io_path_counters *a = &io[p], *b = &t->io_base[p];
-        out[p] = (io_path_counters){.bytes_read = a->bytes_read - b->bytes_read,
-                                         .bytes_written = a->bytes_written - b->bytes_written,
-                                         .reads = a->reads - b->reads, .writes = a->writes - b->writes,
-                                         .syncs = a->syncs - b->syncs, .errors = a->errors - b->errors,
-                                         .short_transfers = a->short_transfers - b->short_transfers,
-                                         .retries = a->retries - b->retries,
-                                         .read_busy_s = a->read_busy_s - b->read_busy_s,
-                                         .write_busy_s = a->write_busy_s - b->write_busy_s,
-                                         .both_busy_s = a->both_busy_s - b->both_busy_s};
-    }
+    io_path_counters now[STORE_MAX_PATHS];
+    const int n = env_path_io(&t->env, now);   /* the number of paths */
+    memcpy(out, t->io_steps, sizeof t->io_steps);
+    *seconds = t->io_steps_s;
     return n;
 }
 

@@ -407,8 +407,9 @@ struct offload_trainer {
     const sched_analysis *an;          /* of the list being run */
     uint64_t allocated;                /* bytes of the plan's buffers allocated so far (creation included) */
     uint64_t traffic_base[2][STORE_KIND_COUNT];    /* store traffic of the set-up (read, written) */
-    io_path_counters io_base[STORE_MAX_PATHS];     /* each path's I/O counters when training began */
-    double io_base_t;                              /* and when that was (st_now) */
+    io_path_counters io_steps[STORE_MAX_PATHS];    /* each path's I/O within the steps after this trainer's
+                                                      first (offload_trainer_path_io) */
+    double io_steps_s;                             /* those steps' wall seconds */
     uint64_t traffic_aside[2][STORE_KIND_COUNT];   /* and of evaluations, commits and reading the weights back:
                                                       none is training's */
     offload_stats stats;               /* the steps' share of the compute thread's time (bytes and the
