@@ -343,7 +343,7 @@ def report(out, model, seq, steps):
     with_run = [r for r in runs if r["pred_run"] is not None]
     if with_run:
         ok = [r for r in with_run if abs(r["pred_run"] / r["run"]["step_s"] - 1) <= 0.10]
-        L.append(f"- the model alone (the disk's rates those the run saw while busy, the rest as probed): "
+        L.append(f"- the model alone (the disk's rates those the run's steps saw while busy, the rest as probed): "
                  f"{len(ok)} of {len(with_run)} within 10% ({100 * len(ok) / len(with_run):.0f}%)")
     # the same description (OUT/hw.json) both ways: a check of the planner, not of the model
     # (the predictions above use the disk re-measured before each run, so they differ from the plan's)

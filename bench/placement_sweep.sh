@@ -28,8 +28,8 @@
 #     the sweep's shape) with the disk re-measured right before the run (and,
 #     for comparison, against the description measured at the end, and
 #     against the one before the run with the disk's rates replaced by those
-#     the run saw while its reads and writes were in flight: the model's
-#     error without the disk's drift).
+#     the run's steps after the first saw while its reads and writes were in
+#     flight: the model's error without the disk's drift).
 # Then ROUNDS - 1 more rounds of the fractional run (the curve is its
 # times), and at half the state of every run, alternated in the same
 # order: the budget's row takes each placement's median.
