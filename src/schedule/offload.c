@@ -466,7 +466,8 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->stats.compute_io_s += t->env.io_wait_s - io0;
     t->stats.optimizer_wait_s += t->env.optimizer_wait_s - opt0;
     t->stats.comm_s += t->env.comm_s - comm0;
-    if (t->stats.steps > 1) {   /* not this trainer's first: a new run's writes each tensor's slots for the first time */
+    /* the steps after this trainer's first: a new run's first step writes each tensor's slots for the first time */
+    if (t->stats.steps > 1) {
         io_path_counters path1[STORE_MAX_PATHS];
         const int n = env_path_io(&t->env, path1);
         for (int p = 0; p < n; p++) io_path_counters_add_delta(&t->io_steps[p], &path1[p], &path0[p]);
