@@ -432,8 +432,11 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
      * within step_s. */
     const double t0 = st_now(), compute0 = t->env.compute_s, io0 = t->env.io_wait_s,
                  opt0 = t->env.optimizer_wait_s, comm0 = t->env.comm_s;
+    /* the drive's counters hold the steps after this trainer's first: a new run's first step writes each
+       tensor's slots for the first time */
+    const int count_io = t->stats.steps > 0;
     io_path_counters path0[STORE_MAX_PATHS];
-    env_path_io(&t->env, path0);
+    if (count_io) env_path_io(&t->env, path0);
     st_status s = gpt_check_tokens(&t->c, tokens, (size_t)t->M * t->B * (t->T + 1), err);
     if (s != ST_OK) return s;
     run_tokens_stage(t, tokens, t->M * t->B, t->T);
@@ -466,8 +469,7 @@ st_status offload_trainer_step(offload_trainer *t, const int32_t *tokens, train_
     t->stats.compute_io_s += t->env.io_wait_s - io0;
     t->stats.optimizer_wait_s += t->env.optimizer_wait_s - opt0;
     t->stats.comm_s += t->env.comm_s - comm0;
-    /* the steps after this trainer's first: a new run's first step writes each tensor's slots for the first time */
-    if (t->stats.steps > 1) {
+    if (count_io) {
         io_path_counters path1[STORE_MAX_PATHS];
         const int n = env_path_io(&t->env, path1);
         for (int p = 0; p < n; p++) io_path_counters_add_delta(&t->io_steps[p], &path1[p], &path0[p]);
