@@ -7,8 +7,8 @@
 #
 #   bench/placement_sweep.sh [STRATA] [OUT_DIR] [STEPS]
 #   defaults: build/strata bench/results/placement 4
-#   env: POINTS (7) budgets evenly spaced; ROUNDS (3) rounds of each budget's
-#   fractional run and of every run at half the state (the median counts);
+#   env: POINTS (7) budgets evenly spaced; ROUNDS (3) rounds of every run
+#   (the median counts);
 #   MODEL (gpt2-350m) and SEQ (128) to try the script on a small model
 #   (MODEL=gpt2-mini SEQ=64 POINTS=5);
 #   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
@@ -30,9 +30,11 @@
 #     against the one before the run with the disk's rates replaced by those
 #     the run's steps after the first saw while its reads and writes were in
 #     flight: the model's error without the disk's drift).
-# Then ROUNDS - 1 more rounds of the fractional run (the curve is its
-# times), and at half the state of every run, alternated in the same
-# order: the budget's row takes each placement's median.
+# Then ROUNDS - 1 more rounds of every run at the budget, alternated in the
+# same order: the budget's row takes each placement's median (the best
+# binary placement is the one with the smaller median), the curve the
+# fractional placement's, and the prediction check each placement's
+# median measured and predicted time (each round alone is reported too).
 # Once: the in-memory trainer (--schedule memory), the bound.
 # Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
 # iteration warms buffers up). The machine is probed (strata probe at the
@@ -57,7 +59,7 @@ MODEL=${MODEL:-gpt2-350m}
 SEQ=${SEQ:-128}
 PROBE_SIZE=${PROBE_SIZE:-256M}
 BINARY=2                       # binary placements measured per budget
-ROUNDS=${ROUNDS:-3}            # rounds of each fractional run, and of every run at half the state
+ROUNDS=${ROUNDS:-3}            # rounds of every run
 DATA=data/corpus-gpt2
 PY=/usr/bin/python3
 HELP="$PY $(dirname "$0")/placement_sweep.py"
@@ -204,7 +206,6 @@ while read -r mib half; do
     done < <($HELP placements "$OUT/plan-b$mib-whole.txt" "$BINARY")
     read -r sched mb alpha gbufs offload frac_s < <($HELP best "$OUT/plan-b$mib.txt")
     name=$(run_name "$mib" "$sched" "$alpha" "$gbufs" "$offload")
-    frac_name=$name
     role=fractional
     [[ $offload == *=* ]] || { role=fractional-whole; log "  plan's best at $mib MiB is a whole placement: $offload"; }
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mib" "${half:--}" "$role" "$name" "$sched" "$mb" "$alpha" \
@@ -212,12 +213,11 @@ while read -r mib half; do
     binaries+=("$sched $mb $alpha $gbufs $offload $name")
     for b in "${binaries[@]}"; do measure "$mib" $b; done
     # more rounds, alternated, so that a drive slow (or fast) for one run
-    # decides neither the curve nor the speed-up at half the state alone:
-    # the report takes each placement's median
+    # decides no point alone (neither the curve, the speed-up nor a
+    # prediction): the report takes each placement's median
     for ((round = 2; round <= ROUNDS; round++)); do
         for b in "${binaries[@]}"; do
             read -r sched mb alpha gbufs offload name <<<"$b"
-            [ -n "$half" ] || [ "$name" = "$frac_name" ] || continue
             [ -z "${repeated[$name-r$round]:-}" ] || continue   # the fractional placement may be a binary one
             repeated[$name-r$round]=1
             printf '%s\t%s\trepeat\t%s\t%s\t%s\t%s\t%s\t%s\t-\n' "$mib" "${half:--}" "$name-r$round" "$sched" "$mb" \
