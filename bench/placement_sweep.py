@@ -329,11 +329,12 @@ def report(out, model, seq, steps):
                  f"{max(t0 / t1 for (_, t1), (_, t0) in zip(desc, desc[1:])):.2f}x")
     else:
         L.append("- fractional curve: fewer than two measured points -> not checked")
-    runs, seen, placements = [], set(), []
+    runs, seen, placements, bases = [], set(), [], set()
     for mib in points:
         for base in points[mib]["binary"] + ([points[mib]["fractional"]] if points[mib]["fractional"] else []):
-            if base["name"] in seen:
+            if base["name"] in bases:
                 continue   # the fractional placement may be a binary one
+            bases.add(base["name"])
             if med(base) is not None and med_pred(base) is not None:
                 placements.append(base)
             for r in [base] + repeats.get(base["name"], []):
