@@ -8,7 +8,9 @@
 #   bench/placement_sweep.sh [STRATA] [OUT_DIR] [STEPS]
 #   defaults: build/strata bench/results/placement 4
 #   env: POINTS (7) budgets evenly spaced; ROUNDS (3) rounds of every run
-#   (the median counts);
+#   (the median counts), HALF_ROUNDS (5) at half the state; RETRIES (1)
+#   attempts more of a run whose drive changed speed under it by more than
+#   HELD (0.05) of its predicted time;
 #   MODEL (gpt2-350m) and SEQ (128) to try the script on a small model
 #   (MODEL=gpt2-mini SEQ=64 POINTS=5);
 #   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
@@ -30,11 +32,20 @@
 #     against the one before the run with the disk's rates replaced by those
 #     the run's steps after the first saw while its reads and writes were in
 #     flight: the model's error without the disk's drift).
-# Then ROUNDS - 1 more rounds of every run at the budget, alternated in the
-# same order: the budget's row takes each placement's median (the best
-# binary placement is the one with the smaller median), the curve the
-# fractional placement's, and the prediction check each placement's
-# median measured and predicted time (each round alone is reported too).
+# A run whose two predictions (the disk before it, the disk it saw) differ
+# by more than HELD ran on another drive than the one described: it is set
+# aside (OUT/setaside/) and measured again, RETRIES times at most, and the
+# report says how many were and what the check gives on the first attempts.
+# Then ROUNDS - 1 more rounds of every run at the budget (HALF_ROUNDS - 1 at
+# half the state), alternated in the same order: the budget's row takes
+# each placement's median (the best binary placement is the one with the
+# smaller median), the curve the fractional placement's, and the prediction
+# check each placement's median measured and predicted time (each round
+# alone is reported too). The speed-up at half the state compares rounds at
+# one drive speed: every pair of a binary placement's round and the
+# fractional placement's whose drives read within 10% of each other while
+# busy, the median of their ratios, the smaller of the two binary
+# placements'; the ratio of all rounds' medians is reported beside it.
 # Once: the in-memory trainer (--schedule memory), the bound.
 # Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
 # iteration warms buffers up). The machine is probed (strata probe at the
@@ -60,6 +71,9 @@ SEQ=${SEQ:-128}
 PROBE_SIZE=${PROBE_SIZE:-256M}
 BINARY=2                       # binary placements measured per budget
 ROUNDS=${ROUNDS:-3}            # rounds of every run
+HALF_ROUNDS=${HALF_ROUNDS:-5}  # rounds of every run at half the state (the speed-up's point)
+RETRIES=${RETRIES:-1}          # attempts more of a run whose drive changed speed under it
+HELD=${HELD:-0.05}             # ... by this much of the predicted time
 DATA=data/corpus-gpt2
 PY=/usr/bin/python3
 HELP="$PY $(dirname "$0")/placement_sweep.py"
@@ -134,7 +148,7 @@ run_name() {
 if [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/hw.json" ]; then
     log "probe: kept $OUT/hw.json from before"
 else
-    rm -rf "$OUT"/run-* "$OUT"/plan-*
+    rm -rf "$OUT"/run-* "$OUT"/plan-* "$OUT/setaside"
     probe "$OUT/hw.json"
 fi
 
@@ -161,24 +175,43 @@ until plan --whole --mem-host "${small}M" >/dev/null 2>&1 && plan --mem-host "${
     [ "$tries" -le 64 ] || { echo "strata plan fits nothing up to ${small} MiB of host memory" >&2; exit 1; }
 done
 log "whole state in memory: $whole bytes; smallest budget that plans: $small MiB"
-printf 'whole_bytes\t%s\nsmall_mib\t%s\n' "$whole" "$small" >"$OUT/sweep.meta"
+printf 'whole_bytes\t%s\nsmall_mib\t%s\nheld\t%s\nretries\t%s\n' "$whole" "$small" "$HELD" "$RETRIES" \
+    >"$OUT/sweep.meta"
 
 # One run at budget MIB with its predictions: the disk re-measured right
 # before it, the run, and the prediction with the rates its drive showed.
+# When those two predictions differ by more than HELD (the drive changed
+# speed between its re-measurement and the run's steps, so the prediction
+# described another machine than the one measured), the attempt is set
+# aside in OUT/setaside/ (as run-NAME.tN: N the attempt) and the run measured
+# again, at most RETRIES times; the last attempt counts whatever its drive
+# did.
 declare -A repeated=()
 measure() {
-    local mib=$1 sched=$2 mb=$3 alpha=$4 gbufs=$5 offload=$6 name=$7
-    if [ -z "${ran[$name]:-}" ] && ! { [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/run-$name.hw.json" ]; }; then
-        probe "$OUT/run-$name.hw.json" "$OUT/hw.json"
-    fi
-    predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
-    train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --grad-buffers "$gbufs" \
-        --offload "$offload" --mem-host "${mib}M"
-    # the model alone: the same prediction with the disk's rates those the run itself saw
-    if grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null; then
+    local mib=$1 sched=$2 mb=$3 alpha=$4 gbufs=$5 offload=$6 name=$7 try=0
+    [ -z "${ran[$name]:-}" ] || return 0     # the fractional placement may be a binary one
+    while [ -e "$OUT/setaside/run-$name.t$((try + 1)).log" ]; do try=$((try + 1)); done   # RESUME=1: set aside before
+    for (( ; ; try++)); do
+        if [ -z "${ran[$name]:-}" ] && ! { [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/run-$name.hw.json" ]; }; then
+            probe "$OUT/run-$name.hw.json" "$OUT/hw.json"
+        fi
+        predict "$name" start "$OUT/run-$name.hw.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
+        train "$name" --micro-batch "$mb" --schedule "$sched" --alpha "$alpha" --grad-buffers "$gbufs" \
+            --offload "$offload" --mem-host "${mib}M"
+        grep -q "^done:" "$OUT/run-$name.log" 2>/dev/null || return 0
+        # the model alone: the same prediction with the disk's rates those the run itself saw
         $HELP runhw "$OUT/run-$name.hw.json" "$OUT/run-$name.log" "$OUT/run-$name.hw-run.json"
         predict "$name" run "$OUT/run-$name.hw-run.json" "$sched" "$mb" "$alpha" "$gbufs" "$offload"
-    fi
+        [ "$try" -lt "$RETRIES" ] || return 0
+        $HELP held "$OUT/run-$name.sim-start.json" "$OUT/run-$name.sim-run.json" "$HELD" && return 0
+        log "  the drive changed speed under run $name (its prediction on the re-measured disk and on the run's own" \
+            "rates differ by more than $HELD): set aside, measured again"
+        mkdir -p "$OUT/setaside"
+        for f in "" .log .hw.json .hw.json.log .hw-run.json .sim-start.json .sim-run.json; do
+            [ ! -e "$OUT/run-$name$f" ] || mv "$OUT/run-$name$f" "$OUT/setaside/run-$name.t$((try + 1))$f"
+        done
+        unset "ran[$name]"
+    done
 }
 
 # The plans and the runs, budget by budget; OUT/sweep.tsv: budget MiB,
@@ -215,7 +248,9 @@ while read -r mib half; do
     # more rounds, alternated, so that a drive slow (or fast) for one run
     # decides no point alone (neither the curve, the speed-up nor a
     # prediction): the report takes each placement's median
-    for ((round = 2; round <= ROUNDS; round++)); do
+    rounds=$ROUNDS
+    [ -z "$half" ] || rounds=$HALF_ROUNDS
+    for ((round = 2; round <= rounds; round++)); do
         for b in "${binaries[@]}"; do
             read -r sched mb alpha gbufs offload name <<<"$b"
             [ -z "${repeated[$name-r$round]:-}" ] || continue   # the fractional placement may be a binary one
