@@ -230,9 +230,11 @@ def report(out, model, seq, steps):
                "run": run(out, name), "pred": sim(out, name, "start"), "pred_end": sim(out, name, "end"),
                "pred_run": sim(out, name, "run"), "pred_plan": sim(out, name, "plan")}
         # its attempts set aside because the drive changed speed under them (NAME.t1, ...)
-        row["aside"] = [{"name": f"{name}.t{n}", "run": run(aside, f"{name}.t{n}"),
-                         "pred": sim(aside, f"{name}.t{n}", "start"), "pred_run": sim(aside, f"{name}.t{n}", "run")}
-                        for n in range(1, 1 + len(glob.glob(f"{aside}/run-{glob.escape(name)}.t*.log")))]
+        row["aside"] = []
+        while os.path.exists(f"{aside}/run-{name}.t{len(row['aside']) + 1}.log"):
+            tn = f"{name}.t{len(row['aside']) + 1}"
+            row["aside"].append({"name": tn, "run": run(aside, tn), "pred": sim(aside, tn, "start"),
+                                 "pred_run": sim(aside, tn, "run")})
         if role == "repeat":
             repeats.setdefault(name.rsplit("-r", 1)[0], []).append(row)
         elif role.startswith("binary"):
