@@ -234,7 +234,7 @@ def report(out, model, seq, steps):
         while os.path.exists(f"{aside}/run-{name}.t{len(row['aside']) + 1}.log"):
             tn = f"{name}.t{len(row['aside']) + 1}"
             row["aside"].append({"name": tn, "run": run(aside, tn), "pred": sim(aside, tn, "start"),
-                                 "pred_run": sim(aside, tn, "run")})
+                                 "pred_end": None, "pred_run": sim(aside, tn, "run"), "set_aside": True})
         if role == "repeat":
             repeats.setdefault(name.rsplit("-r", 1)[0], []).append(row)
         elif role.startswith("binary"):
@@ -446,7 +446,7 @@ def report(out, model, seq, steps):
     L.append("|---|---|---|---|---|---|---|---|")
     failed = [r for mib in sorted(points) for base in points[mib]["binary"] + [points[mib]["fractional"]] if base
               for r in [base] + repeats.get(base["name"], []) if r["run"] is None and r["name"] not in seen]
-    for r in runs + failed:
+    for r in runs + failed + [a for r in runs for a in r["aside"] if a["run"]]:
         m = r["run"]
         if m is None:
             L.append(f"| {r['name']} | failed | {s(r['pred'])} / {s(r['pred_end'])} / - | - | - | - | - | - |")
@@ -455,15 +455,10 @@ def report(out, model, seq, steps):
         e_run = 100 * (r["pred_run"] - m["step_s"]) / m["step_s"] if r["pred_run"] else None
         per_step = ", ".join(f"{t:.2f}" for t in m["steps"])
         traffic = f"{m['read'] / MIB:.0f} / {m['written'] / MIB:.0f}"
-        L.append(f"| {r['name']} | {s(m['step_s'])} ({per_step}) | {s(r['pred'])} / {s(r['pred_end'])} / "
+        label = r["name"] + (" (set aside)" if r.get("set_aside") else "")
+        L.append(f"| {label} | {s(m['step_s'])} ({per_step}) | {s(r['pred'])} / {s(r['pred_end'])} / "
                  f"{s(r['pred_run'])} | {pct(err(r))} / {pct(e_end)} / {pct(e_run)} | {traffic} | {m['busy']} | "
                  f"{m['wait']} | {m['rss']} |")
-    for r in [a for r in runs for a in r["aside"] if a["run"]]:
-        m = r["run"]
-        e_run = 100 * (r["pred_run"] - m["step_s"]) / m["step_s"] if r["pred_run"] else None
-        L.append(f"| {r['name']} (set aside) | {s(m['step_s'])} ({', '.join(f'{t:.2f}' for t in m['steps'])}) | "
-                 f"{s(r['pred'])} / - / {s(r['pred_run'])} | {pct(err(r))} / - / {pct(e_run)} | "
-                 f"{m['read'] / MIB:.0f} / {m['written'] / MIB:.0f} | {m['busy']} | {m['wait']} | {m['rss']} |")
     if mem:
         L.append(f"| memory (in-memory trainer) | {s(mem['step_s'])} ({', '.join(f'{t:.2f}' for t in mem['steps'])}) | - | - | "
                  f"0 / 0 | - | - | {mem['rss']} |")
