@@ -440,6 +440,39 @@ static void test_contention_slows_compute(void **state) {
     sched_list_free(&l);
 }
 
+/* A drive moving bytes beside compute: compute takes compute_beside_io
+ * times as long while the transfer runs (a checkpoint's write behind a
+ * block's forward), counted as contention; not on a GPU backend. */
+static void test_transfers_slow_compute(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 4, 64, 1);
+    c.place.acts = 1;
+    hw_desc hw = cpu_machine(1);
+    hw.compute_slowdown = hw.optimizer_slowdown = 1;
+    sched_list l = {0};
+    add(&l, TASK_SAVE_ACT, 1, 0, -1);   /* written behind: compute moves on */
+    add(&l, TASK_BLOCK_FORWARD, 2, 0, -1);
+    const double f = task_s(&hw, &c, &l, 1), bytes = (double)written_bytes(&c, &l.tasks[0]), F = 1.4;
+    assert_true(f > 0 && bytes > 0);
+    sim_result r = run1(&hw, &c, &l);   /* 0, as in a description without it: no slowdown */
+    assert_close(r.compute_s, f);
+    assert_true(r.contention_s == 0);
+    hw.compute_beside_io = F;
+    for (int k = 0; k < 2; k++) {
+        const double w = k == 0 ? 3 * f * F : f / 4;   /* the write outlasts the slowed forward, or ends within it */
+        hw.ssd[0].write_gbps = bytes / w / 1e9;
+        r = run1(&hw, &c, &l);
+        assert_close(r.compute_s, f);
+        assert_close(r.contention_s, k == 0 ? f * (F - 1) : w * (1 - 1 / F));
+        if (k == 1) assert_close(r.iter_s, w + (f - w / F));
+    }
+    hw.backend = HW_BACKEND_GPU;   /* its compute is not the CPU's */
+    hw.host_device_gbps = 25;
+    r = run1(&hw, &c, &l);
+    assert_true(r.contention_s == 0);
+    sched_list_free(&l);
+}
+
 /* The store's CPU work (hw.io_cpu_s_per_gb): the optimizer's worker
  * checksums each tensor it writes before queueing it, so a phase's first
  * write waits for its sums and the rest are summed beside the writes
@@ -773,6 +806,7 @@ int main(void) {
         cmocka_unit_test(test_backward_waits_for_a_gradient_buffer),
         cmocka_unit_test(test_optimizer_io_order_follows_the_disk),
         cmocka_unit_test(test_contention_slows_compute),
+        cmocka_unit_test(test_transfers_slow_compute),
         cmocka_unit_test(test_store_cpu_work),
         cmocka_unit_test(test_weight_reads_vertical_vs_horizontal),
         cmocka_unit_test(test_bytes_match_the_executor),

@@ -37,6 +37,13 @@
  *                probe.io_kernel_s_per_gb, with the checksum's cost ->
  *                io_cpu_s_per_gb; then reads and writes at once ->
  *                mixed_read/write_gbps
+ *   beside I/O   the block (forward and backward) timed in windows of
+ *                0.4 s, in turns alone and while the first directory's
+ *                drive reads and writes a test file (--size) through the
+ *                I/O engine -> compute_beside_io, the median windows'
+ *                ratio (the transfers' completions take a core from
+ *                compute's threads now and then; strata probe --update
+ *                measures it again with the disk)
  *   trial        the executor itself (strata/offload.h) on a slice of the
  *                model (its first trial_layers blocks, the embedding and the
  *                head; fewer when they would take more than a quarter of

@@ -45,7 +45,10 @@
  *     there, reads get mixed_read_gbps and writes mixed_write_gbps in all.
  *   - CPU backend: compute and AdamW share the cores; while both run,
  *     compute takes hw.compute_slowdown times as long and AdamW
- *     hw.optimizer_slowdown times.
+ *     hw.optimizer_slowdown times. While any drive moves bytes, compute
+ *     takes hw.compute_beside_io times as long as well (the transfers'
+ *     completions take a core from compute's threads now and then, and
+ *     they wait for each other: strata probe measures it).
  *   - The store's CPU work (hw.io_cpu_s_per_gb per GB to or from an SSD:
  *     its checksums and the kernel's part of a transfer) is the host's. An
  *     optimizer job's reads are summed on the I/O thread as they arrive,
@@ -183,7 +186,7 @@ sim_config sim_default_config(void);
 /* The resources a configuration can be bound by. */
 typedef enum sim_resource {
     SIM_COMPUTE,       /* the compute device (cores on a CPU backend) */
-    SIM_CONTENTION,    /* compute slowed by AdamW on the same cores */
+    SIM_CONTENTION,    /* compute slowed by AdamW on the same cores, and by the drives' transfers */
     SIM_OPTIMIZER,     /* the optimizer worker's AdamW */
     SIM_SSD,           /* SSD reads and writes */
     SIM_LINK,          /* host <-> device */
@@ -208,7 +211,7 @@ typedef struct sim_result {
        receive, the table in strata/comm.h (the gathers and reduce-scatters of the list, and the step's sums) */
     uint64_t comm_sent, comm_received;
     /* the compute thread's iteration, which sums to iter_s: computing at
-     * full speed, computing slowed by AdamW beside it, blocked */
+     * full speed, computing slowed by AdamW (and the drives' transfers) beside it, blocked */
     double compute_s, contention_s, wait_s;
     /* what the blocked time waited for (the critical path's other links) */
     double wait_on[SIM_RESOURCE_COUNT];

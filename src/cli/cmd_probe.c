@@ -51,7 +51,8 @@ static const cli_spec probe_spec = {
              "O_DIRECT read and write bandwidth of each store directory: the test file\n"
              "cycled through in the optimizer's 18 MiB phases, each read and then\n"
              "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
-             "took), and reads and writes both at once. Then a trial: the executor itself\n"
+             "took), and reads and writes both at once; how much slower compute runs while\n"
+             "the first directory's drive reads and writes. Then a trial: the executor itself\n"
              "on the model's first blocks at that shape, with all state in memory, and\n"
              "again on up to 4x as many blocks (how much longer the whole model's blocks'\n"
              "tasks take than the kernels' rates predict, from the two: the blocks'\n"
@@ -169,6 +170,7 @@ int cmd_probe(int argc, char **argv) {
            hw.probe.block_backward_s, hw.probe.head_s);
     printf("optimizer: AdamW %.0f M parameters/s on %d thread; side by side, compute %.2fx and AdamW %.2fx slower\n",
            hw.adamw_params_per_s / 1e6, hw.adamw_threads, hw.compute_slowdown, hw.optimizer_slowdown);
+    if (hw.compute_beside_io > 0) printf("beside the drives' transfers: compute %.2fx slower\n", hw.compute_beside_io);
     for (int p = 0; p < hw.n_ssd; p++) {
         const hw_ssd *d = &hw.ssd[p];
         printf("ssd[%d] %s: read %.3f GB/s, write %.3f GB/s, both at once %.3f + %.3f GB/s", p, d->path, d->read_gbps,

@@ -114,7 +114,7 @@ static void print_text(const char *hw_path, const hw_desc *hw, const sim_config 
            hw->cores, hw->n_ssd, hw->n_ssd == 1 ? "" : "s");
     printf("iteration: %.3f s steady (first %.3f s): %.1f tokens/s, %.2f model GFLOP/s%s\n", r->iter_s,
            r->first_iter_s, r->tokens_per_s, r->model_flops_per_s / 1e9, r->devices > 1 ? " per device" : "");
-    printf("compute thread: computing %.3f s, slowed by AdamW beside it %.3f s, waiting %.3f s (on the SSD %.3f s, "
+    printf("compute thread: computing %.3f s, slowed by AdamW and I/O beside it %.3f s, waiting %.3f s (on the SSD %.3f s, "
            "the optimizer %.3f s, the link %.3f s",
            r->compute_s, r->contention_s, r->wait_s, r->wait_on[SIM_SSD], r->wait_on[SIM_OPTIMIZER],
            r->wait_on[SIM_LINK]);

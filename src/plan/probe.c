@@ -535,6 +535,141 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
     return ST_OK;
 }
 
+/* ---- compute beside the drive's transfers ------------------------------------------------------ */
+
+/* Bytes per request of the stream beside compute (at most: two at least fit in the test file's --size),
+ * and the windows the block is timed in. */
+#define IO_STREAM_REQUEST (8u << 20)
+#define IO_WINDOWS 6        /* alternately alone and beside the stream */
+#define IO_WINDOW_S 0.4
+
+/* A thread that reads and writes a test file in turn, one request at a time
+ * (the engine keeps its chunks in flight), while not paused, until told to
+ * stop: the drive as busy as while the optimizer streams its state beside
+ * compute. */
+typedef struct io_stream {
+    io_engine *eng;
+    io_file *f;
+    void *buf;
+    uint64_t request;      /* bytes per request */
+    uint64_t regions;      /* the file's requests' worth */
+    atomic_int pause, stop;
+    atomic_ullong moved;   /* bytes so far */
+    st_status status;
+    st_error err;
+} io_stream;
+
+static void *io_stream_thread(void *arg) {
+    io_stream *st = arg;
+    for (uint64_t i = 0; !atomic_load(&st->stop) && st->status == ST_OK;) {
+        if (atomic_load(&st->pause)) {
+            usleep(1000);
+            continue;
+        }
+        const io_request rq = {.op = i % 2 ? IO_OP_WRITE : IO_OP_READ, .file = st->f, .buf = st->buf,
+                               .len = st->request, .offset = i / 2 % st->regions * st->request};
+        st->status = io_run(st->eng, &rq, &st->err);
+        if (st->status == ST_OK) atomic_fetch_add(&st->moved, st->request);
+        i++;
+    }
+    return NULL;
+}
+
+/* Block passes (forward and backward) for about IO_WINDOW_S: seconds per pass. */
+static double block_window(bench *b) {
+    b->pass_T = b->T;
+    const double t0 = st_now();
+    int n = 0;
+    do {
+        block_pass(b, 0, b->B);
+        block_pass(b, 1, b->B);
+        n++;
+    } while (st_now() - t0 < IO_WINDOW_S);
+    return (st_now() - t0) / n;
+}
+
+/* The block (forward and backward at the probe's shape) timed in windows,
+ * alternately alone and while the first store directory's drive reads and
+ * writes a test file (--size) through the I/O engine: on this machine's
+ * virtual disk the transfers' completions take a core from compute's
+ * threads now and then, and they wait for each other, so compute loses far
+ * more than the kernel's CPU seconds per GB (docs/BENCHMARKS.md). The
+ * median windows' slowdown -> compute_beside_io, which the simulator
+ * applies while any of its transfers moves. It hardly depends on the rate:
+ * a stream of reads at a tenth of the drive's rate, waiting between them,
+ * slowed compute by about a tenth as much as one at full speed, in
+ * proportion to the time the drive was busy. */
+static st_status probe_io_contention(const hw_probe_config *cfg, hw_desc *hw, st_error *err) {
+    if (cfg->n_ssd < 1) return ST_OK;
+    bench b;
+    st_status s = bench_init(&b, cfg, err);
+    if (s != ST_OK) return s;
+    say(cfg, "the block alone and beside reads and writes on %s, in turns...", cfg->ssd_dirs[0]);
+    io_stream st = {.status = ST_OK, .request = cfg->ssd_bytes / 2 / 4096 * 4096};
+    if (st.request > IO_STREAM_REQUEST) st.request = IO_STREAM_REQUEST;
+    if (st.request < 4096) st.request = 4096;
+    st.regions = cfg->ssd_bytes / st.request;
+    if (st.regions < 2) st.regions = 2;
+    atomic_store(&st.pause, 1);
+    const io_engine_config ec = io_engine_default_config();
+    const char *name = "strata-probe-beside.dat";
+    char file[4096];
+    snprintf(file, sizeof file, "%s/%s", cfg->ssd_dirs[0], name);
+    int path, opened = 0;
+    st.buf = st_alloc_io(st.request);
+    if (!st.buf) s = st_fail(err, ST_ENOMEM, "probe: out of memory for the I/O stream's buffer");
+    if (s == ST_OK) s = io_engine_create(&ec, &st.eng, err);
+    if (s == ST_OK) s = io_engine_add_path(st.eng, cfg->ssd_dirs[0], NULL, &path, err);
+    if (s == ST_OK) s = io_file_open(st.eng, path, name, IO_FILE_CREATE | IO_FILE_TRUNCATE, &st.f, err);
+    opened = s == ST_OK;
+    if (s == ST_OK) memset(st.buf, 0x5a, st.request);
+    for (uint64_t r = 0; s == ST_OK && r < st.regions; r++) {   /* laid down: the reads read written blocks */
+        const io_request rq = {.op = IO_OP_WRITE, .file = st.f, .buf = st.buf, .len = st.request,
+                               .offset = r * st.request};
+        s = io_run(st.eng, &rq, err);
+    }
+    double alone[IO_WINDOWS / 2], beside[IO_WINDOWS / 2], busy_s = 0;
+    unsigned long long moved = 0;
+    pthread_t th;
+    if (s == ST_OK && pthread_create(&th, NULL, io_stream_thread, &st) != 0)
+        s = st_fail(err, ST_ENOMEM, "probe: cannot start a thread");
+    else if (s == ST_OK) {
+        block_window(&b);   /* warm-up */
+        for (int w = 0; w < IO_WINDOWS; w++) {
+            const int on = w % 2;
+            atomic_store(&st.pause, !on);
+            usleep(on ? 20000 : 5000);   /* the stream under way, or its last request done */
+            const unsigned long long m0 = atomic_load(&st.moved);
+            const double t0 = st_now(), t = block_window(&b);
+            if (on) {
+                beside[w / 2] = t;
+                moved += atomic_load(&st.moved) - m0;
+                busy_s += st_now() - t0;
+            } else {
+                alone[w / 2] = t;
+            }
+        }
+        atomic_store(&st.stop, 1);
+        pthread_join(th, NULL);
+        if (st.status != ST_OK) {
+            s = st.status;
+            if (err) *err = st.err;
+        }
+    }
+    if (s == ST_OK) {
+        const double a = st_median(alone, IO_WINDOWS / 2), bs = st_median(beside, IO_WINDOWS / 2);
+        const double slow = bs / a, gbps = busy_s > 0 ? (double)moved / busy_s / 1e9 : 0;
+        hw->compute_beside_io = slow > 1 ? slow : 1;
+        say(cfg, "  %.4f s a pass alone, %.4f s beside %.3f GB/s: compute %.2fx slower", a, bs, gbps, slow);
+    }
+    io_file_close(st.f);
+    if (opened) unlink(file);
+    io_engine_destroy(st.eng);
+    st_free_aligned(st.buf);
+    bench_free(&b);
+    return s;
+}
+
 /* ---- the executor itself, on a slice of the model ------------------------------------------- */
 
 /* Steps of a trial run: the first warms buffers up (and, on the SSD, reads
@@ -810,14 +945,14 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
            description's was run at */
         hw_ssd disk[HW_MAX_SSD] = {0};
         st_status s = probe_ssd(cfg, &hw, err);
-        if (s == ST_OK && cfg->trial_steps > 0 && hw.probe.trial_layers > 0 && hw.probe.model[0]) {
-            hw_probe_config tc = *cfg;
-            tc.model = hw.probe.model;
-            tc.B = hw.probe.B;
-            tc.T = hw.probe.T;
-            tc.trial_layers = hw.probe.trial_layers;
+        hw_probe_config tc = *cfg;   /* at the shape the description's compute was measured at */
+        tc.model = hw.probe.model;
+        tc.B = hw.probe.B;
+        tc.T = hw.probe.T;
+        tc.trial_layers = hw.probe.trial_layers;
+        if (s == ST_OK && hw.probe.model[0] && hw.probe.B > 0 && hw.probe.T > 0) s = probe_io_contention(&tc, &hw, err);
+        if (s == ST_OK && cfg->trial_steps > 0 && hw.probe.trial_layers > 0 && hw.probe.model[0])
             s = probe_trial(&tc, &hw, 1, disk, err);
-        }
         use_trial_disk(cfg, &hw, disk);
         set_io_cpu(&hw);
         if (s == ST_OK) s = hw_check(&hw, "probe", err);
@@ -851,6 +986,7 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     hw_ssd disk[HW_MAX_SSD] = {0};
     st_status s = probe_ssd(cfg, &hw, err);
     if (s == ST_OK) s = probe_compute(cfg, &hw, err);
+    if (s == ST_OK) s = probe_io_contention(cfg, &hw, err);
     if (s == ST_OK && cfg->trial_steps > 0) s = probe_trial(cfg, &hw, 0, disk, err);
     use_trial_disk(cfg, &hw, disk);
     set_io_cpu(&hw);

@@ -972,7 +972,11 @@ static st_status advance(sim *s, st_error *err) {
     int stepping = 0, busy = 0;
     for (int k = 0; k < LAYOUT_LANES; k++) stepping |= lane_stepping(&s->wl[k]), busy |= s->wl[k].wphase != W_IDLE;
     const int running = s->cstate == C_RUNNING;
-    const double cs = s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0;
+    /* the drives' completions interrupt compute's threads (CPU backend) while any moves bytes */
+    int drives_busy = 0;
+    for (int p = 0; p < s->n_paths; p++) drives_busy |= nr[p] || nw[p];
+    const double io_factor = s->cpu_shared && drives_busy && s->hw->compute_beside_io > 1 ? s->hw->compute_beside_io : 1.0;
+    const double cs = (s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0) * io_factor;
     const double os = s->cpu_shared && running ? s->hw->optimizer_slowdown : 1.0;
     const double rc = running ? 1.0 / cs : 0, ra = 1.0 / os;   /* work-seconds per second */
     double dt = INFINITY;

@@ -25,6 +25,9 @@ check "probe: an untied Llama's head" "$STRATA" probe --model llama-tiny --micro
 check "probe: small run succeeds" test $? -eq 0
 check "probe: progress on stderr" grep -q "AdamW on the optimizer thread" "$tmp/probe.err"
 check "probe: summary on stdout" grep -Eq "^ssd\[1\] .*st2: read [0-9.]+ GB/s" "$tmp/probe.out"
+check "probe: compute timed beside the first drive's transfers" bash -c \
+  "grep -q 'the block alone and beside reads and writes on $tmp/st1, in turns' '$tmp/probe.err' &&
+   grep -Eq '^beside the drives. transfers: compute [0-9.]+x slower' '$tmp/probe.out'"
 check "probe: test files removed" bash -c "[ -z \"\$(find '$tmp/st1' '$tmp/st2' -mindepth 1)\" ]"
 check "probe: the executor's trial runs, in memory and on the drives" bash -c \
   "grep -q 'the executor itself on 2 blocks of gpt2-tiny' '$tmp/probe.err' &&
@@ -50,6 +53,7 @@ os_, cs = ct["optimizer_slowdown"], ct["compute_slowdown"]
 assert p["compute_beside_adamw"] >= 1
 if os_ >= 1.05: assert abs(1 / cs + 1 / os_ - 1) < 1e-9, ct
 else: assert cs == p["compute_beside_adamw"], (ct, p)
+assert ct["compute_beside_io"] >= 1, ct
 PY
 # one block, then a longer slice: gpt2-tiny's two, the whole model
 "$STRATA" probe --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --trial-steps 4 --trial-layers 1 \
@@ -79,13 +83,17 @@ expect_rc "probe --trial-steps 1: usage error" 2 "--trial-steps" "$STRATA" probe
 "$STRATA" probe --update "$tmp/hw.json" --store "$tmp/st2" --size 64K --out "$tmp/hw2.json" >"$tmp/upd.out" 2>"$tmp/upd.err"
 check "probe --update: re-measures the store only (no compute measured; the trial on the drive again)" \
   bash -c "[ $? -eq 0 ] && ! grep -q 'AdamW on the optimizer thread' '$tmp/upd.err' &&
-           ! grep -q 'the executor itself' '$tmp/upd.err' && grep -q \"the blocks' optimizer state\" '$tmp/upd.err'"
+           ! grep -q 'the executor itself' '$tmp/upd.err' && grep -q \"the blocks' optimizer state\" '$tmp/upd.err' &&
+           grep -q 'beside reads and writes on $tmp/st2' '$tmp/upd.err'"
 check "  keeps the rest of the description, replaces the SSD list" "$PY" - "$tmp/hw.json" "$tmp/hw2.json" <<'PY'
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:3])
 # the store's CPU per GB is the checksum (kept) and the kernel's part (the new drive's)
 io_a, io_b = a["compute"].pop("io_cpu_s_per_gb"), b["compute"].pop("io_cpu_s_per_gb")
 assert a["compute"] == b["compute"] and a["optimizer"] == b["optimizer"] and a["name"] == b["name"]
+# compute beside the drive's transfers: measured again with it
+ca, cb = a["contention"], b["contention"]
+assert cb["compute_beside_io"] >= 1 and cb["compute_slowdown"] == ca["compute_slowdown"], (ca, cb)
 assert len(a["ssd"]) == 2 and len(b["ssd"]) == 1 and b["ssd"][0]["path"].endswith("st2") and b["ssd"][0]["read_gbps"] > 0
 pb = b["probe"]
 assert pb["checksum_gbps"] == a["probe"]["checksum_gbps"], (pb, a["probe"])
