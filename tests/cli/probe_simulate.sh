@@ -32,7 +32,8 @@ check "probe: test files removed" bash -c "[ -z \"\$(find '$tmp/st1' '$tmp/st2' 
 check "probe: the executor's trial runs, in memory and on the drives" bash -c \
   "grep -q 'the executor itself on 2 blocks of gpt2-tiny' '$tmp/probe.err' &&
    grep -q \"the blocks' optimizer state on the store directories\" '$tmp/probe.err' &&
-   grep -Eq '^trial: the executor on 2 blocks of gpt2-tiny: .* [0-9.]+x the rates' '$tmp/probe.out'"
+   grep -Eq '^trial: the executor on 2 blocks of gpt2-tiny: .* [0-9.]+x the rates' '$tmp/probe.out' &&
+   grep -Eq '^the trial on the drives: [0-9.]+ s a step measured, [0-9.]+ s predicted from this description' '$tmp/probe.err'"
 check "probe: the trial's store removed" bash -c "[ ! -e '$tmp/st1/strata-probe-trial' ] && [ ! -e '$tmp/st2/strata-probe-trial' ]"
 check "  its record: the blocks' factor, each drive's rates (the test file's kept), compute sharing a core" \
   "$PY" - "$tmp/hw.json" <<'PY'
