@@ -28,7 +28,8 @@ static const char *VALID =
     "  \"ssd\": [{\"path\": \"/nvme0\", \"read_gbps\": 6.5, \"write_gbps\": 3.5},\n"
     "          {\"read_gbps\": 6.5, \"write_gbps\": 3.5, \"mixed_read_gbps\": 3, \"mixed_write_gbps\": 2}],\n"
     "  \"optimizer\": {\"adamw_params_per_s_per_thread\": 1.5e8, \"threads\": 32},\n"
-    "  \"contention\": {\"compute_slowdown\": 1, \"optimizer_slowdown\": 1, \"compute_beside_io\": 1.25},\n"
+    "  \"contention\": {\"compute_slowdown\": 1, \"optimizer_slowdown\": 1, \"compute_beside_io\": 1.25,\n"
+    "                 \"io_beside_compute\": 1.5},\n"
     "  \"memory\": {\"device_bytes\": 80000000000, \"host_bytes\": 1000000000000},\n"
     "  \"node\": {\"devices\": 4, \"interconnect_gbps\": 300},\n"
     "  \"note\": \"by hand\"\n"
@@ -49,7 +50,7 @@ static void test_valid_file_reads(void **state) {
     assert_int_equal(hw.n_ssd, 2);
     assert_string_equal(hw.ssd[0].path, "/nvme0");
     assert_true(hw.task_overhead_s == 1e-5 && hw.n_matmul_rows == 2 && hw.n_head_rows == 1);
-    assert_true(hw.io_cpu_s_per_gb == 0.12 && hw.compute_beside_io == 1.25);
+    assert_true(hw.io_cpu_s_per_gb == 0.12 && hw.compute_beside_io == 1.25 && hw.io_beside_compute == 1.5);
     /* rates by rows: flat outside the table, linear in log(rows) inside it */
     assert_true(hw_matmul_gflops_at(&hw, 1) == 50000 && hw_matmul_gflops_at(&hw, 1e6) == 200000);
     assert_true(fabs(hw_matmul_gflops_at(&hw, 512) - 125000) < 1e-6);   /* halfway from 64 to 4096 */
@@ -67,7 +68,7 @@ static void test_valid_file_reads(void **state) {
     assert_int_equal(hw.n_ssd, 0);
     assert_int_equal(hw.adamw_threads, 1);
     assert_true(hw.compute_slowdown == 1 && hw.optimizer_slowdown == 1 && hw.host_device_gbps == 0);
-    assert_true(hw.compute_beside_io == 0);   /* absent: compute does not slow beside transfers */
+    assert_true(hw.compute_beside_io == 0 && hw.io_beside_compute == 0);   /* absent: neither slows the other */
     assert_int_equal(hw.devices_per_node, 1);
 }
 
@@ -228,6 +229,7 @@ static void test_bad_values_named(void **state) {
     expect_error("contention.compute_slowdown", "0.5", "contention.compute_slowdown: must be >= 1");
     expect_error("contention.optimizer_slowdown", "-1", "contention.optimizer_slowdown: must be >= 1");
     expect_error("contention.compute_beside_io", "0.5", "contention.compute_beside_io: must be >= 1");
+    expect_error("contention.io_beside_compute", "0.9", "contention.io_beside_compute: must be >= 1");
     expect_error("memory.device_bytes", "-1", "memory.device_bytes: must be > 0");
     expect_error("memory.host_bytes", "0", "memory.host_bytes: must be > 0");
     expect_error("memory.host_bytes", "1.5", "memory.host_bytes: must be a whole number of bytes");

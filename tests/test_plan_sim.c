@@ -473,6 +473,33 @@ static void test_transfers_slow_compute(void **state) {
     sched_list_free(&l);
 }
 
+/* Compute beside a transfer: the drive moves io_beside_compute times slower
+ * while compute runs (a checkpoint written behind a block's forward, then
+ * read back, which waits for the write); not on a GPU backend. */
+static void test_compute_slows_transfers(void **state) {
+    (void)state;
+    sim_config c = config("gpt2-tiny", 4, 64, 1);
+    c.place.acts = 1;
+    hw_desc hw = cpu_machine(1);
+    hw.compute_slowdown = hw.optimizer_slowdown = 1;
+    sched_list l = {0};
+    const int save = add(&l, TASK_SAVE_ACT, 1, 0, -1);
+    add(&l, TASK_BLOCK_FORWARD, 2, 0, -1);
+    add(&l, TASK_LOAD_ACT, 1, 0, save);
+    const double f = task_s(&hw, &c, &l, 1), bytes = (double)written_bytes(&c, &l.tasks[0]), G = 2;
+    hw.ssd[0].write_gbps = bytes / (3 * f) / 1e9;   /* the write outlasts the forward */
+    const double plain = run1(&hw, &c, &l).iter_s;
+    /* during the forward the write moves at 1/G of its rate: f / G of its time, and f - f / G more after */
+    hw.io_beside_compute = G;
+    assert_close(run1(&hw, &c, &l).iter_s, plain + f - f / G);
+    hw.backend = HW_BACKEND_GPU;   /* a device computes; the host's cores serve the drives */
+    hw.host_device_gbps = 25;
+    hw_desc gpu_plain = hw;
+    gpu_plain.io_beside_compute = 0;
+    assert_close(run1(&hw, &c, &l).iter_s, run1(&gpu_plain, &c, &l).iter_s);
+    sched_list_free(&l);
+}
+
 /* The store's CPU work (hw.io_cpu_s_per_gb): the optimizer's worker
  * checksums each tensor it writes before queueing it, so a phase's first
  * write waits for its sums and the rest are summed beside the writes
@@ -807,6 +834,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_io_order_follows_the_disk),
         cmocka_unit_test(test_contention_slows_compute),
         cmocka_unit_test(test_transfers_slow_compute),
+        cmocka_unit_test(test_compute_slows_transfers),
         cmocka_unit_test(test_store_cpu_work),
         cmocka_unit_test(test_weight_reads_vertical_vs_horizontal),
         cmocka_unit_test(test_bytes_match_the_executor),

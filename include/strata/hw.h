@@ -41,10 +41,13 @@
  *     ],                                                       over a test file, where read_gbps and write_gbps
  *                                                              are from its trial run of the executor
  *     "optimizer": {"adamw_params_per_s_per_thread": 6.6e8, "threads": 1},
- *     "contention": {"compute_slowdown": 1.5, "optimizer_slowdown": 1.3, "compute_beside_io": 1.4},
+ *     "contention": {"compute_slowdown": 1.5, "optimizer_slowdown": 1.3, "compute_beside_io": 1.4,
+ *                    "io_beside_compute": 1.6},
  *                                      optional, default 1: time factors for compute and for AdamW while
- *                                      both run (on a CPU backend they share the cores), and for compute
- *                                      while the drives move bytes (their completions interrupt its threads)
+ *                                      both run (on a CPU backend they share the cores), for compute while
+ *                                      the drives move bytes (their completions interrupt its threads), and
+ *                                      for the drives' transfers while compute runs (the I/O thread and the
+ *                                      completions wait for a core)
  *     "memory": {"device_bytes": 25000000000, "host_bytes": 25000000000},
  *     "node": {"devices": 1, "interconnect_gbps": 0},   optional: data-parallel devices (gpu backend) and the
  *                                      bandwidth one device's ring collectives (all-gather, reduce-scatter) reach
@@ -154,6 +157,7 @@ typedef struct hw_desc {
     double compute_slowdown;     /* >= 1 */
     double optimizer_slowdown;   /* >= 1 */
     double compute_beside_io;    /* compute's time factor while a drive moves bytes; 0 (absent): 1 */
+    double io_beside_compute;    /* the drives' transfers' time factor while compute runs; 0 (absent): 1 */
     uint64_t device_bytes, host_bytes;
     int devices_per_node;
     double interconnect_gbps;

@@ -37,13 +37,16 @@
  *                probe.io_kernel_s_per_gb, with the checksum's cost ->
  *                io_cpu_s_per_gb; then reads and writes at once ->
  *                mixed_read/write_gbps
- *   beside I/O   the block (forward and backward) timed in windows of
- *                0.4 s, in turns alone and while the first directory's
- *                drive reads and writes a test file (--size) through the
- *                I/O engine -> compute_beside_io, the median windows'
- *                ratio (the transfers' completions take a core from
- *                compute's threads now and then; strata probe --update
- *                measures it again with the disk)
+ *   beside I/O   five rounds of three windows of 0.4 s: the block
+ *                (forward and backward) alone, the block while the first
+ *                directory's drive reads and writes a test file (--size)
+ *                through the I/O engine, and that stream alone ->
+ *                compute_beside_io, the block's median time beside the
+ *                stream over alone (the transfers' completions take a core
+ *                from compute's threads now and then), io_beside_compute,
+ *                the stream's median rate alone over beside the block (the
+ *                I/O thread and the completions wait for a core); strata
+ *                probe --update measures both again with the disk
  *   trial        the executor itself (strata/offload.h) on a slice of the
  *                model (its first trial_layers blocks, the embedding and the
  *                head; fewer when they would take more than a quarter of
@@ -114,8 +117,9 @@ typedef struct hw_probe_config {
     int reps;                         /* timed repetitions per measurement (median) */
     uint64_t adamw_elements;          /* the optimizer measurement's size */
     const hw_desc *base;              /* non-NULL: measure the SSD paths only and keep the rest of base
-                                         (disks drift; compute does not); with base's trial record, the
-                                         trial's SSD run again at its shape */
+                                         (disks drift; compute does not), but for compute beside the first
+                                         path (compute_beside_io, at base's probe shape); with base's trial
+                                         record, the trial's SSD run again at its shape */
     int trial_steps;                  /* steps of each trial run of the executor, >= 2 (the first untimed);
                                          0: no trial */
     int trial_layers;                 /* the trial's slice of the model: its first blocks, at most this many */

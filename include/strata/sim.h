@@ -48,7 +48,9 @@
  *     hw.optimizer_slowdown times. While any drive moves bytes, compute
  *     takes hw.compute_beside_io times as long as well (the transfers'
  *     completions take a core from compute's threads now and then, and
- *     they wait for each other: strata probe measures it).
+ *     they wait for each other), and while compute runs, every transfer
+ *     takes hw.io_beside_compute times as long (the I/O thread and the
+ *     completions wait for a core): strata probe measures both.
  *   - The store's CPU work (hw.io_cpu_s_per_gb per GB to or from an SSD:
  *     its checksums and the kernel's part of a transfer) is the host's. An
  *     optimizer job's reads are summed on the I/O thread as they arrive,

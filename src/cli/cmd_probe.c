@@ -33,8 +33,8 @@ static const cli_flag probe_flags[] = {
     CLI_INT("trial-layers", O(trial_layers), 1, 1 << 16, "N",
             "blocks of the model the trial runs (default 4; in memory also up to 4x as many)"),
     CLI_STRING("update", O(update), "FILE",
-               "measure only the store directories again, keep the rest of FILE,\n"
-               "and write the result back to FILE (or to --out if given)\n"
+               "measure only the store directories again (and compute beside the first),\n"
+               "keep the rest of FILE, and write the result back to FILE (or to --out if given)\n"
                "(a disk's rates drift; re-measure them before a run you compare)"),
 };
 
@@ -51,8 +51,8 @@ static const cli_spec probe_spec = {
              "O_DIRECT read and write bandwidth of each store directory: the test file\n"
              "cycled through in the optimizer's 18 MiB phases, each read and then\n"
              "overwritten in place (a cycle untimed, the next timed, with the CPU time it\n"
-             "took), and reads and writes both at once; how much slower compute runs while\n"
-             "the first directory's drive reads and writes. Then a trial: the executor itself\n"
+             "took), and reads and writes both at once; how much compute and the first\n"
+             "directory's drive slow each other down. Then a trial: the executor itself\n"
              "on the model's first blocks at that shape, with all state in memory, and\n"
              "again on up to 4x as many blocks (how much longer the whole model's blocks'\n"
              "tasks take than the kernels' rates predict, from the two: the blocks'\n"
@@ -170,7 +170,9 @@ int cmd_probe(int argc, char **argv) {
            hw.probe.block_backward_s, hw.probe.head_s);
     printf("optimizer: AdamW %.0f M parameters/s on %d thread; side by side, compute %.2fx and AdamW %.2fx slower\n",
            hw.adamw_params_per_s / 1e6, hw.adamw_threads, hw.compute_slowdown, hw.optimizer_slowdown);
-    if (hw.compute_beside_io > 0) printf("beside the drives' transfers: compute %.2fx slower\n", hw.compute_beside_io);
+    if (hw.compute_beside_io > 0 || hw.io_beside_compute > 0)
+        printf("beside the drives' transfers: compute %.2fx slower; the transfers beside compute %.2fx slower\n",
+               hw.compute_beside_io > 0 ? hw.compute_beside_io : 1, hw.io_beside_compute > 0 ? hw.io_beside_compute : 1);
     for (int p = 0; p < hw.n_ssd; p++) {
         const hw_ssd *d = &hw.ssd[p];
         printf("ssd[%d] %s: read %.3f GB/s, write %.3f GB/s, both at once %.3f + %.3f GB/s", p, d->path, d->read_gbps,

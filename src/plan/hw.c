@@ -153,6 +153,8 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
         return bad(err, name, "contention.optimizer_slowdown", "must be >= 1");
     if (!(hw->compute_beside_io == 0 || hw->compute_beside_io >= 1) || !isfinite(hw->compute_beside_io))
         return bad(err, name, "contention.compute_beside_io", "must be >= 1");
+    if (!(hw->io_beside_compute == 0 || hw->io_beside_compute >= 1) || !isfinite(hw->io_beside_compute))
+        return bad(err, name, "contention.io_beside_compute", "must be >= 1");
     if (hw->device_bytes == 0) return bad(err, name, "memory.device_bytes", "must be > 0");
     if (hw->host_bytes == 0) return bad(err, name, "memory.host_bytes", "must be > 0");
     if (hw->devices_per_node < 1) return bad(err, name, "node.devices", "must be >= 1");
@@ -447,12 +449,14 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, o, "optimizer", "adamw_params_per_s_per_thread", 1, &hw.adamw_params_per_s);
         integer(&r, o, "optimizer", "threads", 0, &hw.adamw_threads);
     }
-    static const char *const cont_keys[] = {"compute_slowdown", "optimizer_slowdown", "compute_beside_io", NULL};
+    static const char *const cont_keys[] = {"compute_slowdown", "optimizer_slowdown", "compute_beside_io",
+                                            "io_beside_compute", NULL};
     const cJSON *ct = object(&r, root, "", "contention", 0, cont_keys);
     if (ct) {
         num(&r, ct, "contention", "compute_slowdown", 0, &hw.compute_slowdown);
         num(&r, ct, "contention", "optimizer_slowdown", 0, &hw.optimizer_slowdown);
         num(&r, ct, "contention", "compute_beside_io", 0, &hw.compute_beside_io);
+        num(&r, ct, "contention", "io_beside_compute", 0, &hw.io_beside_compute);
     }
     static const char *const mem_keys[] = {"device_bytes", "host_bytes", NULL};
     const cJSON *m = object(&r, root, "", "memory", 1, mem_keys);
@@ -601,6 +605,7 @@ char *hw_to_json(const hw_desc *hw) {
         add_num(ct, "compute_slowdown", hw->compute_slowdown);
         add_num(ct, "optimizer_slowdown", hw->optimizer_slowdown);
         if (hw->compute_beside_io > 0) add_num(ct, "compute_beside_io", hw->compute_beside_io);
+        if (hw->io_beside_compute > 0) add_num(ct, "io_beside_compute", hw->io_beside_compute);
     }
     cJSON *m = cJSON_AddObjectToObject(root, "memory");
     if (m) {

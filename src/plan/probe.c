@@ -540,39 +540,58 @@ static st_status probe_ssd(const hw_probe_config *cfg, hw_desc *hw, st_error *er
 /* Bytes per request of the stream beside compute (at most: two at least fit in the test file's --size),
  * and the windows the block is timed in. */
 #define IO_STREAM_REQUEST (8u << 20)
-#define IO_WINDOWS 6        /* alternately alone and beside the stream */
+#define IO_ROUNDS 5         /* of three windows: compute alone, beside the stream, the stream alone */
 #define IO_WINDOW_S 0.4
 
 /* A thread that reads and writes a test file in turn, one request at a time
  * (the engine keeps its chunks in flight), while not paused, until told to
  * stop: the drive as busy as while the optimizer streams its state beside
- * compute. */
+ * compute. Paused, it sleeps on cv (no wake-ups to disturb the block timed
+ * alone) once its last request is done (idle). */
 typedef struct io_stream {
     io_engine *eng;
     io_file *f;
     void *buf;
     uint64_t request;      /* bytes per request */
     uint64_t regions;      /* the file's requests' worth */
-    atomic_int pause, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pause, stop, idle; /* under mu */
     atomic_ullong moved;   /* bytes so far */
-    st_status status;
+    st_status status;      /* the thread's; read after the join */
     st_error err;
 } io_stream;
 
 static void *io_stream_thread(void *arg) {
     io_stream *st = arg;
-    for (uint64_t i = 0; !atomic_load(&st->stop) && st->status == ST_OK;) {
-        if (atomic_load(&st->pause)) {
-            usleep(1000);
-            continue;
+    for (uint64_t i = 0;; i++) {
+        pthread_mutex_lock(&st->mu);
+        while (st->pause && !st->stop) {
+            st->idle = 1;
+            pthread_cond_broadcast(&st->cv);
+            pthread_cond_wait(&st->cv, &st->mu);
         }
+        const int stop = st->stop || st->status != ST_OK;
+        st->idle = stop;
+        if (stop) pthread_cond_broadcast(&st->cv);
+        pthread_mutex_unlock(&st->mu);
+        if (stop) return NULL;
         const io_request rq = {.op = i % 2 ? IO_OP_WRITE : IO_OP_READ, .file = st->f, .buf = st->buf,
                                .len = st->request, .offset = i / 2 % st->regions * st->request};
         st->status = io_run(st->eng, &rq, &st->err);
         if (st->status == ST_OK) atomic_fetch_add(&st->moved, st->request);
-        i++;
     }
-    return NULL;
+}
+
+/* Pauses the stream and waits until its request in flight is done (or it
+ * has stopped), or lets it go on; stop: ends it. */
+static void io_stream_set(io_stream *st, int pause, int stop) {
+    pthread_mutex_lock(&st->mu);
+    st->pause = pause;
+    st->stop |= stop;
+    pthread_cond_broadcast(&st->cv);
+    while (pause && !st->idle) pthread_cond_wait(&st->cv, &st->mu);
+    pthread_mutex_unlock(&st->mu);
 }
 
 /* Block passes (forward and backward) for about IO_WINDOW_S: seconds per pass. */
@@ -588,68 +607,72 @@ static double block_window(bench *b) {
     return (st_now() - t0) / n;
 }
 
-/* The block (forward and backward at the probe's shape) timed in windows,
- * alternately alone and while the first store directory's drive reads and
- * writes a test file (--size) through the I/O engine: on this machine's
- * virtual disk the transfers' completions take a core from compute's
- * threads now and then, and they wait for each other, so compute loses far
- * more than the kernel's CPU seconds per GB (docs/BENCHMARKS.md). The
- * median windows' slowdown -> compute_beside_io, which the simulator
- * applies while any of its transfers moves. It hardly depends on the rate:
- * a stream of reads at a tenth of the drive's rate, waiting between them,
- * slowed compute by about a tenth as much as one at full speed, in
- * proportion to the time the drive was busy. */
+/* Compute and the drive beside each other, in rounds of three windows: the
+ * block (forward and backward at the probe's shape) alone, the block while
+ * the first store directory's drive reads and writes a test file (--size)
+ * through the I/O engine, and that stream alone. On this machine's virtual
+ * disk the transfers' completions take a core from compute's threads now
+ * and then, and they wait for each other, so compute loses far more than
+ * the kernel's CPU seconds per GB; and the I/O thread and the completions
+ * wait for a core while compute's threads hold both (docs/BENCHMARKS.md).
+ * The block's median time beside the stream over alone -> compute_beside_io,
+ * which the simulator applies while any of its transfers moves (it hardly
+ * depends on the rate: reads at a tenth of the drive's rate, waiting
+ * between them, slowed compute about a tenth as much as at full speed, in
+ * proportion to the time the drive was busy); the stream's median rate
+ * alone over beside the block -> io_beside_compute, which it applies to
+ * every transfer while compute runs. */
 static st_status probe_io_contention(const hw_probe_config *cfg, hw_desc *hw, st_error *err) {
     if (cfg->n_ssd < 1) return ST_OK;
     bench b;
     st_status s = bench_init(&b, cfg, err);
     if (s != ST_OK) return s;
     say(cfg, "the block alone and beside reads and writes on %s, in turns...", cfg->ssd_dirs[0]);
-    io_stream st = {.status = ST_OK, .request = cfg->ssd_bytes / 2 / 4096 * 4096};
+    io_stream st = {.status = ST_OK, .request = cfg->ssd_bytes / 2 / 4096 * 4096, .pause = 1,
+                    .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     if (st.request > IO_STREAM_REQUEST) st.request = IO_STREAM_REQUEST;
     if (st.request < 4096) st.request = 4096;
     st.regions = cfg->ssd_bytes / st.request;
     if (st.regions < 2) st.regions = 2;
-    atomic_store(&st.pause, 1);
     const io_engine_config ec = io_engine_default_config();
     const char *name = "strata-probe-beside.dat";
     char file[4096];
     snprintf(file, sizeof file, "%s/%s", cfg->ssd_dirs[0], name);
-    int path, opened = 0;
+    int path, tried = 0;
     st.buf = st_alloc_io(st.request);
     if (!st.buf) s = st_fail(err, ST_ENOMEM, "probe: out of memory for the I/O stream's buffer");
     if (s == ST_OK) s = io_engine_create(&ec, &st.eng, err);
     if (s == ST_OK) s = io_engine_add_path(st.eng, cfg->ssd_dirs[0], NULL, &path, err);
-    if (s == ST_OK) s = io_file_open(st.eng, path, name, IO_FILE_CREATE | IO_FILE_TRUNCATE, &st.f, err);
-    opened = s == ST_OK;
+    if (s == ST_OK) {   /* removed whatever happens next, even if opening it fails once it exists */
+        tried = 1;
+        s = io_file_open(st.eng, path, name, IO_FILE_CREATE | IO_FILE_TRUNCATE, &st.f, err);
+    }
     if (s == ST_OK) memset(st.buf, 0x5a, st.request);
     for (uint64_t r = 0; s == ST_OK && r < st.regions; r++) {   /* laid down: the reads read written blocks */
         const io_request rq = {.op = IO_OP_WRITE, .file = st.f, .buf = st.buf, .len = st.request,
                                .offset = r * st.request};
         s = io_run(st.eng, &rq, err);
     }
-    double alone[IO_WINDOWS / 2], beside[IO_WINDOWS / 2], busy_s = 0;
-    unsigned long long moved = 0;
+    /* rounds of three windows: compute alone, compute beside the stream, the stream alone */
+    double alone[IO_ROUNDS], beside[IO_ROUNDS], rate_beside[IO_ROUNDS], rate_alone[IO_ROUNDS];
     pthread_t th;
     if (s == ST_OK && pthread_create(&th, NULL, io_stream_thread, &st) != 0)
         s = st_fail(err, ST_ENOMEM, "probe: cannot start a thread");
     else if (s == ST_OK) {
         block_window(&b);   /* warm-up */
-        for (int w = 0; w < IO_WINDOWS; w++) {
-            const int on = w % 2;
-            atomic_store(&st.pause, !on);
-            usleep(on ? 20000 : 5000);   /* the stream under way, or its last request done */
+        for (int w = 0; w < 3 * IO_ROUNDS; w++) {
+            const int kind = w % 3, r = w / 3;
+            io_stream_set(&st, kind == 0, 0);   /* paused: its last request done */
+            if (kind > 0) usleep(20000);        /* the stream under way */
             const unsigned long long m0 = atomic_load(&st.moved);
-            const double t0 = st_now(), t = block_window(&b);
-            if (on) {
-                beside[w / 2] = t;
-                moved += atomic_load(&st.moved) - m0;
-                busy_s += st_now() - t0;
-            } else {
-                alone[w / 2] = t;
-            }
+            const double t0 = st_now();
+            if (kind == 2) usleep((useconds_t)(IO_WINDOW_S * 1e6));
+            const double t = kind < 2 ? block_window(&b) : 0, gbps = (double)(atomic_load(&st.moved) - m0) / (st_now() - t0) / 1e9;
+            if (kind == 0) alone[r] = t;
+            else if (kind == 1) beside[r] = t, rate_beside[r] = gbps;
+            else rate_alone[r] = gbps;
         }
-        atomic_store(&st.stop, 1);
+        io_stream_set(&st, 0, 1);
         pthread_join(th, NULL);
         if (st.status != ST_OK) {
             s = st.status;
@@ -657,14 +680,19 @@ static st_status probe_io_contention(const hw_probe_config *cfg, hw_desc *hw, st
         }
     }
     if (s == ST_OK) {
-        const double a = st_median(alone, IO_WINDOWS / 2), bs = st_median(beside, IO_WINDOWS / 2);
-        const double slow = bs / a, gbps = busy_s > 0 ? (double)moved / busy_s / 1e9 : 0;
+        const double a = st_median(alone, IO_ROUNDS), bs = st_median(beside, IO_ROUNDS);
+        const double ra = st_median(rate_alone, IO_ROUNDS), rb = st_median(rate_beside, IO_ROUNDS);
+        const double slow = bs / a, io_slow = rb > 0 ? ra / rb : 1;
         hw->compute_beside_io = slow > 1 ? slow : 1;
-        say(cfg, "  %.4f s a pass alone, %.4f s beside %.3f GB/s: compute %.2fx slower", a, bs, gbps, slow);
+        hw->io_beside_compute = io_slow > 1 ? io_slow : 1;
+        say(cfg, "  %.4f s a pass alone, %.4f s beside %.3f GB/s: compute %.2fx slower; the stream alone %.3f GB/s: "
+            "%.2fx slower beside compute", a, bs, rb, slow, ra, io_slow);
     }
     io_file_close(st.f);
-    if (opened) unlink(file);
+    if (tried) unlink(file);
     io_engine_destroy(st.eng);
+    pthread_cond_destroy(&st.cv);
+    pthread_mutex_destroy(&st.mu);
     st_free_aligned(st.buf);
     bench_free(&b);
     return s;
@@ -915,8 +943,9 @@ static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_on
     return ST_OK;
 }
 
-/* The trial on the drives predicted on the finished description: the simulator's error on the executor's own
- * slice with its state streaming (progress only: a check to read beside the description, not fitted). */
+/* The trial on the drives (run in this probe) predicted on the finished description: the simulator's error on
+ * the executor's own slice with its state streaming (progress only: a check to read beside the description,
+ * not fitted). */
 static void say_trial_prediction(const hw_probe_config *cfg, const hw_desc *hw) {
     if (!(hw->probe.trial_ssd_step_s > 0) || hw->probe.trial_layers < 1) return;
     sim_config sc;
@@ -949,7 +978,7 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
     if (cfg->trial_steps != 0 && (cfg->trial_steps < TRIAL_MIN_STEPS || cfg->trial_layers < 1))
         return st_fail(err, ST_EINVAL, "probe: a trial run needs at least %d steps and 1 block (0 steps: none)",
                        TRIAL_MIN_STEPS);
-    if (cfg->base) {   /* the SSD paths again, everything else as it was */
+    if (cfg->base) {   /* the SSD paths again (and compute beside them), everything else as it was */
         hw = *cfg->base;
         if (cfg->n_ssd < 1) return st_fail(err, ST_EINVAL, "probe: updating a description needs store directories");
         if (cfg->ssd_bytes < 8192 || cfg->ssd_bytes % 4096)
@@ -967,11 +996,15 @@ st_status hw_probe(const hw_probe_config *cfg, hw_desc *out, st_error *err) {
         tc.T = hw.probe.T;
         tc.trial_layers = hw.probe.trial_layers;
         if (s == ST_OK && hw.probe.model[0] && hw.probe.B > 0 && hw.probe.T > 0) s = probe_io_contention(&tc, &hw, err);
+        const double kept_step_s = hw.probe.trial_ssd_step_s;   /* the description's, unless the trial runs now */
+        hw.probe.trial_ssd_step_s = 0;
         if (s == ST_OK && cfg->trial_steps > 0 && hw.probe.trial_layers > 0 && hw.probe.model[0])
             s = probe_trial(&tc, &hw, 1, disk, err);
+        const int trial_ran = hw.probe.trial_ssd_step_s > 0;
+        if (!trial_ran) hw.probe.trial_ssd_step_s = kept_step_s;
         use_trial_disk(cfg, &hw, disk);
         set_io_cpu(&hw);
-        if (s == ST_OK) say_trial_prediction(&tc, &hw);
+        if (s == ST_OK && trial_ran) say_trial_prediction(&tc, &hw);
         if (s == ST_OK) s = hw_check(&hw, "probe", err);
         if (s == ST_OK) *out = hw;
         return s;

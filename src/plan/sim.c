@@ -979,6 +979,9 @@ static st_status advance(sim *s, st_error *err) {
     const double cs = (s->cpu_shared && stepping ? s->hw->compute_slowdown : 1.0) * io_factor;
     const double os = s->cpu_shared && running ? s->hw->optimizer_slowdown : 1.0;
     const double rc = running ? 1.0 / cs : 0, ra = 1.0 / os;   /* work-seconds per second */
+    /* and the drives' transfers wait for a core while compute runs (the I/O thread, the completions) */
+    if (s->cpu_shared && running && s->hw->io_beside_compute > 1)
+        for (int p = 0; p < s->n_paths; p++) fr.r[0][p] /= s->hw->io_beside_compute, fr.r[1][p] /= s->hw->io_beside_compute;
     double dt = INFINITY;
     if (running) dt = s->compute_left / rc;
     for (int k = 0; k < LAYOUT_LANES; k++)
