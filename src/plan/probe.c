@@ -616,12 +616,11 @@ static double block_window(bench *b) {
  * the kernel's CPU seconds per GB; and the I/O thread and the completions
  * wait for a core while compute's threads hold both (docs/BENCHMARKS.md).
  * The block's median time beside the stream over alone -> compute_beside_io,
- * which the simulator applies while any of its transfers moves (it hardly
- * depends on the rate: reads at a tenth of the drive's rate, waiting
- * between them, slowed compute about a tenth as much as at full speed, in
- * proportion to the time the drive was busy); the stream's median rate
- * alone over beside the block -> io_beside_compute, which it applies to
- * every transfer while compute runs. */
+ * which the simulator applies while any of its transfers moves (with reads
+ * spaced out, compute slowed in proportion to the time a read was in
+ * flight, not to its bytes); the stream's median rate alone over beside
+ * the block -> io_beside_compute, which it applies to every transfer while
+ * compute runs. */
 static st_status probe_io_contention(const hw_probe_config *cfg, hw_desc *hw, st_error *err) {
     if (cfg->n_ssd < 1) return ST_OK;
     bench b;
@@ -667,7 +666,8 @@ static st_status probe_io_contention(const hw_probe_config *cfg, hw_desc *hw, st
             const unsigned long long m0 = atomic_load(&st.moved);
             const double t0 = st_now();
             if (kind == 2) usleep((useconds_t)(IO_WINDOW_S * 1e6));
-            const double t = kind < 2 ? block_window(&b) : 0, gbps = (double)(atomic_load(&st.moved) - m0) / (st_now() - t0) / 1e9;
+            const double t = kind < 2 ? block_window(&b) : 0;
+            const double gbps = (double)(atomic_load(&st.moved) - m0) / (st_now() - t0) / 1e9;
             if (kind == 0) alone[r] = t;
             else if (kind == 1) beside[r] = t, rate_beside[r] = gbps;
             else rate_alone[r] = gbps;
