@@ -815,6 +815,13 @@ static st_status trial_run(const hw_probe_config *cfg, const sim_config *sc, con
     return s;
 }
 
+/* The trial slice's placement on the drives: the optimizer's state of every unit but the embedding
+ * (probe_trial says why). */
+static void trial_on_drives(sim_config *sc) {
+    const int units = gpt_num_units(&sc->model);
+    sc->place.optim = (double)(units - 1) / units;
+}
+
 /* The longer in-memory slice: up to this many times the first's blocks (its time grows with them). */
 #define TRIAL_LONG_TIMES 4
 
@@ -923,8 +930,7 @@ static st_status probe_trial(const hw_probe_config *cfg, hw_desc *hw, int ssd_on
        set the pace; without it the slice streams about as many bytes per second of compute as the whole
        model does, and the drives serve bursts beside compute as in most runs that stream the optimizer. */
     sim_config ssd = sc;
-    const int units = gpt_num_units(&sc.model);
-    ssd.place.optim = (double)(units - 1) / units;
+    trial_on_drives(&ssd);
     say(cfg, "the executor again with the blocks' optimizer state on the store director%s...",
         cfg->n_ssd == 1 ? "y" : "ies");
     if ((s = trial_run(cfg, &ssd, cfg->ssd_dirs, cfg->n_ssd, &tr, err)) != ST_OK) return s;
@@ -952,8 +958,7 @@ static void say_trial_prediction(const hw_probe_config *cfg, const hw_desc *hw) 
     sim_result r;
     st_error e = {0};
     if (trial_config(cfg, hw->probe.trial_layers, &sc, &e) != ST_OK) return;
-    const int units = gpt_num_units(&sc.model);
-    sc.place.optim = (double)(units - 1) / units;   /* as probe_trial ran it */
+    trial_on_drives(&sc);
     if (sim_run(hw, &sc, &r, &e) != ST_OK) return;
     const double m = hw->probe.trial_ssd_step_s;
     say(cfg, "the trial on the drives: %.3f s a step measured, %.3f s predicted from this description (%+.1f%%)", m,
