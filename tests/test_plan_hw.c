@@ -21,7 +21,7 @@ static const char *VALID =
     "  \"name\": \"a100x4\",\n"
     "  \"compute\": {\"backend\": \"gpu\", \"matmul_gflops\": 250000, \"head_matmul_gflops\": 240000,\n"
     "              \"attention_gflops\": 120000, \"other_gbps\": 1500, \"cores\": 108, \"task_overhead_s\": 1e-5,\n"
-    "              \"io_cpu_s_per_gb\": 0.12,\n"
+    "              \"io_cpu_s_per_gb\": 0.12, \"widen_gbps\": 900,\n"
     "              \"matmul_by_rows\": [{\"rows\": 64, \"gflops\": 50000}, {\"rows\": 4096, \"gflops\": 200000}],\n"
     "              \"head_by_rows\": [{\"rows\": 1024, \"gflops\": 240000}]},\n"
     "  \"host_device_gbps\": 25,\n"
@@ -51,6 +51,7 @@ static void test_valid_file_reads(void **state) {
     assert_string_equal(hw.ssd[0].path, "/nvme0");
     assert_true(hw.task_overhead_s == 1e-5 && hw.n_matmul_rows == 2 && hw.n_head_rows == 1);
     assert_true(hw.io_cpu_s_per_gb == 0.12 && hw.compute_beside_io == 1.25 && hw.io_beside_compute == 1.5);
+    assert_true(hw.widen_gbps == 900);
     /* rates by rows: flat outside the table, linear in log(rows) inside it */
     assert_true(hw_matmul_gflops_at(&hw, 1) == 50000 && hw_matmul_gflops_at(&hw, 1e6) == 200000);
     assert_true(fabs(hw_matmul_gflops_at(&hw, 512) - 125000) < 1e-6);   /* halfway from 64 to 4096 */
@@ -69,6 +70,7 @@ static void test_valid_file_reads(void **state) {
     assert_int_equal(hw.adamw_threads, 1);
     assert_true(hw.compute_slowdown == 1 && hw.optimizer_slowdown == 1 && hw.host_device_gbps == 0);
     assert_true(hw.compute_beside_io == 0 && hw.io_beside_compute == 0);   /* absent: neither slows the other */
+    assert_true(hw.widen_gbps == 0);   /* absent: at other_gbps */
     assert_int_equal(hw.devices_per_node, 1);
 }
 
@@ -203,6 +205,7 @@ static void test_bad_values_named(void **state) {
     expect_error("compute.task_overhead_s", "-1e-6", "compute.task_overhead_s: must be >= 0");
     expect_error("compute.io_cpu_s_per_gb", "-0.1", "compute.io_cpu_s_per_gb: must be >= 0");
     expect_error("compute.block_factor", "-1", "compute.block_factor: must be >= 0");
+    expect_error("compute.widen_gbps", "-2", "compute.widen_gbps: must be >= 0");
     expect_error("ssd.1.bench_read_gbps", "-1", "ssd[1].bench_read_gbps: must be >= 0");
     expect_error("probe", "{\"trial_layers\": -2}", "probe.trial_layers: must be >= 0");
     expect_error("probe", "{\"trial_work_s\": -2}", "probe.trial_work_s: must be >= 0");

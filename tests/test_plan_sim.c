@@ -166,6 +166,33 @@ static void test_rates_by_rows(void **state) {
     sched_list_free(&l);
 }
 
+/* Mixed precision: a weight load widens the unit's bf16 weights to f32 on
+ * the compute thread, 2 + 4 bytes an element, at widen_gbps (a whole unit,
+ * past the caches: strata probe measures it apart from the blocks' passes),
+ * and at other_gbps in a description without it. */
+static void test_widen_at_its_own_rate(void **state) {
+    (void)state;
+    hw_desc hw = cpu_machine(1);
+    sim_config c = config("gpt2-tiny", 1, 64, 1);
+    c.precision = GPT_MIXED_BF16;
+    sched_list l = {0};
+    add(&l, TASK_LOAD_WEIGHTS, 1, -1, -1);
+    const sim_work w = sim_task_work(&c, &l, 0);
+    const double n = (double)gpt_unit_numel(&c.model, 1);
+    assert_close(w.widen_bytes, 6 * n);
+    assert_true(w.other_bytes == 0 && !w.block);
+    assert_close(sim_work_seconds(&hw, &w), 6 * n / 10e9);   /* no widen_gbps: other_gbps */
+    hw.widen_gbps = 2.5;
+    assert_close(sim_work_seconds(&hw, &w), 6 * n / 2.5e9);
+    sim_result r = run1(&hw, &c, &l);
+    assert_close(r.iter_s, 6 * n / 2.5e9);
+    /* fp32 weights are not widened */
+    c.precision = GPT_FP32;
+    const sim_work f = sim_task_work(&c, &l, 0);
+    assert_true(f.widen_bytes == 0 && f.other_bytes == 0);
+    sched_list_free(&l);
+}
+
 static void test_read_alone_is_bytes_over_bandwidth(void **state) {
     (void)state;
     sim_config c = config("gpt2-tiny", 2, 32, 1);
@@ -825,6 +852,7 @@ int main(void) {
         cmocka_unit_test(test_compute_alone_is_the_sum),
         cmocka_unit_test(test_llama_block_flops),
         cmocka_unit_test(test_rates_by_rows),
+        cmocka_unit_test(test_widen_at_its_own_rate),
         cmocka_unit_test(test_read_alone_is_bytes_over_bandwidth),
         cmocka_unit_test(test_prefetch_hides_a_shorter_read),
         cmocka_unit_test(test_saves_are_written_behind),

@@ -16,7 +16,10 @@
  *       "matmul_gflops": 128.0,        sgemm at a GPT block's shapes (N x C x 3C, 4C, ...)
  *       "head_matmul_gflops": 120.0,   optional: the LM head's (N x C x vocab); default matmul_gflops
  *       "attention_gflops": 25.0,      optional: causal attention, softmax included; default matmul_gflops
- *       "other_gbps": 9.5,             memory-bound passes: LayerNorm, GELU, residual, cross-entropy, bf16 widening
+ *       "other_gbps": 9.5,             memory-bound passes: LayerNorm, GELU, residual, cross-entropy
+ *       "widen_gbps": 30.0,            optional: a unit's bf16 weights widened to f32 for compute (mixed
+ *                                      precision), 2 + 4 bytes an element, over a whole unit's weights, which no
+ *                                      cache holds; default other_gbps
  *       "cores": 2,
  *       "task_overhead_s": 0.0003,     optional: fixed time per compute task (parallel regions, launches); default 0
  *       "io_cpu_s_per_gb": 0.12,       optional: host CPU time, on one core, per GB the store moves to or from an
@@ -142,6 +145,7 @@ typedef struct hw_desc {
     double head_matmul_gflops;   /* 0 (absent): matmul_gflops */
     double attention_gflops;     /* 0 (absent): matmul_gflops */
     double other_gbps;
+    double widen_gbps;           /* 0 (absent): other_gbps */
     int cores;
     double task_overhead_s;      /* per compute task, >= 0 */
     double io_cpu_s_per_gb;      /* host CPU seconds per GB of SSD traffic, >= 0 */

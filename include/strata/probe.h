@@ -6,7 +6,10 @@
  *                products, weighted as a block's forward + recompute +
  *                backward runs them) at 16, 64, 256, ... rows up to the
  *                probe's B x T -> matmul_by_rows, matmul_gflops (at B x T);
- *                a bf16 round trip over a large array -> other_gbps; a
+ *                a bf16 round trip over a large array -> other_gbps; one
+ *                block's bf16 weights widened to f32, as before each of
+ *                the unit's tasks in mixed precision (from memory: the
+ *                sources rotate through 512 MiB) -> widen_gbps; a
  *                block's forward and backward (gpt_block_forward/backward,
  *                as the executor runs them) at B x T and at 1 x 16 ->
  *                attention_gflops and task_overhead_s, the pair that makes

@@ -278,6 +278,7 @@ typedef struct sim_work {
     double head_flops;        /* the LM head's products */
     double attention_flops;   /* causal attention's products (executed, not the full square) */
     double other_bytes;       /* memory-bound passes */
+    double widen_bytes;       /* a unit's bf16 weights widened to f32 (at hw.widen_gbps) */
     double rows;              /* rows of the products (B x T; the head's chunk is at most 1024 of them) */
     int tasks;                /* compute tasks in it, each paying hw.task_overhead_s */
     int block;                /* a block's forward or backward: its time is scaled by hw.block_factor */

@@ -45,7 +45,8 @@ static const cli_spec probe_spec = {
              "                    [--trial-steps N] [--trial-layers N] [--update FILE]",
     .about = "Measures this machine and writes a hardware description (JSON) for\n"
              "'strata simulate': sgemm at a GPT block's shapes, the LM head, memory-bound\n"
-             "passes and the attention (from a block's forward and backward), AdamW on one\n"
+             "passes, a block's bf16 weights widened to f32, and the attention (from a\n"
+             "block's forward and backward), AdamW on one\n"
              "thread as the executor's optimizer runs it, how much compute and AdamW slow\n"
              "each other down on shared cores, the store's checksum on one core, and\n"
              "O_DIRECT read and write bandwidth of each store directory: the test file\n"
@@ -157,9 +158,9 @@ int cmd_probe(int argc, char **argv) {
     char mem[32];
     printf("%s: %s\n", out, hw.name);
     printf("compute: %s, %d cores; sgemm %.3g GFLOP/s at %s's block shapes (%d x %d), head %.3g, attention %.3g; "
-           "memory-bound passes %.3g GB/s\n",
+           "memory-bound passes %.3g GB/s, a block's weights widened %.3g GB/s\n",
            hw_backend_name(hw.backend), hw.cores, hw.matmul_gflops, hw.probe.model, hw.probe.B, hw.probe.T,
-           hw.head_matmul_gflops, hw.attention_gflops, hw.other_gbps);
+           hw.head_matmul_gflops, hw.attention_gflops, hw.other_gbps, hw.widen_gbps > 0 ? hw.widen_gbps : hw.other_gbps);
     printf("sgemm by rows:");
     for (int i = 0; i < hw.n_matmul_rows; i++)
         printf(" %.0f: %.3g", hw.matmul_by_rows[i].rows, hw.matmul_by_rows[i].gflops);

@@ -60,6 +60,7 @@ void hw_rank_share(const hw_desc *hw, int ranks_per_node, hw_desc *out) {
     out->head_matmul_gflops /= r;
     out->attention_gflops /= r;
     out->other_gbps /= r;
+    out->widen_gbps /= r;
     for (int i = 0; i < out->n_matmul_rows; i++) out->matmul_by_rows[i].gflops /= r;
     for (int i = 0; i < out->n_head_rows; i++) out->head_by_rows[i].gflops /= r;
     for (int p = 0; p < out->n_ssd; p++) {
@@ -105,6 +106,7 @@ st_status hw_check(const hw_desc *hw, const char *name, st_error *err) {
     NONNEG(hw->head_matmul_gflops, "compute.head_matmul_gflops");
     NONNEG(hw->attention_gflops, "compute.attention_gflops");
     POSITIVE(hw->other_gbps, "compute.other_gbps");
+    NONNEG(hw->widen_gbps, "compute.widen_gbps");
     if (hw->cores < 1) return bad(err, name, "compute.cores", "must be >= 1");
     NONNEG(hw->task_overhead_s, "compute.task_overhead_s");
     NONNEG(hw->io_cpu_s_per_gb, "compute.io_cpu_s_per_gb");
@@ -391,7 +393,7 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
     if (note && !cJSON_IsString(note)) rfail(&r, "note", "must be a string");
 
     static const char *const compute_keys[] = {"backend", "matmul_gflops", "head_matmul_gflops", "attention_gflops",
-                                               "other_gbps", "cores", "task_overhead_s", "io_cpu_s_per_gb",
+                                               "other_gbps", "widen_gbps", "cores", "task_overhead_s", "io_cpu_s_per_gb",
                                                "block_factor", "matmul_by_rows", "head_by_rows", NULL};
     const cJSON *c = object(&r, root, "", "compute", 1, compute_keys);
     if (c) {
@@ -404,6 +406,7 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
         num(&r, c, "compute", "head_matmul_gflops", 0, &hw.head_matmul_gflops);
         num(&r, c, "compute", "attention_gflops", 0, &hw.attention_gflops);
         num(&r, c, "compute", "other_gbps", 1, &hw.other_gbps);
+        num(&r, c, "compute", "widen_gbps", 0, &hw.widen_gbps);
         integer(&r, c, "compute", "cores", 1, &hw.cores);
         num(&r, c, "compute", "task_overhead_s", 0, &hw.task_overhead_s);
         num(&r, c, "compute", "io_cpu_s_per_gb", 0, &hw.io_cpu_s_per_gb);
@@ -563,6 +566,7 @@ char *hw_to_json(const hw_desc *hw) {
         if (hw->head_matmul_gflops > 0) add_num(c, "head_matmul_gflops", hw->head_matmul_gflops);
         if (hw->attention_gflops > 0) add_num(c, "attention_gflops", hw->attention_gflops);
         add_num(c, "other_gbps", hw->other_gbps);
+        if (hw->widen_gbps > 0) add_num(c, "widen_gbps", hw->widen_gbps);
         add_num(c, "cores", hw->cores);
         if (hw->task_overhead_s > 0) add_num(c, "task_overhead_s", hw->task_overhead_s);
         if (hw->io_cpu_s_per_gb > 0) add_num(c, "io_cpu_s_per_gb", hw->io_cpu_s_per_gb);

@@ -193,8 +193,10 @@ static void head_pass(bench *b, int unused, int rows) {
     gpt_head_forward_backward(b->be, &b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
 }
 
-/* GB/s of a streaming pass: bf16 -> f32 and back over 8M elements (48 MiB,
- * past the caches, about a GPT-2 block's worth of weights). */
+/* GB/s of a streaming pass: bf16 -> f32 and back over 8M elements (48 MiB):
+ * the blocks' memory-bound passes (LayerNorm, GELU, residuals). On a machine
+ * whose last-level cache holds the array it runs from the cache, as do those
+ * passes over a block's activations at small B x T. */
 static st_status time_stream(int reps, double *gbps, st_error *err) {
     const size_t n = 8u << 20;
     float *f = st_alloc_aligned(64, n * sizeof(float));
@@ -218,6 +220,43 @@ static st_status time_stream(int reps, double *gbps, st_error *err) {
     st_free_aligned(f);
     st_free_aligned(h);
     return ST_OK;
+}
+
+/* GB/s of widening one block's bf16 weights to f32 (n elements), as the
+ * executor does before each of a unit's tasks in mixed precision: from a
+ * unit that was last touched many units ago, so from memory rather than a
+ * cache (the sources rotate through WIDEN_SOURCE_BYTES, past any last-level
+ * cache), into the one f32 buffer. Far below the round trip above on a
+ * machine whose last-level cache holds that one's array. */
+#define WIDEN_SOURCE_BYTES (512ull << 20)
+#define WIDEN_MAX_SOURCES 64
+static st_status time_widen(int reps, size_t n, double *gbps, st_error *err) {
+    int k = (int)(WIDEN_SOURCE_BYTES / (n * sizeof(st_bf16)));
+    k = k < 2 ? 2 : k > WIDEN_MAX_SOURCES ? WIDEN_MAX_SOURCES : k;
+    float *f = st_alloc_aligned(64, n * sizeof(float));
+    st_bf16 *h[WIDEN_MAX_SOURCES] = {0};
+    int ok = f != NULL;
+    for (int i = 0; i < k; i++) ok &= (h[i] = st_alloc_aligned(64, n * sizeof(st_bf16))) != NULL;
+    st_status s = ST_OK;
+    if (!ok) {
+        s = st_fail(err, ST_ENOMEM, "probe: out of memory for the widening measurement");
+    } else {
+        const compute_backend *be = compute_backend_cpu();
+        for (int i = 0; i < k; i++)   /* weights' bit patterns, not zeros (which some hosts move faster) */
+            for (size_t j = 0; j < n; j++) h[i][j] = (st_bf16)(0x3c00u + (uint32_t)((j + (size_t)i) * 2654435761u >> 22));
+        be->bf16_to_f32(be, f, h[0], n);   /* first touch */
+        double t[MAX_REPS];
+        for (int r = 0; r < reps; r++) {
+            const st_bf16 *src = h[(r + 1) % k];
+            double t0 = st_now();
+            be->bf16_to_f32(be, f, src, n);
+            t[r] = st_now() - t0;
+        }
+        *gbps = (double)n * 6.0 / st_median(t, reps) / 1e9;   /* 2 bytes read, 4 written */
+    }
+    st_free_aligned(f);
+    for (int i = 0; i < k; i++) st_free_aligned(h[i]);
+    return s;
 }
 
 /* GB/s of CRC32C (the store's checksum) on this thread over 256 MiB, more
@@ -376,6 +415,13 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
         return s;
     }
     say(cfg, "  %.3g GB/s", hw->other_gbps);
+    const size_t block_n = (size_t)gpt_unit_numel(&b.c, 1);
+    say(cfg, "bf16 widening of a block's weights (%zu elements)...", block_n);
+    if ((s = time_widen(reps, block_n, &hw->widen_gbps, err)) != ST_OK) {
+        bench_free(&b);
+        return s;
+    }
+    say(cfg, "  %.3g GB/s", hw->widen_gbps);
 
     say(cfg, "the store's checksum (CRC32C) on one thread...");
     if ((s = time_checksum(reps, &hw->probe.checksum_gbps, err)) != ST_OK) {

@@ -283,7 +283,7 @@ sim_work sim_task_work_at(const sim_config *c, const sched_task *t, int first, i
         /* with several ranks the load stages a shard and the gather brings the unit, widened then */
         if ((t->op == TASK_GATHER_WEIGHTS) == (c->ranks < 2)) break;
         if (c->precision == GPT_MIXED_BF16 && t->unit >= 0)
-            w.other_bytes = 6.0 * (double)gpt_unit_numel(g, t->unit);   /* bf16 widened to f32 */
+            w.widen_bytes = 6.0 * (double)gpt_unit_numel(g, t->unit);   /* bf16 widened to f32 */
         break;
     default:
         break;
@@ -314,6 +314,7 @@ sim_work sim_task_work(const sim_config *c, const sched_list *l, int i) {
 double sim_work_seconds(const hw_desc *hw, const sim_work *w) {
     const double rows = w->rows > 0 ? w->rows : 1;
     double s = w->other_bytes / (hw->other_gbps * 1e9) + w->tasks * hw->task_overhead_s;
+    if (w->widen_bytes > 0) s += w->widen_bytes / ((hw->widen_gbps > 0 ? hw->widen_gbps : hw->other_gbps) * 1e9);
     if (w->matmul_flops > 0) s += w->matmul_flops / (hw_matmul_gflops_at(hw, rows) * 1e9);
     if (w->head_flops > 0) s += w->head_flops / (hw_head_gflops_at(hw, rows < GPT_HEAD_CHUNK_ROWS ? rows : (double)GPT_HEAD_CHUNK_ROWS) * 1e9);
     if (w->attention_flops > 0)

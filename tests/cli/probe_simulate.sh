@@ -116,7 +116,7 @@ d = json.load(open(sys.argv[1]))
 assert d["name"] == "tiny-probe"
 c = d["compute"]
 assert c["backend"] == "cpu" and c["cores"] >= 1
-for k in ("matmul_gflops", "head_matmul_gflops", "attention_gflops", "other_gbps"): assert c[k] > 0, k
+for k in ("matmul_gflops", "head_matmul_gflops", "attention_gflops", "other_gbps", "widen_gbps"): assert c[k] > 0, k
 assert len(d["ssd"]) == 2 and all(s["read_gbps"] > 0 and s["write_gbps"] > 0 for s in d["ssd"])
 assert d["optimizer"]["adamw_params_per_s_per_thread"] > 0 and d["optimizer"]["threads"] == 1
 assert d["contention"]["compute_slowdown"] >= 1 and d["contention"]["optimizer_slowdown"] >= 1
