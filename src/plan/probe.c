@@ -242,8 +242,8 @@ static st_status time_widen(int reps, size_t n, double *gbps, st_error *err) {
         s = st_fail(err, ST_ENOMEM, "probe: out of memory for the widening measurement");
     } else {
         const compute_backend *be = compute_backend_cpu();
-        for (int i = 0; i < k; i++)   /* weights' bit patterns, not zeros (which some hosts move faster) */
-            for (size_t j = 0; j < n; j++) h[i][j] = (st_bf16)(0x3c00u + (uint32_t)((j + (size_t)i) * 2654435761u >> 22));
+        for (int i = 0; i < k; i++)   /* small weights' bit patterns, not zeros */
+            for (size_t j = 0; j < n; j++) h[i][j] = (st_bf16)(0x3c00u + (((j + (size_t)i) * 2654435761u >> 22) & 0x3ffu));
         be->bf16_to_f32(be, f, h[0], n);   /* first touch */
         double t[MAX_REPS];
         for (int r = 0; r < reps; r++) {
