@@ -99,6 +99,13 @@ def get(path, key):
     print(v)
 
 
+def trialcheck(log):
+    """The probe's check of its own trial on the drives (predicted over measured, in percent), if it ran."""
+    found = re.findall(r"the trial on the drives: .*\(([-+]?[0-9.]+)%\)", open(log).read())
+    if found:
+        print(found[-1])
+
+
 def steptime(run_dir):
     rows = [json.loads(l) for l in open(f"{run_dir}/metrics.jsonl") if '"step_s"' in l]
     times = [r["step_s"] for r in rows if r["step"] >= 2]
@@ -470,4 +477,4 @@ def report(out, model, seq, steps):
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "json": get, "steptime": steptime,
-     "runhw": runhw, "held": held, "report": report, "repredict": repredict}[cmd](*args)
+     "trialcheck": trialcheck, "runhw": runhw, "held": held, "report": report, "repredict": repredict}[cmd](*args)
