@@ -100,7 +100,7 @@ def get(path, key):
 
 
 def trialcheck(log):
-    """The probe's check of its own trial on the drives (predicted over measured, in percent), if it ran."""
+    """The probe's check of its own trial on the drives ((predicted - measured) / measured, in percent), if it ran."""
     found = re.findall(r"the trial on the drives: .*\(([-+]?[0-9.]+)%\)", open(log).read())
     if found:
         print(found[-1])
