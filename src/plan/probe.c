@@ -193,70 +193,59 @@ static void head_pass(bench *b, int unused, int rows) {
     gpt_head_forward_backward(b->be, &b->c, &w, &g, b->B, b->T, b->hx, b->targets, 1.0f, b->hdx, NULL, b->hscratch);
 }
 
+/* GB/s of bf16 -> f32 widening (and, round_trip, narrowing back) of n
+ * elements, from `sources` arrays taken in turn into one f32 array; the
+ * arrays hold small weights' bit patterns, not zeros. */
+#define MAX_SOURCES 64
+static st_status time_bf16_passes(int reps, size_t n, int sources, int round_trip, double *gbps, st_error *err) {
+    float *f = st_alloc_aligned(64, n * sizeof(float));
+    st_bf16 *h[MAX_SOURCES] = {0};
+    int ok = f != NULL;
+    for (int i = 0; i < sources; i++) ok &= (h[i] = st_alloc_aligned(64, n * sizeof(st_bf16))) != NULL;
+    st_status s = ST_OK;
+    if (!ok) {
+        s = st_fail(err, ST_ENOMEM, "probe: out of memory for the bf16 widening measurement");
+    } else {
+        const compute_backend *be = compute_backend_cpu();
+        for (int i = 0; i < sources; i++)
+            for (size_t j = 0; j < n; j++) h[i][j] = (st_bf16)(0x3c00u + (((j + (size_t)i) * 2654435761u >> 22) & 0x3ffu));
+        be->bf16_to_f32(be, f, h[0], n);   /* first touch */
+        double t[MAX_REPS];
+        for (int r = 0; r < reps; r++) {
+            st_bf16 *src = h[(r + 1) % sources];
+            double t0 = st_now();
+            be->bf16_to_f32(be, f, src, n);
+            if (round_trip) be->f32_to_bf16(be, src, f, n);
+            t[r] = st_now() - t0;
+        }
+        /* 2 bytes read and 4 written each way */
+        *gbps = (round_trip ? 2 : 1) * (double)n * 6.0 / st_median(t, reps) / 1e9;
+    }
+    st_free_aligned(f);
+    for (int i = 0; i < sources; i++) st_free_aligned(h[i]);
+    return s;
+}
+
 /* GB/s of a streaming pass: bf16 -> f32 and back over 8M elements (48 MiB):
  * the blocks' memory-bound passes (LayerNorm, GELU, residuals). On a machine
  * whose last-level cache holds the array it runs from the cache, as do those
  * passes over a block's activations at small B x T. */
 static st_status time_stream(int reps, double *gbps, st_error *err) {
-    const size_t n = 8u << 20;
-    float *f = st_alloc_aligned(64, n * sizeof(float));
-    st_bf16 *h = st_alloc_aligned(64, n * sizeof(st_bf16));
-    if (!f || !h) {
-        st_free_aligned(f);
-        st_free_aligned(h);
-        return st_fail(err, ST_ENOMEM, "probe: out of memory for the streaming measurement");
-    }
-    const compute_backend *be = compute_backend_cpu();
-    memset(h, 0, n * sizeof(st_bf16));
-    be->bf16_to_f32(be, f, h, n);   /* first touch */
-    double t[MAX_REPS];
-    for (int r = 0; r < reps; r++) {
-        double t0 = st_now();
-        be->bf16_to_f32(be, f, h, n);
-        be->f32_to_bf16(be, h, f, n);
-        t[r] = st_now() - t0;
-    }
-    *gbps = 2.0 * (double)n * 6.0 / st_median(t, reps) / 1e9;   /* 2 + 4 bytes per element, each way */
-    st_free_aligned(f);
-    st_free_aligned(h);
-    return ST_OK;
+    return time_bf16_passes(reps, 8u << 20, 1, 1, gbps, err);
 }
 
 /* GB/s of widening one block's bf16 weights to f32 (n elements), as the
  * executor does before each of a unit's tasks in mixed precision: from a
  * unit that was last touched many units ago, so from memory rather than a
  * cache (the sources rotate through WIDEN_SOURCE_BYTES, past any last-level
- * cache), into the one f32 buffer. Far below the round trip above on a
- * machine whose last-level cache holds that one's array. */
+ * cache, in at most MAX_SOURCES arrays), into the one f32 buffer. Far below
+ * the round trip above on a machine whose last-level cache holds that one's
+ * array. */
 #define WIDEN_SOURCE_BYTES (512ull << 20)
-#define WIDEN_MAX_SOURCES 64
 static st_status time_widen(int reps, size_t n, double *gbps, st_error *err) {
-    int k = (int)(WIDEN_SOURCE_BYTES / (n * sizeof(st_bf16)));
-    k = k < 2 ? 2 : k > WIDEN_MAX_SOURCES ? WIDEN_MAX_SOURCES : k;
-    float *f = st_alloc_aligned(64, n * sizeof(float));
-    st_bf16 *h[WIDEN_MAX_SOURCES] = {0};
-    int ok = f != NULL;
-    for (int i = 0; i < k; i++) ok &= (h[i] = st_alloc_aligned(64, n * sizeof(st_bf16))) != NULL;
-    st_status s = ST_OK;
-    if (!ok) {
-        s = st_fail(err, ST_ENOMEM, "probe: out of memory for the widening measurement");
-    } else {
-        const compute_backend *be = compute_backend_cpu();
-        for (int i = 0; i < k; i++)   /* small weights' bit patterns, not zeros */
-            for (size_t j = 0; j < n; j++) h[i][j] = (st_bf16)(0x3c00u + (((j + (size_t)i) * 2654435761u >> 22) & 0x3ffu));
-        be->bf16_to_f32(be, f, h[0], n);   /* first touch */
-        double t[MAX_REPS];
-        for (int r = 0; r < reps; r++) {
-            const st_bf16 *src = h[(r + 1) % k];
-            double t0 = st_now();
-            be->bf16_to_f32(be, f, src, n);
-            t[r] = st_now() - t0;
-        }
-        *gbps = (double)n * 6.0 / st_median(t, reps) / 1e9;   /* 2 bytes read, 4 written */
-    }
-    st_free_aligned(f);
-    for (int i = 0; i < k; i++) st_free_aligned(h[i]);
-    return s;
+    const uint64_t k = WIDEN_SOURCE_BYTES / (n * sizeof(st_bf16));
+    const int sources = k < 2 ? 2 : k > MAX_SOURCES ? MAX_SOURCES : (int)k;
+    return time_bf16_passes(reps, n, sources, 0, gbps, err);
 }
 
 /* GB/s of CRC32C (the store's checksum) on this thread over 256 MiB, more
