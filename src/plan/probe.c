@@ -318,9 +318,8 @@ static void *adamw_thread(void *arg) {
 static st_status adamw_init(adamw_bench *a, size_t n, st_error *err) {
     memset(a, 0, sizeof *a);
     const size_t per_param = 4 * sizeof(float) + sizeof(st_bf16);
-    const uint64_t k = (PAST_CACHE_BYTES + n * per_param - 1) / (n * per_param);
     a->n = n;
-    a->segments = k < 1 ? 1 : (int)k;
+    a->segments = (int)((PAST_CACHE_BYTES + n * per_param - 1) / (n * per_param));   /* n >= 1024: at most 29128 */
     const size_t total = n * (size_t)a->segments;
     a->p = st_alloc_aligned(64, total * sizeof(float));
     a->g = st_alloc_aligned(64, total * sizeof(float));
