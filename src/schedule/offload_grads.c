@@ -85,7 +85,11 @@ static st_status acquire(grad_pool *gp, int u, take_mode mode, int *got, st_erro
     }
     if (pick >= 0) gp->buf[pick].held = 1;
     pthread_mutex_unlock(&gp->lock);
-    gp->env->optimizer_wait_s += st_now() - t0;
+    const double waited = st_now() - t0;
+    gp->env->optimizer_wait_s += waited;
+    /* on the compute lane, as the simulator's trace shows it: otherwise a gap between tasks */
+    if (gp->env->tr && waited > 1e-4)
+        trace_span(gp->env->tr, gp->env->lane_compute, "wait for a gradient buffer", t0, t0 + waited);
     if (pick < 0) return ST_OK;
     st_status s = wait_writes(gp, pick, err);   /* its previous contents may still be going out */
     if (s != ST_OK) return s;

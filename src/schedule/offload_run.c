@@ -277,16 +277,17 @@ st_status run_list(offload_trainer *t, const sched_list *l, const sched_analysis
          * several ranks: of the shard, once summed (REDUCE_GRADS) */
         if (s == ST_OK && an->last_grad[i] && t->lay.ranks < 2)
             t->unit_sumsq[gu] = t->env.be->sum_sq(t->env.be, grads_dev(t, gu), t->lay.units[gu].n);
-        if (task_op_resource(k->op) == RES_COMPUTE) {
-            /* a task that waited inside (for a checkpoint buffer still being
-             * written) did not compute meanwhile: that time is the wait's */
-            const double t1 = st_now();
-            t->env.compute_s += (t1 - t0) - (env_waited(&t->env) - waited0);
-            if (t->env.tr) {
-                char name[64];
-                snprintf(name, sizeof name, "%s u%d mb%d", task_op_name(k->op), k->unit, k->mb);
-                trace_span(t->env.tr, t->env.lane_compute, name, t0, t1);
-            }
+        const double t1 = st_now();
+        const int computes = task_op_resource(k->op) == RES_COMPUTE;
+        /* a task that waited inside (for a checkpoint buffer still being
+         * written) did not compute meanwhile: that time is the wait's */
+        if (computes) t->env.compute_s += (t1 - t0) - (env_waited(&t->env) - waited0);
+        /* the compute thread's other tasks too where they take time (a weight
+         * load widening bf16, with its waits inside): else gaps between tasks */
+        if (t->env.tr && (computes || t1 - t0 > 1e-4)) {
+            char name[64];
+            snprintf(name, sizeof name, "%s u%d mb%d", task_op_name(k->op), k->unit, k->mb);
+            trace_span(t->env.tr, t->env.lane_compute, name, t0, t1);
         }
         /* an activation read from the SSD is dropped once its reader is done,
          * a gradient buffer once the compute thread is */
