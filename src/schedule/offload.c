@@ -84,7 +84,12 @@ static st_status check_ranks(const offload_config *cfg, st_error *err) {
 }
 
 /* Device buffers come from the backend; I/O buffers (O_DIRECT, 4096-aligned)
- * and the host's from the host, on a unified backend too. */
+ * and the host's from the host, on a unified backend too. Host buffers of
+ * 2 MiB and more go on transparent huge pages as I/O buffers do: the
+ * weights' widening and AdamW stream hundreds of MiB through them, and on
+ * 4 KiB pages those passes ran 2-6x slower in some processes of this
+ * machine than in others (docs/BENCHMARKS.md, "The split placement's slow
+ * rounds"). */
 static int on_device(const layout_buffer *b) { return b->tier == LAYOUT_DEVICE && !b->io; }
 
 void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
@@ -92,7 +97,7 @@ void *plan_alloc(offload_trainer *t, layout_buffer_id id) {
     if (b->count == 0) return NULL;
     const compute_backend *be = t->env.be;
     void *p = on_device(b) ? be->alloc(be, (size_t)b->bytes)
-              : b->io        ? st_alloc_io((size_t)b->bytes)
+              : b->io || b->bytes >= (2 << 20) ? st_alloc_io((size_t)b->bytes)
                              : st_alloc_aligned(64, (size_t)b->bytes);
     if (!p) return NULL;
     /* Written once, so that its pages are the process's from the start: a
