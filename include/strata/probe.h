@@ -59,7 +59,7 @@
  *                trial_steps steps, the first untimed (the medians of the
  *                others' time and work, so that one stalled step does not
  *                count): with all state in
- *                memory, and again on a longer slice (up to 4x the blocks,
+ *                memory, and again on a longer slice (up to 6x the blocks,
  *                as a quarter of memory allows; probe.trial_long_layers)
  *                -> block_factor, what the blocks' tasks must be scaled by
  *                for the simulator's compute-thread work (its time not
@@ -94,8 +94,9 @@
  * (gpt2-124m, 4 x 256) and 256 MiB per path without the trial, which adds
  * about 60 s there (8 steps each: of 4 blocks in memory, of the whole
  * model's 12 in memory, of 4 blocks with their optimizer state on the
- * drive); the whole probe takes about 50 s at gpt2-350m's 1 x 128 (16
- * blocks the longer slice). A busy machine measures
+ * drive); the whole probe takes about 85 s at gpt2-350m's 1 x 64 with
+ * one store directory (22 blocks the longer slice, as a quarter of 24 GiB
+ * allows). A busy machine measures
  * itself busy: probe it idle.
  *
  *     hw_probe_config pc = hw_probe_defaults();

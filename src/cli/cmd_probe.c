@@ -31,7 +31,7 @@ static const cli_flag probe_flags[] = {
             "steps of each trial run of the executor, the first untimed (default 8;\n"
             "0: no trial: the kernels' rates and the test file's pass stand)"),
     CLI_INT("trial-layers", O(trial_layers), 1, 1 << 16, "N",
-            "blocks of the model the trial runs (default 4; in memory also up to 4x as many)"),
+            "blocks of the model the trial runs (default 4; in memory also up to 6x as many)"),
     CLI_STRING("update", O(update), "FILE",
                "measure only the store directories again (and compute beside the first),\n"
                "keep the rest of FILE, and write the result back to FILE (or to --out if given)\n"
@@ -55,13 +55,13 @@ static const cli_spec probe_spec = {
              "took), and reads and writes both at once; how much compute and the first\n"
              "directory's drive slow each other down. Then a trial: the executor itself\n"
              "on the model's first blocks at that shape, with all state in memory, and\n"
-             "again on up to 4x as many blocks (how much longer the whole model's blocks'\n"
+             "again on up to 6x as many blocks (how much longer the whole model's blocks'\n"
              "tasks take than the kernels' rates predict, from the two: the blocks'\n"
              "factor), and with the blocks' optimizer state on the store\n"
              "directories (each drive's read and write rates, as the store moved its\n"
              "bytes beside compute). About 70 s with the defaults and one store\n"
-             "directory, 60 of them the trial (--trial-steps 0 leaves it out); about 50 s\n"
-             "at gpt2-350m, 1 x 128.\n"
+             "directory, 60 of them the trial (--trial-steps 0 leaves it out); about 85 s\n"
+             "at gpt2-350m, 1 x 64.\n"
              "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
              "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
              "node, the rate between them, the latency of a collective); the rest is\n"

@@ -874,7 +874,7 @@ static void trial_on_drives(sim_config *sc) {
 }
 
 /* The longer in-memory slice: up to this many times the first's blocks (its time grows with them). */
-#define TRIAL_LONG_TIMES 4
+#define TRIAL_LONG_TIMES 6
 
 /* block_factor: what makes the simulator's work on the compute thread for sc the given work. The blocks'
  * tasks scale with it and the rest (the head, the embedding, timed as the executor runs them) does not;
