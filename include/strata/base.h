@@ -75,8 +75,9 @@ void st_free_aligned(void *p);
  * (the executor's host buffers of 2 MiB and more): fewer TLB misses, and
  * on this virtual machine a steady rate where 4 KiB pages were 2-6x slower
  * in some processes. The advice takes on pages not yet touched: a block
- * from glibc's heap may not be, which is why strata's main fixes glibc's
- * mmap threshold at 2 MiB (src/cli/main.c). Free with st_free_aligned. */
+ * from glibc's heap may not be, which is why `strata probe`, which frees
+ * and allocates gigabytes, fixes glibc's mmap threshold at 2 MiB
+ * (src/cli/cmd_probe.c). Free with st_free_aligned. */
 void *st_alloc_io(size_t size);
 size_t st_round_up(size_t n, size_t align);
 

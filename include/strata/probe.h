@@ -94,7 +94,7 @@
  * (gpt2-124m, 4 x 256) and 256 MiB per path without the trial, which adds
  * about 60 s there (8 steps each: of 4 blocks in memory, of the whole
  * model's 12 in memory, of 4 blocks with their optimizer state on the
- * drive); the whole probe takes about 85 s at gpt2-350m's 1 x 64 with
+ * drive); the whole probe takes about 70 s at gpt2-350m's 1 x 64 with
  * one store directory (22 blocks the longer slice, as a quarter of 24 GiB
  * allows). A busy machine measures
  * itself busy: probe it idle.

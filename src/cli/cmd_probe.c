@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli/cli.h"
 #include "cli/cli_flags.h"
@@ -60,7 +63,7 @@ static const cli_spec probe_spec = {
              "factor), and with the blocks' optimizer state on the store\n"
              "directories (each drive's read and write rates, as the store moved its\n"
              "bytes beside compute). About 70 s with the defaults and one store\n"
-             "directory, 60 of them the trial (--trial-steps 0 leaves it out); about 85 s\n"
+             "directory, 60 of them the trial (--trial-steps 0 leaves it out); about 70 s\n"
              "at gpt2-350m, 1 x 64.\n"
              "Under mpirun with 2 or more ranks (mpirun -np N strata probe ...), also the\n"
              "ranks' all-gather and reduce-scatter (the cluster fields: nodes, ranks per\n"
@@ -85,7 +88,28 @@ static int end_probe(comm *cm, int rc) {
     return rc;
 }
 
+/* glibc serves an allocation from a fresh mapping when it is at least the
+ * mmap threshold, 128 KiB at first, but raises the threshold to the size of
+ * every mapped block freed, up to 32 MiB: once a process has freed large
+ * buffers, the next ones below that size can come from the heap, from 4 KiB
+ * pages already touched, on which st_alloc_io's MADV_HUGEPAGE no longer
+ * takes. The probe frees its in-memory trials' buffers (gigabytes) and then
+ * runs the executor again on the drives: so served, that trial measured the
+ * drive 1.5-1.7x slower than with the threshold fixed, and slower than runs
+ * see it (docs/BENCHMARKS.md, "The probe's trial on the drives after its
+ * in-memory trials"). Fixed at 2 MiB, every buffer of 2 MiB and more is a
+ * fresh mapping, as in a run's process, which allocates its buffers once.
+ * Only here: with it fixed in every command, 2 of 5 in-memory runs were
+ * slow where none of 4 were without. A setting of the process's one
+ * allocator, made where the command starts. */
+static void prefer_fresh_large_mappings(void) {
+#ifdef __GLIBC__
+    (void)mallopt(M_MMAP_THRESHOLD, 2 << 20);
+#endif
+}
+
 int cmd_probe(int argc, char **argv) {
+    prefer_fresh_large_mappings();
     hw_probe_config pc = hw_probe_defaults();
     probe_opts o = {.out = "hw.json", .size = pc.ssd_bytes, .name = pc.name, .model = pc.model, .micro_batch = pc.B,
                     .seq = pc.T, .reps = pc.reps, .trial_steps = pc.trial_steps, .trial_layers = pc.trial_layers};

@@ -2,9 +2,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include "cli/cli.h"
 
@@ -62,27 +59,7 @@ static void print_usage(FILE *f) {
     fprintf(f, "\nRun 'strata <command> --help' for a command's flags.\n");
 }
 
-/* glibc serves an allocation from a fresh mapping when it is at least the
- * mmap threshold, 128 KiB at first, but raises the threshold to the size of
- * every mapped block freed, up to 32 MiB: once a process has freed a large
- * buffer, the next ones below that size can come from the heap, from 4 KiB
- * pages already touched, on which st_alloc_io's MADV_HUGEPAGE no longer
- * takes and which some processes of this virtual machine stream through
- * slowly. `strata probe` ran its trial on the drives after its in-memory
- * trials freed theirs, and measured the drive 1.5-1.7x slower than with
- * the threshold fixed (docs/BENCHMARKS.md, "The probe's trial on the
- * drives after its in-memory trials"). Fixed at 2 MiB, every buffer of
- * 2 MiB and more is a fresh mapping, returned to the kernel when freed;
- * the executor allocates up front, so no step pays for the mappings. A
- * setting of the process's one allocator, made where the process starts. */
-static void prefer_fresh_large_mappings(void) {
-#ifdef __GLIBC__
-    (void)mallopt(M_MMAP_THRESHOLD, 2 << 20);
-#endif
-}
-
 int main(int argc, char **argv) {
-    prefer_fresh_large_mappings();
     if (argc < 2) {
         print_usage(stderr);
         return 2;
