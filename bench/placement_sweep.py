@@ -17,10 +17,14 @@
   held START RUN TOL          exit 0 when strata simulate's iteration times in START and RUN (--json) are within
                               TOL of each other (or RUN is missing), 1 when not: the drive changed speed
   report OUT MODEL SEQ STEPS  the markdown report from OUT/sweep.tsv, the runs' logs and metrics
-  repredict OUT STRATA MODEL  every finished run of OUT predicted again by STRATA (another build's model) on the
+  repredict OUT STRATA MODEL [NONE_S]
+                              every finished run of OUT predicted again by STRATA (another build's model) on the
                               descriptions the sweep recorded (the disk before the run, the disk the run saw):
                               the iteration's error and compute's (computing against compute + contention), and
-                              how many runs each puts within 10%; the sweep's own prediction beside them
+                              how many runs each puts within 10%; the sweep's own prediction beside them. With
+                              NONE_S, every description's blocks' factor is first set to the one (bisected) that
+                              predicts the run with nothing on the SSD at NONE_S seconds on its own description:
+                              the predictions had the probe timed the executor's pace as the runs saw it
 """
 import glob
 import json
@@ -138,8 +142,15 @@ def held(start, run_json, tol):
 
 # ---------------------------------------------------------------- repredict
 
-def repredict(out, strata, model):
-    def predict(hw, flags):
+def repredict(out, strata, model, none_s=None):
+    tmp = f"{out}/repredict.hw.json"
+
+    def predict(hw, flags, factor=None):
+        if factor is not None:   # the description with this blocks' factor
+            d = json.load(open(hw))
+            d["compute"]["block_factor"] = factor
+            json.dump(d, open(tmp, "w"))
+            hw = tmp
         r = subprocess.run([strata, "simulate", "--hw", hw] + flags + ["--json"], capture_output=True, text=True,
                            check=True)
         return json.loads(r.stdout)
@@ -147,18 +158,36 @@ def repredict(out, strata, model):
     def within(errs):
         return sum(abs(e) <= 0.10 for e in errs)
 
+    def flags_of(start):
+        j = json.load(open(start))
+        return ["--model", model, "--seq", str(j["seq"]), "--precision", "mixed", "--clip", "0",   # the sweep's SHAPE
+                "--micro-batch", str(j["micro_batch"]), "--schedule", j["schedule"], "--alpha", str(j["alpha"]),
+                "--grad-buffers", str(j["grad_buffers"]), "--offload", j["offload"]]
+
+    starts = sorted(glob.glob(f"{out}/run-*.sim-start.json"))
+    factor = None
+    if none_s is not None:
+        none = [f for f in starts if json.load(open(f))["offload"] == "none"]
+        if not none:
+            sys.exit(f"repredict: no run with nothing on the SSD in {out} to fit the blocks' factor to")
+        hw, flags = none[0].replace(".sim-start.json", ".hw.json"), flags_of(none[0])
+        lo, hi = 0.25, 4.0   # the probe's bounds on the factor
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if predict(hw, flags, mid)["iter_s"] > float(none_s) else (mid, hi)
+        factor = (lo + hi) / 2
+        print(f"blocks' factor fitted to {os.path.basename(none[0])[4:-15]} at {float(none_s):.3f} s: {factor:.3f} "
+              f"(the description's {json.load(open(hw))['compute']['block_factor']:.3f})\n")
     rows, sweep_e, before_e, run_e, comp_e = [], [], [], [], []
-    for start in sorted(glob.glob(f"{out}/run-*.sim-start.json")):
+    for start in starts:
         name = os.path.basename(start)[len("run-"):-len(".sim-start.json")]
         m = run(out, name)
         if m is None or not os.path.exists(f"{out}/run-{name}.hw-run.json"):
             continue
         j = json.load(open(start))
-        flags = ["--model", model, "--seq", str(j["seq"]), "--precision", "mixed", "--clip", "0",   # the sweep's SHAPE
-                 "--micro-batch", str(j["micro_batch"]), "--schedule", j["schedule"], "--alpha", str(j["alpha"]),
-                 "--grad-buffers", str(j["grad_buffers"]), "--offload", j["offload"]]
-        before = predict(f"{out}/run-{name}.hw.json", flags)
-        seen = predict(f"{out}/run-{name}.hw-run.json", flags)
+        flags = flags_of(start)
+        before = predict(f"{out}/run-{name}.hw.json", flags, factor)
+        seen = predict(f"{out}/run-{name}.hw-run.json", flags, factor)
         meas, computing = m["step_s"], m["computing"]
         e = (j["iter_s"] / meas - 1, before["iter_s"] / meas - 1, seen["iter_s"] / meas - 1)
         sweep_e.append(e[0]), before_e.append(e[1]), run_e.append(e[2])
@@ -179,6 +208,8 @@ def repredict(out, strata, model):
           f"(median {statistics.median(run_e) * 100:+.1f}%)"
           + (f"; compute thread median {statistics.median(comp_e) * 100:+.1f}%, mean |error| "
              f"{statistics.mean(abs(x) for x in comp_e) * 100:.1f}%" if comp_e else ""))
+    if factor is not None:
+        os.unlink(tmp)
 
 
 # ---------------------------------------------------------------- report
