@@ -3,6 +3,7 @@
  * backend's table (strata/backend.h), AdamW on a worker-like thread, both at
  * once, and the store directories through the I/O engine. */
 #include <limits.h>
+#include <math.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -898,6 +899,40 @@ static st_status fit_block_factor(const hw_desc *hw, const sim_config *sc, doubl
     return ST_OK;
 }
 
+/* The longer in-memory slice, its work the one the whole model is fitted to: run twice, and when the two
+ * differ by more than LONG_TRIAL_AGREE a third time. Of 26 such trials of gpt2-350m on this machine, 3 took
+ * 1.7-2.0x the median and 3 more 1.15-1.3x, every step of them (a whole process slow, not one stalled step,
+ * which the median of its steps already drops), and set every prediction from that description off by
+ * as much; trials that agree give their mean, and of three the median (docs/BENCHMARKS.md). */
+#define LONG_TRIAL_AGREE 0.10
+
+static int cmp_work(const void *a, const void *b) {
+    const double x = ((const trial_result *)a)->work_s, y = ((const trial_result *)b)->work_s;
+    return (x > y) - (x < y);
+}
+
+static st_status long_trial(const hw_probe_config *cfg, const sim_config *lc, trial_result *out, st_error *err) {
+    trial_result t[3];
+    int n = 0;
+    st_status s = ST_OK;
+    while (s == ST_OK && n < 3) {
+        say(cfg, "the executor on %d blocks, all state in memory (trial %d)...", lc->model.n_layer, n + 1);
+        if ((s = trial_run(cfg, lc, NULL, 0, &t[n], err)) != ST_OK) break;
+        say(cfg, "  %.3f s a step of work", t[n].work_s);
+        n++;
+        if (n == 2) {
+            const double lo = fmin(t[0].work_s, t[1].work_s), hi = fmax(t[0].work_s, t[1].work_s);
+            if (hi <= lo * (1 + LONG_TRIAL_AGREE)) break;
+            say(cfg, "  the two differ by %.0f%%: a third", 100 * (hi / lo - 1));
+        }
+    }
+    if (s != ST_OK) return s;
+    qsort(t, (size_t)n, sizeof *t, cmp_work);
+    *out = t[n / 2];   /* of three the median */
+    if (n == 2) out->work_s = (t[0].work_s + t[1].work_s) / 2, out->step_s = (t[0].step_s + t[1].step_s) / 2;
+    return ST_OK;
+}
+
 /* The in-memory trials, which set block_factor: the slice sc, then a longer one where a quarter of memory
  * holds it. One slice's work is its blocks' and a fixed part (the head, the embedding, AdamW's contention
  * on them); fitting the factor to one short slice charges every error in the fixed part to its few
@@ -932,8 +967,7 @@ static st_status fit_trial_in_memory(const hw_probe_config *cfg, hw_desc *hw, co
         sim_config lc;
         trial_result tl;
         if ((s = trial_config(cfg, long_layers, &lc, err)) != ST_OK) return s;
-        say(cfg, "the executor on %d blocks, all state in memory...", long_layers);
-        if ((s = trial_run(cfg, &lc, NULL, 0, &tl, err)) != ST_OK) return s;
+        if ((s = long_trial(cfg, &lc, &tl, err)) != ST_OK) return s;
         hw->probe.trial_long_layers = long_layers;
         hw->probe.trial_long_work_s = tl.work_s;
         const double per_block = (tl.work_s - tr.work_s) / (long_layers - layers);
