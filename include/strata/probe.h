@@ -60,7 +60,10 @@
  *                others' time and work, so that one stalled step does not
  *                count): with all state in
  *                memory, and again on a longer slice (up to 6x the blocks,
- *                as a quarter of memory allows; probe.trial_long_layers)
+ *                as a quarter of memory allows; probe.trial_long_layers),
+ *                twice, a third time when the two differ by more than 10%
+ *                (their mean; of three the median: now and then a whole
+ *                trial runs far slower than the rest)
  *                -> block_factor, what the blocks' tasks must be scaled by
  *                for the simulator's compute-thread work (its time not
  *                waiting) on the whole model to be what the two slices
@@ -91,13 +94,12 @@
  *
  * Each timing is the median of a few repetitions (more for short ones);
  * the whole probe takes about 15 s on 2 cores at the default shape
- * (gpt2-124m, 4 x 256) and 256 MiB per path without the trial, which adds
- * about 60 s there (8 steps each: of 4 blocks in memory, of the whole
- * model's 12 in memory, of 4 blocks with their optimizer state on the
- * drive); the whole probe takes about 70 s at gpt2-350m's 1 x 64 with
- * one store directory (22 blocks the longer slice, as a quarter of 24 GiB
- * allows). A busy machine measures
- * itself busy: probe it idle.
+ * (gpt2-124m, 4 x 256) and 256 MiB per path without the trial; with it
+ * about 155 s there (8 steps of 4 blocks in memory, 4 of the whole
+ * model's 12 in memory twice, 8 of 4 blocks with their optimizer state on
+ * the drive), and 80-90 s at gpt2-350m's 1 x 64 with one store directory
+ * (22 blocks the longer slice, as a quarter of 24 GiB allows). A busy
+ * machine measures itself busy: probe it idle.
  *
  *     hw_probe_config pc = hw_probe_defaults();
  *     pc.ssd_dirs = dirs; pc.n_ssd = 1;

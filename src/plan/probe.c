@@ -900,10 +900,11 @@ static st_status fit_block_factor(const hw_desc *hw, const sim_config *sc, doubl
 }
 
 /* The longer in-memory slice, its work the one the whole model is fitted to: run twice, and when the two
- * differ by more than LONG_TRIAL_AGREE a third time. Of 26 such trials of gpt2-350m on this machine, 3 took
- * 1.7-2.0x the median and 3 more 1.15-1.3x, every step of them (a whole process slow, not one stalled step,
- * which the median of its steps already drops), and set every prediction from that description off by
- * as much; trials that agree give their mean, and of three the median (docs/BENCHMARKS.md). */
+ * differ by more than LONG_TRIAL_AGREE a third time, each of half the probe's trial steps. Of 26 such trials
+ * of gpt2-350m on this machine, 3 took 1.7-2.0x their median and 3 more 1.15-1.3x, every step of them (a
+ * whole process slow, not one stalled step, which the median of its steps already drops), and a description
+ * fitted to one set the compute-bound runs' predictions off by about as much; trials that agree give their
+ * mean, and of three the median (docs/BENCHMARKS.md). */
 #define LONG_TRIAL_AGREE 0.10
 
 static int cmp_work(const void *a, const void *b) {
@@ -912,13 +913,18 @@ static int cmp_work(const void *a, const void *b) {
 }
 
 static st_status long_trial(const hw_probe_config *cfg, const sim_config *lc, trial_result *out, st_error *err) {
+    /* each of half the steps, so that two cost what one did (at gpt2-124m's 4 x 256 a step of the whole
+       model takes 7 s): a slow trial is slow in every step, and a few show it */
+    hw_probe_config half = *cfg;
+    half.trial_steps = (cfg->trial_steps + 1) / 2 < TRIAL_MIN_STEPS ? TRIAL_MIN_STEPS : (cfg->trial_steps + 1) / 2;
     trial_result t[3];
     int n = 0;
     st_status s = ST_OK;
     while (s == ST_OK && n < 3) {
-        say(cfg, "the executor on %d blocks, all state in memory (trial %d)...", lc->model.n_layer, n + 1);
-        if ((s = trial_run(cfg, lc, NULL, 0, &t[n], err)) != ST_OK) break;
-        say(cfg, "  %.3f s a step of work", t[n].work_s);
+        say(cfg, "the executor on %d blocks, all state in memory, %d steps (trial %d)...", lc->model.n_layer,
+            half.trial_steps, n + 1);
+        if ((s = trial_run(&half, lc, NULL, 0, &t[n], err)) != ST_OK) break;
+        say(cfg, "  %.4f s a step of work", t[n].work_s);
         n++;
         if (n == 2) {
             const double lo = fmin(t[0].work_s, t[1].work_s), hi = fmax(t[0].work_s, t[1].work_s);
