@@ -907,35 +907,28 @@ static st_status fit_block_factor(const hw_desc *hw, const sim_config *sc, doubl
  * mean, and of three the median (docs/BENCHMARKS.md). */
 #define LONG_TRIAL_AGREE 0.10
 
-static int cmp_work(const void *a, const void *b) {
-    const double x = ((const trial_result *)a)->work_s, y = ((const trial_result *)b)->work_s;
-    return (x > y) - (x < y);
-}
-
-static st_status long_trial(const hw_probe_config *cfg, const sim_config *lc, trial_result *out, st_error *err) {
+static st_status long_trial_work(const hw_probe_config *cfg, const sim_config *lc, double *work, st_error *err) {
     /* each of half the steps, so that two cost what one did (at gpt2-124m's 4 x 256 a step of the whole
        model takes 7 s): a slow trial is slow in every step, and a few show it */
     hw_probe_config half = *cfg;
     half.trial_steps = (cfg->trial_steps + 1) / 2 < TRIAL_MIN_STEPS ? TRIAL_MIN_STEPS : (cfg->trial_steps + 1) / 2;
-    trial_result t[3];
+    double w[3];
     int n = 0;
-    st_status s = ST_OK;
-    while (s == ST_OK && n < 3) {
+    while (n < 3) {
         say(cfg, "the executor on %d blocks, all state in memory, %d steps (trial %d)...", lc->model.n_layer,
             half.trial_steps, n + 1);
-        if ((s = trial_run(&half, lc, NULL, 0, &t[n], err)) != ST_OK) break;
-        say(cfg, "  %.4f s a step of work", t[n].work_s);
-        n++;
+        trial_result t;
+        st_status s = trial_run(&half, lc, NULL, 0, &t, err);
+        if (s != ST_OK) return s;
+        w[n++] = t.work_s;
+        say(cfg, "  %.4f s a step of work", t.work_s);
         if (n == 2) {
-            const double lo = fmin(t[0].work_s, t[1].work_s), hi = fmax(t[0].work_s, t[1].work_s);
+            const double lo = fmin(w[0], w[1]), hi = fmax(w[0], w[1]);
             if (hi <= lo * (1 + LONG_TRIAL_AGREE)) break;
             say(cfg, "  the two differ by %.0f%%: a third", 100 * (hi / lo - 1));
         }
     }
-    if (s != ST_OK) return s;
-    qsort(t, (size_t)n, sizeof *t, cmp_work);
-    *out = t[n / 2];   /* of three the median */
-    if (n == 2) out->work_s = (t[0].work_s + t[1].work_s) / 2, out->step_s = (t[0].step_s + t[1].step_s) / 2;
+    *work = st_median(w, n);   /* of two the mean */
     return ST_OK;
 }
 
@@ -971,21 +964,21 @@ static st_status fit_trial_in_memory(const hw_probe_config *cfg, hw_desc *hw, co
         return s;
     if (long_layers > layers) {
         sim_config lc;
-        trial_result tl;
+        double long_work;
         if ((s = trial_config(cfg, long_layers, &lc, err)) != ST_OK) return s;
-        if ((s = long_trial(cfg, &lc, &tl, err)) != ST_OK) return s;
+        if ((s = long_trial_work(cfg, &lc, &long_work, err)) != ST_OK) return s;
         hw->probe.trial_long_layers = long_layers;
-        hw->probe.trial_long_work_s = tl.work_s;
-        const double per_block = (tl.work_s - tr.work_s) / (long_layers - layers);
+        hw->probe.trial_long_work_s = long_work;
+        const double per_block = (long_work - tr.work_s) / (long_layers - layers);
         if (per_block > 0) {
             fit = whole;
             work = tr.work_s + (whole.model.n_layer - layers) * per_block;
-            say(cfg, "  %.3f s a step: %.4f s per block, %.3f s for the whole model's %d", tl.work_s, per_block, work,
+            say(cfg, "  %.3f s a step: %.4f s per block, %.3f s for the whole model's %d", long_work, per_block, work,
                 whole.model.n_layer);
         } else {   /* noise larger than the blocks' difference: the longer slice alone */
             fit = lc;
-            work = tl.work_s;
-            say(cfg, "  %.3f s a step, no more than the shorter slice's: the factor from this slice alone", tl.work_s);
+            work = long_work;
+            say(cfg, "  %.3f s a step, no more than the shorter slice's: the factor from this slice alone", long_work);
         }
     }
     if ((s = fit_block_factor(hw, &fit, work, &hw->block_factor, err)) != ST_OK) return s;
