@@ -22,7 +22,9 @@
  *   optimizer    AdamW on a thread of its own with 1 OpenMP thread, as the
  *                executor's worker runs it, each step on state not touched
  *                since the steps rotated through 512 MiB of it (from
- *                memory, as a unit's state) -> adamw_params_per_s_per_thread
+ *                memory, as a unit's state); the median of as many steps as
+ *                fill 250 ms, timed before and after the contention below,
+ *                the faster -> adamw_params_per_s_per_thread
  *   contention   the block again while AdamW runs beside it -> AdamW's rate
  *                meanwhile, optimizer_slowdown (os), and compute_slowdown =
  *                os / (os - 1): compute's threads fill the cores and wait

@@ -111,14 +111,17 @@ static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err)
  * 250 ms, at most MAX_REPS; the median. On a shared machine a time slice
  * lost to another process can double one repetition: three of a block's
  * backward (60 ms) let two such slices set the median. */
+static int reps_to_fill(double once, int reps) {
+    int n = once > 0 ? (int)(0.25 / once) : MAX_REPS;
+    if (n < reps) n = reps;
+    return n > MAX_REPS ? MAX_REPS : n;
+}
+
 static double timed(void (*fn)(bench *, int, int), bench *b, int arg, int rows, int reps) {
     double t[MAX_REPS];
     double t0 = st_now();
     fn(b, arg, rows);   /* warm-up, and an estimate */
-    const double once = st_now() - t0;
-    int n = once > 0 ? (int)(0.25 / once) : MAX_REPS;
-    if (n < reps) n = reps;
-    if (n > MAX_REPS) n = MAX_REPS;
+    const int n = reps_to_fill(st_now() - t0, reps);
     for (int r = 0; r < n; r++) {
         t0 = st_now();
         fn(b, arg, rows);
@@ -362,6 +365,17 @@ static st_status adamw_run(adamw_bench *a, int fixed, void (*during)(void *), vo
     return ST_OK;
 }
 
+/* AdamW alone on the thread, seconds a parameter: a warm-up step, then the median of as many steps as fill
+ * about 250 ms (timed's rule). */
+static st_status adamw_alone(adamw_bench *a, int reps, double *per_param, st_error *err) {
+    st_status s = adamw_run(a, 1, NULL, NULL, err);
+    if (s != ST_OK) return s;
+    const int n = reps_to_fill(a->t[0], reps);
+    if ((s = adamw_run(a, n, NULL, NULL, err)) != ST_OK) return s;
+    *per_param = st_median(a->t, n) / (double)a->n;
+    return ST_OK;
+}
+
 typedef struct contended {
     bench *b;
     int reps;
@@ -499,25 +513,32 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
 
     say(cfg, "AdamW on the optimizer thread (1 thread, steps of %llu parameters from memory)...",
         (unsigned long long)cfg->adamw_elements);
+    /* alone before and after the block beside it, the faster kept: a stall of the machine only slows a
+       step, and one of a few tens of milliseconds once set a probe's rate 2.8x slow, slower than AdamW ran
+       beside compute (docs/BENCHMARKS.md, "AdamW alone, timed twice") */
     adamw_bench a;
+    double alone = 0, again = 0;   /* seconds per parameter */
     if ((s = adamw_init(&a, (size_t)cfg->adamw_elements, err)) != ST_OK ||
-        (s = adamw_run(&a, 1, NULL, NULL, err)) != ST_OK || (s = adamw_run(&a, reps, NULL, NULL, err)) != ST_OK) {
+        (s = adamw_alone(&a, reps, &alone, err)) != ST_OK) {
         adamw_free(&a);
         bench_free(&b);
         return s;
     }
-    const double alone = st_median(a.t, reps) / (double)a.n;   /* seconds per parameter */
-    hw->adamw_params_per_s = 1.0 / alone;
-    hw->adamw_threads = 1;
-    hw->probe.adamw_alone_s = alone * 1e6;
-    say(cfg, "  %.0f M parameters/s", hw->adamw_params_per_s / 1e6);
+    say(cfg, "  %.0f M parameters/s", 1e-6 / alone);
 
     say(cfg, "the block again with AdamW beside it (shared cores)...");
     contended cb = {.b = &b, .reps = reps};
     s = adamw_run(&a, 0, contended_block, &cb, err);
+    const double beside_steps = (double)a.steps, beside_busy = a.busy;   /* the next run starts them again */
+    if (s == ST_OK) s = adamw_alone(&a, reps, &again, err);
     if (s == ST_OK) {
+        say(cfg, "  AdamW alone again: %.0f M parameters/s", 1e-6 / again);
+        if (again < alone) alone = again;
+        hw->adamw_params_per_s = 1.0 / alone;
+        hw->adamw_threads = 1;
+        hw->probe.adamw_alone_s = alone * 1e6;
         const double slow = (cb.fwd + cb.bwd) / (f + k);
-        const double beside = a.steps > 0 ? a.busy / (double)a.steps / (double)a.n : alone;
+        const double beside = beside_steps > 0 ? beside_busy / beside_steps / (double)a.n : alone;
         hw->optimizer_slowdown = beside > alone ? beside / alone : 1.0;
         hw->probe.adamw_beside_compute_s = beside * 1e6;
         hw->probe.compute_beside_adamw = slow > 1 ? slow : 1.0;

@@ -56,6 +56,16 @@ if os_ >= 1.05: assert abs(1 / cs + 1 / os_ - 1) < 1e-9, ct
 else: assert cs == p["compute_beside_adamw"], (ct, p)
 assert ct["compute_beside_io"] >= 1 and ct["io_beside_compute"] >= 1, ct
 PY
+check "probe: AdamW alone timed before and after compute beside it, the faster kept" "$PY" - "$tmp/hw.json" \
+  "$tmp/probe.err" <<'PY'
+import json, re, sys
+rate = json.load(open(sys.argv[1]))["optimizer"]["adamw_params_per_s_per_thread"]
+err = open(sys.argv[2]).read()
+first = re.search(r"AdamW on the optimizer thread .*\n  (\d+) M parameters/s", err)
+again = re.search(r"\n  AdamW alone again: (\d+) M parameters/s", err)
+assert first and again, err
+assert round(rate / 1e6) == max(int(first.group(1)), int(again.group(1))), (rate, first.group(1), again.group(1))
+PY
 # one block, then a longer slice: gpt2-tiny's two, the whole model
 "$STRATA" probe --model gpt2-tiny --micro-batch 2 --seq 32 --reps 1 --trial-steps 4 --trial-layers 1 \
   --out "$tmp/long.json" >"$tmp/long.out" 2>"$tmp/long.err"
