@@ -107,16 +107,17 @@ static st_status bench_init(bench *b, const hw_probe_config *cfg, st_error *err)
     return ST_OK;
 }
 
-/* Timed repetitions of fn: at least `reps`, and enough to last about
- * 250 ms, at most MAX_REPS; the median. On a shared machine a time slice
- * lost to another process can double one repetition: three of a block's
- * backward (60 ms) let two such slices set the median. */
+/* How many repetitions time a piece that took `once`: at least `reps`, and
+ * enough to last about 250 ms, at most MAX_REPS. On a shared machine a time
+ * slice lost to another process can double one repetition: three of a
+ * block's backward (60 ms) let two such slices set their median. */
 static int reps_to_fill(double once, int reps) {
     int n = once > 0 ? (int)(0.25 / once) : MAX_REPS;
     if (n < reps) n = reps;
     return n > MAX_REPS ? MAX_REPS : n;
 }
 
+/* Timed repetitions of fn, as many as reps_to_fill says; the median. */
 static double timed(void (*fn)(bench *, int, int), bench *b, int arg, int rows, int reps) {
     double t[MAX_REPS];
     double t0 = st_now();
@@ -513,9 +514,9 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
 
     say(cfg, "AdamW on the optimizer thread (1 thread, steps of %llu parameters from memory)...",
         (unsigned long long)cfg->adamw_elements);
-    /* alone before and after the block beside it, the faster kept: a stall of the machine only slows a
-       step, and one of a few tens of milliseconds once set a probe's rate 2.8x slow, slower than AdamW ran
-       beside compute (docs/BENCHMARKS.md, "AdamW alone, timed twice") */
+    /* alone before and after the block beside it, the faster kept (the machine's stalls only slow a step).
+       The median of three steps (10-15 ms) ran 0.66-2.77 ns a parameter over 28 probes, in half of them no
+       faster than AdamW beside compute (docs/BENCHMARKS.md, "AdamW alone, timed twice") */
     adamw_bench a;
     double alone = 0, again = 0;   /* seconds per parameter */
     if ((s = adamw_init(&a, (size_t)cfg->adamw_elements, err)) != ST_OK ||
