@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -39,18 +40,19 @@ static const cli_command commands[] = {
 /* OpenMP threads that wait for the next parallel region spin by default
  * (libgomp: some 300k turns), and on a machine whose cores the optimizer
  * worker and the store's threads share with compute that spinning is time
- * taken from them: passive waiting made iterations that stream the
- * optimizer's state 1-15% faster, and none more than 3% slower
- * (bench/omp_wait.sh, docs/BENCHMARKS.md). libgomp reads OMP_WAIT_POLICY in its constructor,
- * before main; an executable's preinit functions run before any shared
- * library's constructors, so the default is set there. A policy the user
- * set is kept. */
-static void prefer_passive_openmp(int argc, char **argv, char **envp) {
-    (void)argc, (void)argv, (void)envp;
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+ * taken from them (docs/BENCHMARKS.md, "OpenMP's wait policy"). libgomp
+ * reads OMP_WAIT_POLICY once, in its constructor, before main; a variable
+ * set earlier in this process does not reach it (libc's own constructor,
+ * which runs after the executable's preinit functions, sets the environment
+ * back to the one the process started with: a policy set there was lost,
+ * and libgomp spun). So the process starts itself again with the policy
+ * set. A policy or a spin count the user set is kept; if the process
+ * cannot start itself again, it runs on as it is, spinning. */
+static void prefer_passive_openmp(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+    execv("/proc/self/exe", argv);   /* returns only when it failed */
 }
-__attribute__((used, section(".preinit_array"))) static void (*const preinit_openmp)(int, char **,
-                                                                                      char **) = prefer_passive_openmp;
 
 static void print_usage(FILE *f) {
     fprintf(f, "usage: strata <command> [flags]\n\ncommands:\n");
@@ -60,6 +62,7 @@ static void print_usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    prefer_passive_openmp(argv);
     if (argc < 2) {
         print_usage(stderr);
         return 2;

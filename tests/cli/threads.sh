@@ -10,12 +10,17 @@
 # Also: strata's OpenMP threads wait passively unless the user set a policy.
 . "$(dirname "$0")/common.bash" "$@"
 
-# src/cli/main.c sets OMP_WAIT_POLICY before libgomp reads it (which
-# OMP_DISPLAY_ENV shows as libgomp starts), and keeps one the user set.
-check "OpenMP's threads wait passively by default" \
-  bash -c "OMP_DISPLAY_ENV=true '$STRATA' version 2>&1 | grep -q \"OMP_WAIT_POLICY = 'PASSIVE'\""
+# src/cli/main.c starts the process again with OMP_WAIT_POLICY set, so that
+# libgomp reads it (libgomp's verbose display shows the spin count it took
+# from it: 0 when passive, 300000 when no policy reached it, which it also
+# displays as PASSIVE), and keeps a policy or a spin count the user set.
+check "OpenMP's threads wait passively by default (no spinning)" \
+  bash -c "OMP_DISPLAY_ENV=verbose '$STRATA' version 2>&1 | grep -q \"GOMP_SPINCOUNT = '0'\""
 check "  a wait policy the user set is kept" \
   bash -c "OMP_WAIT_POLICY=active OMP_DISPLAY_ENV=true '$STRATA' version 2>&1 | grep -q \"OMP_WAIT_POLICY = 'ACTIVE'\""
+check "  a spin count the user set is kept" \
+  bash -c "GOMP_SPINCOUNT=300000 OMP_DISPLAY_ENV=verbose '$STRATA' version 2>&1 | grep -q \"GOMP_SPINCOUNT = '300000'\""
+expect_rc "  the process's arguments and exit status pass through it" 2 "unknown command 'bogus'" "$STRATA" bogus
 "$PY" -c "
 import array, random
 random.seed(5)
