@@ -59,7 +59,8 @@
 # compute and disk rates drift by tens of percent within minutes.
 #
 # Output: OUT_DIR/placement_sweep.md (also printed), one row per budget and
-# the three target checks, then every run; raw logs in
+# the three target checks (with the machine's own spread between a
+# placement's rounds: the ceiling for the prediction check), then every run; raw logs in
 # OUT_DIR/run-*.log, plans in OUT_DIR/plan-*.txt, predictions in
 # OUT_DIR/run-*.sim-{start,end,run,plan}.json (run: against OUT_DIR/run-*.hw-run.json,
 # the run's own disk rates; plan: against OUT_DIR/hw.json, the description
