@@ -467,10 +467,10 @@ def report(out, model, seq, steps):
     # that land more than 10% from it. The ceiling for the line above.
     repeated = [rounds(r) for r in placements if len(rounds(r)) > 1]
     if repeated:
-        own = [x for done in repeated for x in done
-               if abs(x["run"]["step_s"] / statistics.median(y["run"]["step_s"] for y in done) - 1) <= 0.10]
-        spreads = [max(x["run"]["step_s"] for x in done) / min(x["run"]["step_s"] for x in done) for done in repeated]
-        L.append(f"- the machine's own spread: {len(own)} of {sum(len(d) for d in repeated)} rounds within 10% of "
+        times = [[x["run"]["step_s"] for x in done] for done in repeated]
+        own = sum(abs(t / m - 1) <= 0.10 for ts in times for m in [statistics.median(ts)] for t in ts)
+        spreads = [max(ts) / min(ts) for ts in times]
+        L.append(f"- the machine's own spread: {own} of {sum(len(ts) for ts in times)} rounds within 10% of "
                  f"their own placement's median (what a model exact at every median would reach); the slowest "
                  f"round over the fastest of one placement: median {statistics.median(spreads):.2f}x, largest "
                  f"{max(spreads):.2f}x over {len(repeated)} placements")
