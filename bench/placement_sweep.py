@@ -25,6 +25,10 @@
                               NONE_S, every description's blocks' factor is first set to the one (bisected) that
                               predicts the run with nothing on the SSD at NONE_S seconds on its own description:
                               the predictions had the probe timed the executor's pace as the runs saw it
+  probes REPORT...            the start probe against the end probe, from sweep reports (markdown): each report's
+                              runs with nothing on the SSD (compute alone), their median measured, the prediction
+                              on the start description and on the end one, and how many reports put the start's
+                              compute more than 5% slower than the end's, or faster
 """
 import glob
 import json
@@ -517,7 +521,34 @@ def report(out, model, seq, steps):
     print("\n".join(L))
 
 
+def probes(*reports):
+    """The start probe's compute against the end probe's, by the runs that move nothing (report rows
+    "| bMIB-SCHED-a0.00-none | MEASURED (steps) | START / END / RUN | ..."): on those the disk plays no part,
+    so START / END is the two descriptions' compute alone."""
+    row = re.compile(r"^\| b\d+-\w+-a0\.00-none(?:-r\d+)? \| ([\d.]+) .*?\| ([\d.]+) / ([\d.]+) / ", re.M)
+    ratios = []
+    print("| report | runs | measured s (median) | start s | end s | start / end | start err % | end err % |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in reports:
+        with open(path) as f:
+            found = row.findall(f.read())
+        if not found:
+            continue
+        measured = statistics.median(float(m) for m, _, _ in found)
+        start, end = float(found[0][1]), float(found[0][2])   # one description each: the same for every such run
+        ratios.append(start / end)
+        print(f"| {os.path.basename(path)} | {len(found)} | {measured:.3f} | {start:.3f} | {end:.3f} | {start / end:.2f} | "
+              f"{100 * (start / measured - 1):+.1f} | {100 * (end / measured - 1):+.1f} |")
+    if ratios:
+        slow = sum(r > 1.05 for r in ratios)
+        fast = sum(r < 1 / 1.05 for r in ratios)
+        print(f"\n{len(ratios)} reports: the start probe's compute more than 5% slower than the end probe's in {slow}, "
+              f"more than 5% faster in {fast}; start / end median {statistics.median(ratios):.2f}, "
+              f"{min(ratios):.2f}-{max(ratios):.2f}")
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "json": get, "steptime": steptime,
-     "trialcheck": trialcheck, "runhw": runhw, "held": held, "report": report, "repredict": repredict}[cmd](*args)
+     "trialcheck": trialcheck, "runhw": runhw, "held": held, "report": report, "repredict": repredict,
+     "probes": probes}[cmd](*args)
