@@ -247,6 +247,16 @@ const compute_backend *compute_backend_check(void);
 /* "cpu" or "check"; NULL for any other name. */
 const compute_backend *compute_backend_named(const char *name);
 
+/* The CPU backend's matrix products are OpenBLAS's: the name of the kernel
+ * set it runs ("SkylakeX", "Haswell", ...), and the one this CPU should run
+ * when that one lacks the AVX2 kernels the CPU could use (OpenBLAS picks by
+ * the CPU's model as it loads, and a model newer than the library gets its
+ * generic kernels, 3-4x slower), else NULL. OpenBLAS reads the choice from
+ * OPENBLAS_CORETYPE as it loads, so only a process started with it set runs
+ * it (src/cli/main.c starts itself again so, unless the user set one). */
+const char *cpu_blas_kernels(void);
+const char *cpu_blas_kernels_better(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "strata/backend.h"
 #include "cli/cli_flags.h"
 
 #define STRATA_VERSION "0.1.0"
@@ -9,7 +10,8 @@
 static const cli_spec version_spec = {
     .command = "version",
     .usage = "usage: strata version",
-    .about = "Prints the version and the build configuration: which kernels this build runs.",
+    .about = "Prints the version and the build configuration: which kernels this build runs,\n"
+             "and which of OpenBLAS's kernel sets the matrix products run on this CPU.",
 };
 
 int cmd_version(int argc, char **argv) {
@@ -22,5 +24,6 @@ int cmd_version(int argc, char **argv) {
 #else
     printf("kernels: portable C\n");
 #endif
+    printf("matrix products: OpenBLAS, %s kernels\n", cpu_blas_kernels());
     return 0;
 }

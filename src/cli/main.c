@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "strata/backend.h"
 
 /* Each subcommand's entry point, defined in its cmd_<name>.c. */
 int cmd_version(int argc, char **argv);
@@ -37,21 +38,30 @@ static const cli_command commands[] = {
     {"version", "print the version and build configuration", cmd_version},
 };
 
-/* OpenMP threads that wait for the next parallel region spin by default
+/* Settings that a library reads once, as the process starts, so that the
+ * process starts itself again with them set (a variable set in this
+ * process does not reach them: libc's own constructor, which runs after the
+ * executable's preinit functions, sets the environment back to the one the
+ * process started with). A setting the user made is kept; if the process
+ * cannot start itself again, it runs on as it is.
+ *
+ * OpenMP threads that wait for the next parallel region spin by default
  * (libgomp: some 300k turns), and on a machine whose cores the optimizer
  * worker and the store's threads share with compute that spinning is time
- * taken from them (docs/BENCHMARKS.md, "OpenMP's wait policy"). libgomp
- * reads OMP_WAIT_POLICY once, in its constructor, before main; a variable
- * set earlier in this process does not reach it (libc's own constructor,
- * which runs after the executable's preinit functions, sets the environment
- * back to the one the process started with: a policy set there was lost,
- * and libgomp spun). So the process starts itself again with the policy
- * set. A policy or a spin count the user set is kept; if the process
- * cannot start itself again, it runs on as it is, spinning. */
-static void prefer_passive_openmp(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
-    execv("/proc/self/exe", argv);   /* returns only when it failed */
+ * taken from them (docs/BENCHMARKS.md, "OpenMP's wait policy"): passive,
+ * unless the user set a policy or a spin count.
+ *
+ * OpenBLAS picks its kernels by the CPU's model as it loads, and one newer
+ * than the library gets its generic SSE3 kernels: OPENBLAS_CORETYPE names
+ * the ones the CPU's instructions allow (strata/backend.h,
+ * cpu_blas_kernels_better), unless the user named some. */
+static void prefer_process_settings(char **argv) {
+    int again = 0;
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT") && setenv("OMP_WAIT_POLICY", "PASSIVE", 1) == 0)
+        again = 1;
+    const char *blas = getenv("OPENBLAS_CORETYPE") ? NULL : cpu_blas_kernels_better();
+    if (blas && setenv("OPENBLAS_CORETYPE", blas, 1) == 0) again = 1;
+    if (again) execv("/proc/self/exe", argv);   /* returns only when it failed */
 }
 
 static void print_usage(FILE *f) {
@@ -62,7 +72,7 @@ static void print_usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-    prefer_passive_openmp(argv);
+    prefer_process_settings(argv);
     if (argc < 2) {
         print_usage(stderr);
         return 2;

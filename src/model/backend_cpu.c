@@ -169,6 +169,36 @@ static void tile_target_init(void) {
     tile_target = n > 1 ? (int)n : 1;
 }
 
+/* OpenBLAS's kernel sets (a DYNAMIC_ARCH build picks one as it loads, by
+ * the CPU's family and model) that have no AVX2 kernels: a CPU with AVX2
+ * and FMA runs one of these only when OpenBLAS did not know its model and
+ * fell back (to Prescott, SSE3). Debian 12's OpenBLAS 0.3.21 does so on a
+ * 5th-generation Xeon (family 6, model 0xCF): its sgemm ran 35 GFLOP/s at
+ * gpt2-350m's block shapes there, 135 with SkylakeX's kernels
+ * (docs/BENCHMARKS.md, "OpenBLAS's kernels on a CPU it does not know"). */
+static const char *const BLAS_WITHOUT_AVX2[] = {"Prescott", "Core2",    "Penryn",    "Dunnington", "Nehalem",
+                                                "Atom",     "Sandybridge", "Katmai", "Coppermine", "Northwood",
+                                                "Banias",   "Opteron",  "Opteron_SSE3", "Barcelona", "Bobcat"};
+
+const char *cpu_blas_kernels(void) { return openblas_get_corename(); }
+
+const char *cpu_blas_kernels_better(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    const char *now = openblas_get_corename();
+    int below = 0;
+    for (size_t i = 0; now && i < sizeof BLAS_WITHOUT_AVX2 / sizeof BLAS_WITHOUT_AVX2[0]; i++)
+        below |= !strcmp(now, BLAS_WITHOUT_AVX2[i]);
+    if (!below || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512cd"))
+        return "SkylakeX";
+    return "Haswell";
+#else
+    return NULL;
+#endif
+}
+
 static int tile_half(int x) { return (((x + 1) / 2 + 15) / 16) * 16; }   /* a multiple of 16 */
 
 static void tile_grid(int M, int N, int *mb, int *nb) {

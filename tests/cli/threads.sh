@@ -7,7 +7,8 @@
 # tokens makes the weight gradients' products reduce over 400 rows, where
 # OpenBLAS's threaded sgemm cut the sum into other blocks than its one-thread
 # sgemm (the weights differed from --threads 2 to --threads 1 by up to 4e-6).
-# Also: strata's OpenMP threads wait passively unless the user set a policy.
+# Also: strata's OpenMP threads wait passively unless the user set a policy,
+# and OpenBLAS runs the kernels the CPU's instructions allow.
 . "$(dirname "$0")/common.bash" "$@"
 
 # src/cli/main.c starts the process again with OMP_WAIT_POLICY set, so that
@@ -21,6 +22,18 @@ check "  a wait policy the user set is kept" \
 check "  a spin count the user set is kept" \
   bash -c "GOMP_SPINCOUNT=300000 OMP_DISPLAY_ENV=verbose '$STRATA' version 2>&1 | grep -q \"GOMP_SPINCOUNT = '300000'\""
 expect_rc "  the process's arguments and exit status pass through it" 2 "unknown command 'bogus'" "$STRATA" bogus
+# The same start runs OpenBLAS's kernels for what the CPU can do: a CPU
+# with AVX2 and FMA never runs a set without them (OpenBLAS falls back to
+# Prescott's on a CPU model newer than it; strata/backend.h), and a set the
+# user named is kept.
+kernels=$("$STRATA" version | sed -n 's/^matrix products: OpenBLAS, \(.*\) kernels$/\1/p')
+check "strata version names OpenBLAS's kernels ($kernels)" test -n "$kernels"
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  check "  this CPU has AVX2 and FMA: not a set without them" \
+    bash -c "! echo '$kernels' | grep -qxE 'Prescott|Core2|Penryn|Dunnington|Nehalem|Atom|Sandybridge|Katmai|Coppermine|Northwood|Banias|Opteron|Opteron_SSE3|Barcelona|Bobcat'"
+fi
+check "  a set the user named is kept" \
+  bash -c "OPENBLAS_CORETYPE=Prescott '$STRATA' version | grep -qx 'matrix products: OpenBLAS, Prescott kernels'"
 "$PY" -c "
 import array, random
 random.seed(5)
