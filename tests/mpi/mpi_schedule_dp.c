@@ -46,6 +46,14 @@ enum { STEPS = 3, M = 6 };   /* M: divided by 2 and by 3 ranks */
  * its bf16 compute copy by a bf16 step; the executor's own
  * vertical-against-horizontal bound is 1e-5). */
 #define DP_BOUND 1e-5
+/* How far a step's gradient norm may be from one process's: it is computed
+ * on the weights after the steps before, so in mixed precision a bf16 step
+ * of a compute weight (above) moves it too: up to 1.14e-4 measured (the
+ * untied Llama on 3 ranks, horizontal, with OpenBLAS's Prescott kernels;
+ * 9.96e-5 with its Haswell ones, 0 with SkylakeX's; 9.4e-5 on 2 ranks),
+ * against at most 8.1e-7 in fp32. */
+#define NORM_BOUND_FP32 1e-4f
+#define NORM_BOUND_MIXED 1e-3f
 
 static train_config small_config(gpt_precision p, float clip) {
     train_config tc = train_config_defaults();
@@ -192,7 +200,8 @@ static void run_case(const dp_case *dc) {
     assert_memory_equal(dp.w, again.w, n * sizeof(float));   /* deterministic for a given N */
     for (int s = 0; s < STEPS; s++) {
         assert_true(fabsf(dp.loss[s] - one.loss[s]) <= 1e-5f * fabsf(one.loss[s]));
-        assert_true(fabsf(dp.norm[s] - one.norm[s]) <= 1e-4f * fabsf(one.norm[s]));
+        const float norm_bound = dc->precision == GPT_MIXED_BF16 ? NORM_BOUND_MIXED : NORM_BOUND_FP32;
+        assert_true(fabsf(dp.norm[s] - one.norm[s]) <= norm_bound * fabsf(one.norm[s]));
         /* every rank reports the same bits */
         double mine[2] = {dp.loss[s], dp.norm[s]}, all[2 * 8];
         assert_true(N <= 8);
