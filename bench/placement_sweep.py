@@ -10,6 +10,7 @@
                               "SCHED B ALPHA GBUFS OFFLOAD"
   best FILE                   strata plan's best line: "SCHED B ALPHA GBUFS OFFLOAD SECONDS"
   json FILE KEY[.KEY...]      one value of a JSON file (strata simulate --json, strata probe)
+  faster FILE...              the position (from 1) of the strata simulate --json FILE with the smallest iter_s
   steptime RUN_DIR            the mean step time of steps 2.. of RUN_DIR/metrics.jsonl
   runhw HW LOG OUT            HW with its SSD's rates replaced by the ones the run in LOG saw while busy
                               ("SSD path P while busy ...: read R GB/s ..., write W GB/s"; mixed rates scaled
@@ -112,6 +113,14 @@ def trialcheck(log):
     found = re.findall(r"the trial on the drives: .*\(([-+]?[0-9.]+)%\)", open(log).read())
     if found:
         print(found[-1])
+
+
+def faster(*sims):
+    times = []
+    for path in sims:
+        with open(path) as f:
+            times.append(json.load(f)["iter_s"])
+    print(1 + times.index(min(times)))
 
 
 def steptime(run_dir):
@@ -483,6 +492,27 @@ def report(out, model, seq, steps):
         ok = [r for r in with_run if abs(r["pred_run"] / r["run"]["step_s"] - 1) <= 0.10]
         L.append(f"- the model alone (the disk's rates those the run's steps saw while busy, the rest as probed): "
                  f"{len(ok)} of {len(with_run)} within 10% ({100 * len(ok) / len(with_run):.0f}%)")
+    # the start probes (bench/placement_sweep.sh's START_PROBES), and on the runs that move nothing (compute
+    # alone) the description the sweep took against the end's: how far the start was from the machine the runs met
+    starts = []
+    while os.path.exists(f"{out}/hw-start{len(starts) + 1}.none.json"):
+        with open(f"{out}/hw-start{len(starts) + 1}.none.json") as f:
+            starts.append(json.load(f)["iter_s"])
+    none = [r for r in runs if r["offload"] == "none" and r["run"] and r["pred"] is not None]
+    if starts or none:
+        text = ""
+        if starts:
+            text = (f"the whole state in memory simulated at {', '.join(f'{t:.3f}' for t in starts)} s on the "
+                    f"{len(starts)} start probe(s), the sweep's description the faster")
+        if none:
+            m = statistics.median(r["run"]["step_s"] for r in none)
+            ends = [r["pred_end"] for r in none if r["pred_end"] is not None]
+            text += ("; " if text else "") + (
+                f"the runs with nothing on the SSD measured {m:.3f} s (median of {len(none)}), predicted "
+                f"{none[0]['pred']:.3f} on the sweep's description ({pct(100 * (none[0]['pred'] / m - 1))}%)")
+            if ends:
+                text += f" and {ends[0]:.3f} on the end probe's ({pct(100 * (ends[0] / m - 1))}%)"
+        L.append(f"- the start probes: {text}")
     # the same description (OUT/hw.json) both ways: a check of the planner, not of the model
     # (the predictions above use the disk re-measured before each run, so they differ from the plan's)
     planned = [r for r in runs if r["plan_s"] and r["pred_plan"] is not None]
@@ -549,6 +579,6 @@ def probes(*reports):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "json": get, "steptime": steptime,
+    {"smallest": smallest, "budgets": budgets, "placements": placements, "best": best, "faster": faster, "json": get, "steptime": steptime,
      "trialcheck": trialcheck, "runhw": runhw, "held": held, "report": report, "repredict": repredict,
      "probes": probes}[cmd](*args)

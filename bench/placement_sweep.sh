@@ -17,6 +17,12 @@
 #   of its own trial on the drives (the simulator's step against the
 #   executor's) is off by more than PROBE_CHECK (10) percent: a probe taken
 #   in a slow minute sets every prediction off (docs/BENCHMARKS.md);
+#   START_PROBES (2) full probes before the runs, the in-memory trainer run
+#   between the first and the second: the one whose description simulates
+#   the whole state in memory faster is the sweep's (a start probe put
+#   compute 12-22% slower than the runs went in 6 of 15 sweeps, the probe at
+#   the end within 8% in 5 of them: docs/BENCHMARKS.md, "The start probe
+#   against the end probe"; the machine's stalls only slow a probe);
 #   PROBE_SIZE (256M) the probe's test file per disk measurement; RESUME=1 keeps the
 #   runs (and the first disk measurement, so that the plans come out the
 #   same) that finished in OUT_DIR before and runs the rest.
@@ -50,11 +56,13 @@
 # fractional placement's whose drives read within 10% of each other while
 # busy, the median of their ratios, the smaller of the two binary
 # placements'; the ratio of all rounds' medians is reported beside it.
-# Once: the in-memory trainer (--schedule memory), the bound.
+# Once, between the start probes: the in-memory trainer (--schedule
+# memory), the bound.
 # Step time: the mean of steps 2..STEPS of metrics.jsonl (the first
 # iteration warms buffers up). The machine is probed (strata probe at the
 # sweep's model and batch: compute, AdamW, contention, the disk) at the
-# start into OUT_DIR/hw.json and at the end into OUT_DIR/hw-end.json, and
+# start START_PROBES times into OUT_DIR/hw-startN.json (the faster one
+# copied to OUT_DIR/hw.json) and at the end into OUT_DIR/hw-end.json, and
 # the disk again (strata probe --update) before each run: this machine's
 # compute and disk rates drift by tens of percent within minutes.
 #
@@ -76,6 +84,7 @@ SEQ=${SEQ:-128}
 PROBE_SIZE=${PROBE_SIZE:-256M}
 PROBE_TRIES=${PROBE_TRIES:-3}
 PROBE_CHECK=${PROBE_CHECK:-10}
+START_PROBES=${START_PROBES:-2}
 BINARY=2                       # binary placements measured per budget
 ROUNDS=${ROUNDS:-3}            # rounds of every run
 HALF_ROUNDS=${HALF_ROUNDS:-5}  # rounds of every run at half the state (the speed-up's point)
@@ -89,6 +98,7 @@ SHAPE=(--model "$MODEL" --seq "$SEQ" --precision mixed --clip 0)
 [ -x "$STRATA" ] || { echo "no strata binary at $STRATA (build first)" >&2; exit 1; }
 [ -d "$DATA" ] || { echo "no dataset at $DATA: run scripts/demo.sh or scripts/make_corpus.sh + strata prepare" >&2; exit 1; }
 [ "$STEPS" -ge 2 ] || { echo "STEPS must be at least 2 (step 1 is left out)" >&2; exit 1; }
+[ "$START_PROBES" -ge 1 ] || { echo "START_PROBES must be at least 1" >&2; exit 1; }
 mkdir -p "$OUT"
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 started=$SECONDS
@@ -169,8 +179,22 @@ run_name() {
 if [ "${RESUME:-0}" = 1 ] && [ -s "$OUT/hw.json" ]; then
     log "probe: kept $OUT/hw.json from before"
 else
-    rm -rf "$OUT"/run-* "$OUT"/plan-* "$OUT/setaside"
-    probe "$OUT/hw.json"
+    rm -rf "$OUT"/run-* "$OUT"/plan-* "$OUT/setaside" "$OUT"/hw-start*
+    nones=()
+    for n in $(seq 1 "$START_PROBES"); do
+        probe "$OUT/hw-start$n.json"
+        # the whole state in memory as this description simulates it: compute alone, no disk
+        "$STRATA" simulate --hw "$OUT/hw-start$n.json" "${SHAPE[@]}" --micro-batch 1 --schedule horizontal \
+            --offload none --json >"$OUT/hw-start$n.none.json"
+        nones+=("$OUT/hw-start$n.none.json")
+        log "  the whole state in memory on it: $($HELP json "$OUT/hw-start$n.none.json" iter_s) s"
+        [ "$n" -lt "$START_PROBES" ] || break
+        train memory --micro-batch 1 --schedule memory   # the bound, and the machine busy between the probes
+    done
+    start=$($HELP faster "${nones[@]}")
+    cp "$OUT/hw-start$start.json" "$OUT/hw.json"
+    cp "$OUT/hw-start$start.json.log" "$OUT/hw.json.log"
+    log "  the sweep's description: start probe $start of $START_PROBES"
 fi
 
 # The whole state in memory: the host memory strata simulate budgets with
@@ -283,7 +307,7 @@ while read -r mib half; do
     done
 done < <($HELP budgets "$small" "$whole" "$POINTS")
 
-train memory --micro-batch 1 --schedule memory
+train memory --micro-batch 1 --schedule memory   # when the start probes did not (one, or RESUME=1)
 
 probe "$OUT/hw-end.json"
 while IFS=$'\t' read -r mib half role name sched mb alpha gbufs offload plan_s; do
