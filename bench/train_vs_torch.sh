@@ -18,7 +18,14 @@ MODEL=gpt2-124m
 if [ "${1:-}" = --model ]; then MODEL="$2"; shift 2; fi
 ROUNDS="${1:-2}"
 THREADS=2
-cmake --build build --target bench_train -j2 >/dev/null
+cmake --build build --target bench_train strata -j2 >/dev/null
+# Both sides on the OpenBLAS kernels strata runs: neither bench_train nor
+# PyTorch starts itself again with them, and on a CPU that OpenBLAS does not
+# know both would run its generic ones (docs/BENCHMARKS.md, "OpenBLAS's
+# kernels on a CPU it does not know"). A set the user named is kept.
+OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$(build/strata version | sed -n 's/^matrix products: OpenBLAS, \(.*\) kernels$/\1/p')}
+export OPENBLAS_CORETYPE
+echo "OpenBLAS kernels: $OPENBLAS_CORETYPE" >&2
 LOG=$(mktemp -d)
 printf '| model | B x T | threads | Strata tokens/s (best) | PyTorch tokens/s (best) | ratio of bests | median per-round ratio | Strata model GFLOP/s | sgemm GFLOP/s | fraction of sgemm |\n'
 printf '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
