@@ -2,8 +2,8 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
-#include "strata/backend.h"
 #include "cli/cli_flags.h"
+#include "strata/backend.h"
 
 #define STRATA_VERSION "0.1.0"
 

@@ -176,9 +176,9 @@ static void tile_target_init(void) {
  * 5th-generation Xeon (family 6, model 0xCF): its sgemm ran 35 GFLOP/s at
  * gpt2-350m's block shapes there, 135 with SkylakeX's kernels
  * (docs/BENCHMARKS.md, "OpenBLAS's kernels on a CPU it does not know"). */
-static const char *const BLAS_WITHOUT_AVX2[] = {"Prescott", "Core2",    "Penryn",    "Dunnington", "Nehalem",
-                                                "Atom",     "Sandybridge", "Katmai", "Coppermine", "Northwood",
-                                                "Banias",   "Opteron",  "Opteron_SSE3", "Barcelona", "Bobcat"};
+static const char *const BLAS_WITHOUT_AVX2[] = {
+    "Prescott", "Core2",  "Penryn",     "Dunnington", "Nehalem", "Atom",         "Sandybridge", "Katmai",
+    "Coppermine", "Northwood", "Banias", "Opteron", "Opteron_SSE3", "Barcelona", "Bobcat"};
 
 const char *cpu_blas_kernels(void) { return openblas_get_corename(); }
 
