@@ -85,7 +85,7 @@ static void test_round_trip(void **state) {
     a.ssd[1].bench_read_gbps = 1.25;
     a.ssd[1].bench_write_gbps = 1.5;
     a.block_factor = 1.0 / 7.0 + 1;
-    a.probe = (hw_probe_record){.model = "gpt2-124m", .B = 4, .T = 256, .block_forward_s = 0.1175,
+    a.probe = (hw_probe_record){.model = "gpt2-124m", .blas_kernels = "SkylakeX", .B = 4, .T = 256, .block_forward_s = 0.1175,
                                 .block_backward_s = 0.3861, .head_s = 1.8, .adamw_alone_s = 1e-3,
                                 .adamw_beside_compute_s = 3e-3, .compute_beside_adamw = 2.5, .checksum_gbps = 14.1,
                                 .io_kernel_s_per_gb = 0.024, .trial_layers = 4, .trial_work_s = 0.68,
@@ -208,6 +208,9 @@ static void test_bad_values_named(void **state) {
     expect_error("compute.widen_gbps", "-2", "compute.widen_gbps: must be >= 0");
     expect_error("ssd.1.bench_read_gbps", "-1", "ssd[1].bench_read_gbps: must be >= 0");
     expect_error("probe", "{\"trial_layers\": -2}", "probe.trial_layers: must be >= 0");
+    expect_error("probe", "{\"blas_kernels\": 3}", "probe.blas_kernels: must be a string");
+    expect_error("probe", "{\"blas_kernels\": \"" "0123456789012345678901234567890123" "\"}",
+                 "probe.blas_kernels: longer than 31 characters");
     expect_error("probe", "{\"trial_work_s\": -2}", "probe.trial_work_s: must be >= 0");
     expect_error("probe", "{\"trial_long_layers\": -1}", "probe.trial_long_layers: must be >= 0");
     expect_error("probe", "{\"trial_long_work_s\": -0.5}", "probe.trial_long_work_s: must be >= 0");

@@ -119,6 +119,10 @@ typedef struct hw_ssd {
 typedef struct hw_probe_record {
     char model[32];
     int B, T;
+    /* the matrix products' kernel set the compute rates were measured with (strata/backend.h:
+       cpu_blas_kernels, OpenBLAS's name for it), or "": another set runs the same products up to 4x
+       slower or faster (docs/BENCHMARKS.md, "OpenBLAS's kernels on a CPU it does not know") */
+    char blas_kernels[32];
     double block_forward_s, block_backward_s, head_s;
     double adamw_alone_s, adamw_beside_compute_s;   /* per 10^6 parameters, 1 thread */
     double compute_beside_adamw;   /* the block's time beside AdamW looping, over its time alone */

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "strata/backend.h"
 #include "strata/store.h"
 
 int cli_error(const char *fmt, ...) {
@@ -110,6 +111,19 @@ st_status cli_parse_size(const char *flag, const char *s, uint64_t *out, st_erro
 }
 
 int cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
+
+st_status cli_load_hw(const char *path, hw_desc *out, st_error *err) {
+    st_status s = hw_load_json(path, out, err);
+    if (s != ST_OK) return s;
+    const char *now = cpu_blas_kernels(), *then = out->probe.blas_kernels;
+    if (then[0] && now && strcasecmp(then, now) != 0)
+        fprintf(stderr,
+                "warning: %s was measured with OpenBLAS's %s kernels and this process runs its %s kernels: its "
+                "compute rates, and the predictions made with them, may be far off; measure this machine again with "
+                "'strata probe'\n",
+                path, then, now);
+    return ST_OK;
+}
 
 void cli_plan_progress_start(cli_plan_progress *p) {
     *p = (cli_plan_progress){.t0 = st_now(), .tty = isatty(STDERR_FILENO), .last_quarter = 0};

@@ -10,6 +10,7 @@
 #include "strata/base.h"
 #include "strata/model.h"
 #include "strata/checkpoint.h"
+#include "strata/hw.h"
 #include "strata/schedule.h"
 #include "strata/store.h"
 
@@ -98,6 +99,12 @@ const char *cli_model_tokenizer(const char *flag, const char *model_dir, char *b
 /* The record of st's last commit (strata/checkpoint.h's ckpt_record_parse
  * of the store's user meta). */
 st_status cli_commit_read(store *st, ckpt_record *out, st_error *err);
+
+/* hw_load_json, and a warning on stderr when the description's compute
+ * rates were measured with another set of matrix-product kernels than this
+ * process runs (hw_probe_record.blas_kernels): its predictions are then
+ * off by up to the two sets' ratio, 3-4x on this project's machines. */
+st_status cli_load_hw(const char *path, hw_desc *out, st_error *err);
 
 /* True when stdout is a terminal (live status lines) rather than a log. */
 int cli_stdout_is_tty(void);

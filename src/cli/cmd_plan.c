@@ -81,7 +81,7 @@ int cmd_plan(int argc, char **argv) {
     q.n_best = (int)o.top;
     q.whole_placements = o.whole;
     hw_desc hw;
-    if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
+    if (cli_load_hw(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
     cli_plan_progress progress;
     cli_plan_progress_start(&progress);
     q.progress = cli_plan_progress_show, q.progress_ctx = &progress;

@@ -164,7 +164,7 @@ int cmd_probe(int argc, char **argv) {
         if (!store_arg)
             return end_probe(cm, cli_usage_error("probe", "--update re-measures the store directories: give them "
                                                           "with --store"));
-        s = hw_load_json(update, &base, &err);
+        s = cli_load_hw(update, &base, &err);
         pc.base = &base;
     }
     if (s == ST_OK) s = hw_probe(&pc, &hw, &err);

@@ -343,7 +343,7 @@ int cmd_simulate(int argc, char **argv) {
                                "simulate phased and interleaved each");
 
     hw_desc hw;
-    if (hw_load_json(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
+    if (cli_load_hw(hw_path, &hw, &err) != ST_OK) return cli_fail(&err);
     if (devices > 1 && hw.backend != HW_BACKEND_GPU)
         return cli_usage_error("simulate", "--devices %ld: data parallelism is modelled on a gpu backend only (%s is a cpu "
                                "description)", devices, hw_path);

@@ -548,7 +548,7 @@ static st_status plan_auto(session *s, st_error *err) {
         return st_fail(err, ST_EINVAL, "--plan auto needs --hw FILE, a description of this machine: write one with "
                                        "'strata probe --store DIR --out FILE' (about 20 s, on an idle machine)");
     hw_desc hw;
-    st_status st = hw_load_json(o->hw, &hw, err);
+    st_status st = cli_load_hw(o->hw, &hw, err);
     if (st != ST_OK) return st;
     cli_plan_progress progress;
     plan_request q = run_plan_request(s, &progress);
@@ -580,7 +580,7 @@ static st_status offload_auto_by_time(session *s, st_error *err) {
     train_opts *o = &s->o;
     train_run_config *rc = &s->rc;
     hw_desc hw;
-    st_status st = hw_load_json(o->hw, &hw, err);
+    st_status st = cli_load_hw(o->hw, &hw, err);
     if (st != ST_OK) return st;
     cli_plan_progress progress;
     plan_request q = run_plan_request(s, &progress);

@@ -492,13 +492,14 @@ st_status hw_parse_json(const char *text, size_t len, const char *name, hw_desc 
                                              "ranks_allgather_gbps", "ranks_reduce_scatter_gbps", "checksum_gbps",
                                              "io_kernel_s_per_gb", "trial_layers", "trial_work_s",
                                              "trial_predicted_work_s", "trial_ssd_step_s", "trial_ssd_work_s",
-                                             "trial_long_layers", "trial_long_work_s", NULL};
+                                             "trial_long_layers", "trial_long_work_s", "blas_kernels", NULL};
     const cJSON *pr = object(&r, root, "", "probe", 0, probe_keys);
     if (pr) {
         hw_probe_record *p = &hw.probe;
         string(&r, pr, "probe", "model", 0, p->model, sizeof p->model);
         integer(&r, pr, "probe", "micro_batch", 0, &p->B);
         integer(&r, pr, "probe", "seq", 0, &p->T);
+        string(&r, pr, "probe", "blas_kernels", 0, p->blas_kernels, sizeof p->blas_kernels);
         num(&r, pr, "probe", "block_forward_s", 0, &p->block_forward_s);
         num(&r, pr, "probe", "block_backward_s", 0, &p->block_backward_s);
         num(&r, pr, "probe", "head_s", 0, &p->head_s);
@@ -634,7 +635,7 @@ char *hw_to_json(const hw_desc *hw) {
         }
     }
     const hw_probe_record *p = &hw->probe;
-    if (p->model[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
+    if (p->model[0] || p->blas_kernels[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
         p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
         p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0 ||
         p->compute_beside_adamw > 0 || p->trial_layers > 0 || p->trial_work_s > 0 || p->trial_predicted_work_s > 0 ||
@@ -644,6 +645,7 @@ char *hw_to_json(const hw_desc *hw) {
             cJSON_AddStringToObject(pr, "model", p->model);
             add_num(pr, "micro_batch", p->B);
             add_num(pr, "seq", p->T);
+            if (p->blas_kernels[0]) cJSON_AddStringToObject(pr, "blas_kernels", p->blas_kernels);
             add_num(pr, "block_forward_s", p->block_forward_s);
             add_num(pr, "block_backward_s", p->block_backward_s);
             add_num(pr, "head_s", p->head_s);

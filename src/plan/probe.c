@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "plan/sim_internal.h"
+#include "strata/backend.h"
 #include "strata/checksum.h"
 #include "strata/comm.h"
 #include "strata/io.h"
@@ -557,6 +558,7 @@ static st_status probe_compute(const hw_probe_config *cfg, hw_desc *hw, st_error
     adamw_free(&a);
     bench_free(&b);
     snprintf(hw->probe.model, sizeof hw->probe.model, "%s", cfg->model);
+    snprintf(hw->probe.blas_kernels, sizeof hw->probe.blas_kernels, "%s", cpu_blas_kernels());
     hw->probe.B = cfg->B;
     hw->probe.T = cfg->T;
     return s;

@@ -56,6 +56,23 @@ if os_ >= 1.05: assert abs(1 / cs + 1 / os_ - 1) < 1e-9, ct
 else: assert cs == p["compute_beside_adamw"], (ct, p)
 assert ct["compute_beside_io"] >= 1 and ct["io_beside_compute"] >= 1, ct
 PY
+check "probe: the description names the kernel set its compute rates were measured with" bash -c \
+  "k=\$('$STRATA' version | sed -n 's/^matrix products: OpenBLAS, \\(.*\\) kernels\$/\\1/p') &&
+   [ -n \"\$k\" ] && '$PY' -c 'import json,sys; assert json.load(open(sys.argv[1]))[\"probe\"][\"blas_kernels\"] == sys.argv[2]' \
+     '$tmp/hw.json' \"\$k\""
+"$PY" - "$tmp/hw.json" "$tmp/hw-other-kernels.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["probe"]["blas_kernels"] = "Prescott" if d["probe"]["blas_kernels"].lower() != "prescott" else "Haswell"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+check "simulate: no warning on a description of this process's kernels" bash -c \
+  "'$STRATA' simulate --hw '$tmp/hw.json' --model gpt2-tiny --micro-batch 2 --seq 32 2>'$tmp/k1.err' >/dev/null &&
+   ! grep -q 'kernels' '$tmp/k1.err'"
+check "simulate, plan: a warning on a description measured with other kernels" bash -c \
+  "'$STRATA' simulate --hw '$tmp/hw-other-kernels.json' --model gpt2-tiny --micro-batch 2 --seq 32 2>'$tmp/k2.err' >/dev/null &&
+   grep -Eq '^warning: .*hw-other-kernels.json was measured with OpenBLAS.s (Prescott|Haswell) kernels and this process runs its .* kernels' '$tmp/k2.err' &&
+   '$STRATA' plan --hw '$tmp/hw-other-kernels.json' --model gpt2-tiny --global-batch 2 --seq 32 2>&1 >/dev/null | grep -q 'strata probe'"
 check "probe: AdamW alone timed before and after compute beside it, the faster kept" "$PY" - "$tmp/hw.json" \
   "$tmp/probe.err" <<'PY'
 import json, re, sys
