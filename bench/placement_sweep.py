@@ -475,6 +475,39 @@ def report(out, model, seq, steps):
     if runs:
         L.append(f"- each round on its own, on the disk re-measured right before it: {len(within)} of {len(runs)} "
                  f"executor runs within 10% ({100 * len(within) / len(runs):.0f}%)")
+    # The same checks on the sweep's own description alone (OUT/hw.json, what strata plan ranked with: the
+    # disk as the start probe measured it, not re-measured before each run), and which of the two disk
+    # measurements was nearer the rates each run's drive showed while busy: whether re-measuring the disk
+    # a minute before a run predicts the run better than the start did.
+    planned_pts = [r for r in placements if rounds(r) and r["pred_plan"] is not None]
+    if planned_pts:
+        ok = [r for r in planned_pts if abs(r["pred_plan"] / med(r) - 1) <= 0.10]
+        each = [(r["pred_plan"], x["run"]["step_s"]) for r in planned_pts for x in rounds(r)]
+        ok_rounds = sum(abs(p / m - 1) <= 0.10 for p, m in each)
+        L.append(f"- on the sweep's description alone (the disk as measured at the start; strata plan's own "
+                 f"prediction): {len(ok)} of {len(planned_pts)} points within 10% "
+                 f"({100 * len(ok) / len(planned_pts):.0f}%), {ok_rounds} of {len(each)} rounds")
+    sweep_read = None
+    try:
+        sweep_read = json.load(open(f"{out}/hw.json"))["ssd"][0]["read_gbps"]
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    drives = []   # (the run's drive while busy, the re-measurement before it) for runs that read
+    for r in runs:
+        try:
+            before = json.load(open(f"{out}/run-{r['name']}.hw.json"))["ssd"][0]["read_gbps"]
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+        if r["run"]["read_gbps"]:
+            drives.append((r["run"]["read_gbps"], before))
+    if drives and sweep_read:
+        near_before = sum(abs(b / seen - 1) <= 0.10 for seen, b in drives)
+        near_start = sum(abs(sweep_read / seen - 1) <= 0.10 for seen, _ in drives)
+        L.append(f"- the drive's read rate while each run streamed, against the disk measured right before the run: "
+                 f"{near_before} of {len(drives)} runs within 10% (ratio median "
+                 f"{statistics.median(seen / b for seen, b in drives):.2f}); against the start's "
+                 f"({sweep_read:.3f} GB/s): {near_start} of {len(drives)} (ratio median "
+                 f"{statistics.median(seen / sweep_read for seen, _ in drives):.2f})")
     # How far the machine itself moves a configuration between rounds: a model
     # that predicted each placement's median exactly would still miss the rounds
     # that land more than 10% from it. The ceiling for the line above.
