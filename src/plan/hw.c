@@ -635,8 +635,8 @@ char *hw_to_json(const hw_desc *hw) {
         }
     }
     const hw_probe_record *p = &hw->probe;
-    if (p->model[0] || p->blas_kernels[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 || p->head_s > 0 ||
-        p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
+    if (p->model[0] || p->blas_kernels[0] || p->B || p->T || p->block_forward_s > 0 || p->block_backward_s > 0 ||
+        p->head_s > 0 || p->adamw_alone_s > 0 || p->adamw_beside_compute_s > 0 || p->ranks_allgather_gbps > 0 ||
         p->ranks_reduce_scatter_gbps > 0 || p->checksum_gbps > 0 || p->io_kernel_s_per_gb > 0 ||
         p->compute_beside_adamw > 0 || p->trial_layers > 0 || p->trial_work_s > 0 || p->trial_predicted_work_s > 0 ||
         p->trial_ssd_step_s > 0 || p->trial_ssd_work_s > 0 || p->trial_long_layers > 0 || p->trial_long_work_s > 0) {
