@@ -258,12 +258,18 @@ def sim(out, name, which):
         return None
 
 
-def disk(path):
+def first_drive(path):
+    """The first SSD path of description PATH (a dict), or None when it has none or cannot be read."""
     try:
         s = json.load(open(path))["ssd"][0]
-        return f"read {s['read_gbps']:.3f} GB/s, write {s['write_gbps']:.3f} GB/s"
+        return s if "read_gbps" in s and "write_gbps" in s else None
     except (OSError, ValueError, KeyError, IndexError):
-        return "not measured"
+        return None
+
+
+def disk(path):
+    s = first_drive(path)
+    return f"read {s['read_gbps']:.3f} GB/s, write {s['write_gbps']:.3f} GB/s" if s else "not measured"
 
 
 def report(out, model, seq, steps):
@@ -487,19 +493,13 @@ def report(out, model, seq, steps):
         L.append(f"- on the sweep's description alone (the disk as measured at the start; strata plan's own "
                  f"prediction): {len(ok)} of {len(planned_pts)} points within 10% "
                  f"({100 * len(ok) / len(planned_pts):.0f}%), {ok_rounds} of {len(each)} rounds")
-    sweep_read = None
-    try:
-        sweep_read = json.load(open(f"{out}/hw.json"))["ssd"][0]["read_gbps"]
-    except (OSError, ValueError, KeyError, IndexError):
-        pass
+    start = first_drive(f"{out}/hw.json")
+    sweep_read = start["read_gbps"] if start else None
     drives = []   # (the run's drive while busy, the re-measurement before it) for runs that read
     for r in runs:
-        try:
-            before = json.load(open(f"{out}/run-{r['name']}.hw.json"))["ssd"][0]["read_gbps"]
-        except (OSError, ValueError, KeyError, IndexError):
-            continue
-        if r["run"]["read_gbps"]:
-            drives.append((r["run"]["read_gbps"], before))
+        before = first_drive(f"{out}/run-{r['name']}.hw.json")
+        if before and r["run"]["read_gbps"]:
+            drives.append((r["run"]["read_gbps"], before["read_gbps"]))
     if drives and sweep_read:
         near_before = sum(abs(b / seen - 1) <= 0.10 for seen, b in drives)
         near_start = sum(abs(sweep_read / seen - 1) <= 0.10 for seen, _ in drives)

@@ -86,8 +86,8 @@ static void test_round_trip(void **state) {
     a.ssd[1].bench_write_gbps = 1.5;
     a.block_factor = 1.0 / 7.0 + 1;
     a.probe = (hw_probe_record){.model = "gpt2-124m", .blas_kernels = "SkylakeX", .B = 4, .T = 256,
-                                .block_forward_s = 0.1175, .block_backward_s = 0.3861, .head_s = 1.8, .adamw_alone_s = 1e-3,
-                                .adamw_beside_compute_s = 3e-3, .compute_beside_adamw = 2.5, .checksum_gbps = 14.1,
+                                .block_forward_s = 0.1175, .block_backward_s = 0.3861, .head_s = 1.8,
+                                .adamw_alone_s = 1e-3, .adamw_beside_compute_s = 3e-3, .compute_beside_adamw = 2.5, .checksum_gbps = 14.1,
                                 .io_kernel_s_per_gb = 0.024, .trial_layers = 4, .trial_work_s = 0.68,
                                 .trial_predicted_work_s = 0.61, .trial_ssd_step_s = 1.2, .trial_ssd_work_s = 0.75,
                                 .trial_long_layers = 12, .trial_long_work_s = 1.93};
